@@ -1,0 +1,23 @@
+//! Joblet's pure domain core.
+//!
+//! What a job is ([`spec`]), which states it may move between ([`state`]),
+//! how the node decides what runs next ([`scheduler`]), how job ids are
+//! abbreviated ([`id`]) and how a job's output is framed on disk ([`joblog`]).
+//!
+//! This crate does no IO: no files, no clocks, no randomness, no async
+//! runtime. Time and ids are inputs, so every decision is a plain function
+//! that tests call directly. It must not depend on tokio, nix, std::fs or NVML.
+
+pub mod id;
+pub mod joblog;
+pub mod parse;
+pub mod scheduler;
+pub mod spec;
+pub mod state;
+
+pub use id::{JobId, PrefixError};
+pub use spec::{FieldError, JobRequest, JobSpec, NodeCapabilities, Resources, Unsupported};
+pub use state::{JobState, TransitionError};
+
+/// Milliseconds since the Unix epoch: the core's only notion of time.
+pub type UnixMillis = i64;

@@ -1,0 +1,205 @@
+//! Parsers for the values users type: sizes, CPU lists, `KEY=VALUE` pairs,
+//! durations. Each returns a [`ParseError`] that says what was expected;
+//! the caller adds the name of the flag or field.
+
+use std::time::Duration;
+
+/// A value that does not have the accepted form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value {value:?}: expected {expected}")]
+pub struct ParseError {
+    pub value: String,
+    pub expected: String,
+}
+
+impl ParseError {
+    fn new(value: &str, expected: impl Into<String>) -> Self {
+        ParseError {
+            value: value.to_owned(),
+            expected: expected.into(),
+        }
+    }
+}
+
+pub const SIZE_MB_FORM: &str = "a size like 8GB, 4096MB or 4096 (megabytes)";
+
+/// Parses a memory size into MiB: `8GB` / `8G` / `8GiB` (×1024), `4096MB` /
+/// `4096M` / `4096MiB`, `1TB` (×1024²), or a bare number of MiB. Units are
+/// case-insensitive; as in seed 001, 1 GB = 1024 MB.
+pub fn parse_size_mb(s: &str) -> Result<u64, ParseError> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(ParseError::new(s, SIZE_MB_FORM));
+    }
+    let n: u64 = num.parse().map_err(|_| {
+        ParseError::new(s, format!("{SIZE_MB_FORM}, small enough to fit in 64 bits"))
+    })?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "m" | "mb" | "mib" => 1,
+        "g" | "gb" | "gib" => 1024,
+        "t" | "tb" | "tib" => 1024 * 1024,
+        _ => return Err(ParseError::new(s, SIZE_MB_FORM)),
+    };
+    n.checked_mul(mult).ok_or_else(|| {
+        ParseError::new(s, format!("{SIZE_MB_FORM}, small enough to fit in 64 bits"))
+    })
+}
+
+pub const CPU_LIST_FORM: &str = "a CPU list like 0-3 or 1,3 or 0-1,4 (CPU numbers 0-4095)";
+pub const MAX_CPU_ID: u32 = 4095;
+
+/// Parses a Linux CPU list (`0-3,5`) into sorted, de-duplicated CPU numbers.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, ParseError> {
+    let err = || ParseError::new(s, CPU_LIST_FORM);
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(err());
+    }
+    let mut cpus = Vec::new();
+    for part in t.split(',') {
+        let part = part.trim();
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let a: u32 = a.parse().map_err(|_| err())?;
+        let b: u32 = b.parse().map_err(|_| err())?;
+        if a > b || b > MAX_CPU_ID {
+            return Err(err());
+        }
+        cpus.extend(a..=b);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// Formats CPU numbers back into the compact list form (`0-3,5`).
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+pub const ENV_FORM: &str =
+    "KEY=VALUE where KEY is letters, digits and '_' and does not start with a digit";
+
+/// Checks an environment variable name.
+pub fn check_env_key(key: &str) -> Result<(), ParseError> {
+    let mut chars = key.chars();
+    let ok = matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(ParseError::new(key, ENV_FORM))
+    }
+}
+
+/// Parses `KEY=VALUE` (the value may be empty and may contain `=`).
+pub fn parse_env_pair(s: &str) -> Result<(String, String), ParseError> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| ParseError::new(s, ENV_FORM))?;
+    check_env_key(k).map_err(|_| ParseError::new(s, ENV_FORM))?;
+    if v.contains('\0') {
+        return Err(ParseError::new(s, "a value without NUL bytes"));
+    }
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+pub const DURATION_FORM: &str =
+    "a duration like 30s, 10m, 2h, 1h30m or a number of seconds (0 = no limit)";
+
+/// Parses a duration: a bare number of seconds, or humantime's `30s`, `1h30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
+    let t = s.trim();
+    if let Ok(secs) = t.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(t).map_err(|_| ParseError::new(s, DURATION_FORM))
+}
+
+/// Formats a duration the way [`parse_duration`] reads it back (`1h 30m`).
+pub fn format_duration(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_in_seed_001_forms() {
+        assert_eq!(parse_size_mb("8GB").unwrap(), 8192);
+        assert_eq!(parse_size_mb("16gb").unwrap(), 16384);
+        assert_eq!(parse_size_mb("4096MB").unwrap(), 4096);
+        assert_eq!(parse_size_mb("4096").unwrap(), 4096);
+        assert_eq!(parse_size_mb("1TB").unwrap(), 1024 * 1024);
+        assert_eq!(parse_size_mb("2GiB").unwrap(), 2048);
+    }
+
+    #[test]
+    fn bad_sizes_say_what_is_expected() {
+        for bad in [
+            "8XB",
+            "",
+            "GB",
+            "-1",
+            "8.5GB",
+            "99999999999999999999",
+            "18014398509481984GB",
+        ] {
+            let e = parse_size_mb(bad).unwrap_err();
+            assert!(e.to_string().contains("8GB, 4096MB or 4096"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_cpu_list("3,1,1").unwrap(), vec![1, 3]);
+        assert_eq!(
+            format_cpu_list(&parse_cpu_list("0-1,4,5,6,9").unwrap()),
+            "0-1,4-6,9"
+        );
+        for bad in ["", "3-1", "a", "0-", "-1", "4096", "1,,2"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn env_pairs() {
+        assert_eq!(parse_env_pair("A=b=c").unwrap(), ("A".into(), "b=c".into()));
+        assert_eq!(parse_env_pair("_X=").unwrap(), ("_X".into(), "".into()));
+        for bad in ["A", "=x", "1A=x", "A-B=x", "A B=x"] {
+            assert!(parse_env_pair(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("-5").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(format_duration(Duration::from_secs(5400)), "1h 30m");
+    }
+}

@@ -1,0 +1,547 @@
+//! What a job asks for, and the one place that decides whether a request is
+//! acceptable.
+//!
+//! A [`JobRequest`] holds the fields as a client sent them (numbers signed,
+//! strings unparsed). [`JobRequest::validate`] turns it into a [`JobSpec`] or
+//! a [`FieldError`] naming the RPC field and the accepted form. Whether this
+//! node can *enforce* what a valid spec asks for is a separate question,
+//! answered by [`JobSpec::check_supported`]: a request the node cannot honour
+//! is refused, never silently run without its limits.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::parse::{self, ParseError};
+
+/// A request field that is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct FieldError {
+    /// The RPC field, dotted (`resources.gpu_memory_mb`, `env["1X"]`).
+    pub field: String,
+    pub problem: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    fn from_parse(field: impl Into<String>, e: ParseError) -> Self {
+        FieldError::new(field, e.to_string())
+    }
+}
+
+/// Upper bounds that keep numbers meaningful (and far from overflow).
+pub mod limits {
+    /// 1024 cores' worth of CPU percent.
+    pub const MAX_CPU_PERCENT: i64 = 102_400;
+    /// 16 TiB of memory, in MiB.
+    pub const MAX_MEMORY_MB: i64 = 16 * 1024 * 1024;
+    /// 1 TiB of GPU memory per GPU, in MiB.
+    pub const MAX_GPU_MEMORY_MB: i64 = 1024 * 1024;
+    pub const MAX_GPU_COUNT: i64 = 256;
+    /// One year.
+    pub const MAX_TIMEOUT_SECS: i64 = 366 * 24 * 3600;
+    pub const MAX_COMMAND_BYTES: usize = 4096;
+    pub const MAX_ARGS: usize = 4096;
+    pub const MAX_ENV: usize = 1024;
+}
+
+/// A job request as received, before validation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobRequest {
+    pub command: String,
+    pub args: Vec<String>,
+    pub max_cpu: i64,
+    pub cpu_cores: String,
+    pub max_memory_mb: i64,
+    pub max_iobps: i64,
+    pub gpu_count: i64,
+    pub gpu_memory_mb: i64,
+    pub env: Vec<(String, String)>,
+    pub secret_env: Vec<(String, String)>,
+    pub uploads: Vec<String>,
+    pub runtime: String,
+    /// `None` = the node's default; `Some(0)` = no limit.
+    pub timeout_seconds: Option<i64>,
+}
+
+/// Resource limits of a validated job. `None`/0 = not asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    pub max_cpu_percent: Option<u32>,
+    pub cpu_cores: Option<Vec<u32>>,
+    pub max_memory_mb: Option<u64>,
+    pub max_iobps: Option<u64>,
+    pub gpu_count: u32,
+    pub gpu_memory_mb: Option<u64>,
+}
+
+/// A validated job. Secret values are not part of it: they travel beside
+/// the spec (see [`JobRequest::validate`]) and are never persisted in clear.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub resources: Resources,
+    pub env: BTreeMap<String, String>,
+    /// Names of the secret variables (values elsewhere).
+    pub secret_env_keys: Vec<String>,
+    pub uploads: Vec<String>,
+    pub runtime: Option<String>,
+    /// `None` = no time limit.
+    pub timeout: Option<Duration>,
+}
+
+fn non_negative(field: &str, v: i64, max: i64, unit: &str) -> Result<u64, FieldError> {
+    if v < 0 {
+        return Err(FieldError::new(
+            field,
+            format!("must not be negative (got {v}); expected 0 (no limit) to {max} {unit}"),
+        ));
+    }
+    if v > max {
+        return Err(FieldError::new(
+            field,
+            format!("{v} is too large; expected 0 (no limit) to {max} {unit}"),
+        ));
+    }
+    Ok(v as u64)
+}
+
+fn check_text(field: &str, s: &str) -> Result<(), FieldError> {
+    if s.contains('\0') {
+        return Err(FieldError::new(field, "must not contain NUL bytes"));
+    }
+    Ok(())
+}
+
+fn check_env(
+    field: &str,
+    pairs: &[(String, String)],
+    out: &mut BTreeMap<String, String>,
+) -> Result<(), FieldError> {
+    for (k, v) in pairs {
+        parse::check_env_key(k)
+            .map_err(|e| FieldError::from_parse(format!("{field}[{k:?}]"), e))?;
+        check_text(&format!("{field}[{k:?}]"), v)?;
+        if out.insert(k.clone(), v.clone()).is_some() {
+            return Err(FieldError::new(
+                format!("{field}[{k:?}]"),
+                "is given twice (in env and secret_env, or repeated); give each variable once",
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl JobRequest {
+    /// Checks every field; returns the spec and the secret values (kept apart
+    /// so the spec can be stored as is).
+    pub fn validate(&self) -> Result<(JobSpec, BTreeMap<String, String>), FieldError> {
+        if self.command.trim().is_empty() {
+            return Err(FieldError::new(
+                "command",
+                "is empty; give the program to run, e.g. `rnx job run -- python3 train.py`",
+            ));
+        }
+        check_text("command", &self.command)?;
+        if self.command.len() > limits::MAX_COMMAND_BYTES {
+            return Err(FieldError::new(
+                "command",
+                format!("is longer than {} bytes", limits::MAX_COMMAND_BYTES),
+            ));
+        }
+        if self.args.len() > limits::MAX_ARGS {
+            return Err(FieldError::new(
+                "args",
+                format!(
+                    "has {} arguments; at most {} are accepted",
+                    self.args.len(),
+                    limits::MAX_ARGS
+                ),
+            ));
+        }
+        for (i, a) in self.args.iter().enumerate() {
+            check_text(&format!("args[{i}]"), a)?;
+        }
+
+        let max_cpu = non_negative(
+            "resources.max_cpu",
+            self.max_cpu,
+            limits::MAX_CPU_PERCENT,
+            "percent of one CPU (100 = one core)",
+        )?;
+        let max_memory = non_negative(
+            "resources.max_memory_mb",
+            self.max_memory_mb,
+            limits::MAX_MEMORY_MB,
+            "MiB",
+        )?;
+        let max_iobps = non_negative(
+            "resources.max_iobps",
+            self.max_iobps,
+            i64::MAX,
+            "bytes per second",
+        )?;
+        let gpu_count = non_negative(
+            "resources.gpu_count",
+            self.gpu_count,
+            limits::MAX_GPU_COUNT,
+            "GPUs",
+        )?;
+        let gpu_memory = non_negative(
+            "resources.gpu_memory_mb",
+            self.gpu_memory_mb,
+            limits::MAX_GPU_MEMORY_MB,
+            "MiB per GPU",
+        )?;
+        if gpu_memory > 0 && gpu_count == 0 {
+            return Err(FieldError::new(
+                "resources.gpu_memory_mb",
+                "needs resources.gpu_count of at least 1 (--gpu=N together with --gpu-memory)",
+            ));
+        }
+        let cpu_cores = if self.cpu_cores.trim().is_empty() {
+            None
+        } else {
+            Some(
+                parse::parse_cpu_list(&self.cpu_cores)
+                    .map_err(|e| FieldError::from_parse("resources.cpu_cores", e))?,
+            )
+        };
+
+        if self.env.len() + self.secret_env.len() > limits::MAX_ENV {
+            return Err(FieldError::new(
+                "env",
+                format!(
+                    "at most {} variables (env and secret_env together)",
+                    limits::MAX_ENV
+                ),
+            ));
+        }
+        let mut env = BTreeMap::new();
+        check_env("env", &self.env, &mut env)?;
+        let mut all = env.clone();
+        check_env("secret_env", &self.secret_env, &mut all)?;
+        let secrets: BTreeMap<String, String> = self.secret_env.iter().cloned().collect();
+
+        for (i, u) in self.uploads.iter().enumerate() {
+            if u.is_empty() {
+                return Err(FieldError::new(
+                    format!("uploads[{i}]"),
+                    "is empty; give a file or directory path",
+                ));
+            }
+            check_text(&format!("uploads[{i}]"), u)?;
+        }
+
+        let runtime = match self.runtime.trim() {
+            "" => None,
+            r if r.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')) => Some(r.to_owned()),
+            r => return Err(FieldError::new("runtime", format!("invalid runtime name {r:?}: expected letters, digits, '.', '-' and '_', like python-3.11-ml"))),
+        };
+
+        let timeout = match self.timeout_seconds {
+            None => None,
+            Some(s) => {
+                match non_negative("timeout_seconds", s, limits::MAX_TIMEOUT_SECS, "seconds")? {
+                    0 => None,
+                    s => Some(Duration::from_secs(s)),
+                }
+            }
+        };
+
+        let spec = JobSpec {
+            command: self.command.clone(),
+            args: self.args.clone(),
+            resources: Resources {
+                max_cpu_percent: (max_cpu > 0).then_some(max_cpu as u32),
+                cpu_cores,
+                max_memory_mb: (max_memory > 0).then_some(max_memory),
+                max_iobps: (max_iobps > 0).then_some(max_iobps),
+                gpu_count: gpu_count as u32,
+                gpu_memory_mb: (gpu_memory > 0).then_some(gpu_memory),
+            },
+            env,
+            secret_env_keys: secrets.keys().cloned().collect(),
+            uploads: self.uploads.clone(),
+            runtime,
+            timeout,
+        };
+        Ok((spec, secrets))
+    }
+
+    /// Whether the request left the timeout to the node.
+    pub fn uses_default_timeout(&self) -> bool {
+        self.timeout_seconds.is_none()
+    }
+}
+
+/// What this node can enforce. A spec asking for anything else is refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCapabilities {
+    pub cpu_limit: bool,
+    pub cpu_pinning: bool,
+    pub memory_limit: bool,
+    pub io_limit: bool,
+    pub gpus: bool,
+    pub uploads: bool,
+    pub runtimes: bool,
+}
+
+impl NodeCapabilities {
+    /// Names of the enforced features, for `WhoAmI` and `--help` texts.
+    pub fn supported_names(&self) -> Vec<&'static str> {
+        let mut v = vec!["env", "secret_env", "timeout"];
+        let flags = [
+            (self.cpu_limit, "max_cpu"),
+            (self.cpu_pinning, "cpu_cores"),
+            (self.memory_limit, "max_memory"),
+            (self.io_limit, "max_iobps"),
+            (self.gpus, "gpu"),
+            (self.uploads, "upload"),
+            (self.runtimes, "runtime"),
+        ];
+        v.extend(flags.into_iter().filter(|(on, _)| *on).map(|(_, n)| n));
+        v
+    }
+}
+
+/// A valid request this node cannot enforce.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} ({flag}): {what} is not supported yet on this node; the job was not started. Remove {flag} or run it on a node that supports it (`rnx whoami` lists what this node enforces)")]
+pub struct Unsupported {
+    pub field: &'static str,
+    pub flag: &'static str,
+    pub what: &'static str,
+}
+
+impl JobSpec {
+    /// Refuses the first limit or feature the node cannot enforce.
+    pub fn check_supported(&self, caps: &NodeCapabilities) -> Result<(), Unsupported> {
+        let r = &self.resources;
+        let checks: [(bool, bool, &str, &str, &str); 8] = [
+            (
+                r.max_cpu_percent.is_some(),
+                caps.cpu_limit,
+                "resources.max_cpu",
+                "--max-cpu",
+                "a CPU limit",
+            ),
+            (
+                r.cpu_cores.is_some(),
+                caps.cpu_pinning,
+                "resources.cpu_cores",
+                "--cpu-cores",
+                "CPU pinning",
+            ),
+            (
+                r.max_memory_mb.is_some(),
+                caps.memory_limit,
+                "resources.max_memory_mb",
+                "--max-memory",
+                "a memory limit",
+            ),
+            (
+                r.max_iobps.is_some(),
+                caps.io_limit,
+                "resources.max_iobps",
+                "--max-iobps",
+                "an IO bandwidth limit",
+            ),
+            (
+                r.gpu_count > 0,
+                caps.gpus,
+                "resources.gpu_count",
+                "--gpu",
+                "GPU allocation",
+            ),
+            (
+                r.gpu_memory_mb.is_some(),
+                caps.gpus,
+                "resources.gpu_memory_mb",
+                "--gpu-memory",
+                "a GPU memory requirement",
+            ),
+            (
+                !self.uploads.is_empty(),
+                caps.uploads,
+                "uploads",
+                "--upload",
+                "uploading files",
+            ),
+            (
+                self.runtime.is_some(),
+                caps.runtimes,
+                "runtime",
+                "--runtime",
+                "a runtime environment",
+            ),
+        ];
+        for (asked, can, field, flag, what) in checks {
+            if asked && !can {
+                return Err(Unsupported { field, flag, what });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req() -> JobRequest {
+        JobRequest {
+            command: "echo".into(),
+            args: vec!["hi".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn minimal_request_is_valid() {
+        let (spec, secrets) = req().validate().unwrap();
+        assert_eq!(spec.command, "echo");
+        assert_eq!(spec.timeout, None);
+        assert!(secrets.is_empty());
+        spec.check_supported(&NodeCapabilities::default()).unwrap();
+    }
+
+    /// Each bad field is refused with its own name and the accepted form.
+    #[test]
+    fn bad_fields_are_named() {
+        type Edit = fn(&mut JobRequest);
+        let table: &[(&str, Edit, &str)] = &[
+            ("command", |r| r.command = "  ".into(), "is empty"),
+            ("command", |r| r.command = "a\0b".into(), "NUL"),
+            ("args[0]", |r| r.args = vec!["x\0".into()], "NUL"),
+            (
+                "resources.max_cpu",
+                |r| r.max_cpu = -1,
+                "must not be negative",
+            ),
+            ("resources.max_cpu", |r| r.max_cpu = i64::MAX, "too large"),
+            (
+                "resources.max_memory_mb",
+                |r| r.max_memory_mb = -5,
+                "negative",
+            ),
+            (
+                "resources.max_memory_mb",
+                |r| r.max_memory_mb = i64::MAX,
+                "too large",
+            ),
+            ("resources.max_iobps", |r| r.max_iobps = -1, "negative"),
+            ("resources.gpu_count", |r| r.gpu_count = -2, "negative"),
+            (
+                "resources.gpu_count",
+                |r| r.gpu_count = 100_000,
+                "too large",
+            ),
+            (
+                "resources.gpu_memory_mb",
+                |r| {
+                    r.gpu_count = 1;
+                    r.gpu_memory_mb = -8
+                },
+                "negative",
+            ),
+            (
+                "resources.gpu_memory_mb",
+                |r| r.gpu_memory_mb = 8192,
+                "gpu_count",
+            ),
+            (
+                "resources.cpu_cores",
+                |r| r.cpu_cores = "3-1".into(),
+                "0-3 or 1,3",
+            ),
+            (
+                "env[\"1X\"]",
+                |r| r.env = vec![("1X".into(), "v".into())],
+                "KEY=VALUE",
+            ),
+            (
+                "secret_env[\"A\"]",
+                |r| {
+                    r.env = vec![("A".into(), "1".into())];
+                    r.secret_env = vec![("A".into(), "2".into())]
+                },
+                "twice",
+            ),
+            ("uploads[0]", |r| r.uploads = vec!["".into()], "empty"),
+            (
+                "runtime",
+                |r| r.runtime = "py thon".into(),
+                "python-3.11-ml",
+            ),
+            (
+                "timeout_seconds",
+                |r| r.timeout_seconds = Some(-1),
+                "negative",
+            ),
+            (
+                "timeout_seconds",
+                |r| r.timeout_seconds = Some(i64::MAX),
+                "too large",
+            ),
+        ];
+        for (field, edit, needle) in table {
+            let mut r = req();
+            edit(&mut r);
+            let e = r.validate().unwrap_err();
+            assert_eq!(&e.field, field, "{e}");
+            assert!(e.to_string().contains(needle), "{field}: {e}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_kept_apart_from_the_spec() {
+        let mut r = req();
+        r.secret_env = vec![("TOKEN".into(), "s3cret".into())];
+        let (spec, secrets) = r.validate().unwrap();
+        assert_eq!(spec.secret_env_keys, vec!["TOKEN".to_string()]);
+        assert!(!serde_json::to_string(&spec).unwrap().contains("s3cret"));
+        assert_eq!(secrets["TOKEN"], "s3cret");
+    }
+
+    #[test]
+    fn zero_timeout_means_none_and_unset_means_default() {
+        let mut r = req();
+        r.timeout_seconds = Some(0);
+        assert_eq!(r.validate().unwrap().0.timeout, None);
+        r.timeout_seconds = Some(30);
+        assert_eq!(
+            r.validate().unwrap().0.timeout,
+            Some(Duration::from_secs(30))
+        );
+        assert!(req().uses_default_timeout());
+    }
+
+    #[test]
+    fn unenforceable_requests_are_refused_by_name() {
+        let none = NodeCapabilities::default();
+        let mut r = req();
+        r.gpu_count = 2;
+        r.gpu_memory_mb = 8192;
+        let (spec, _) = r.validate().unwrap();
+        let e = spec.check_supported(&none).unwrap_err();
+        assert_eq!(e.flag, "--gpu");
+        assert!(e.to_string().contains("not supported yet on this node"));
+        let gpus = NodeCapabilities { gpus: true, ..none };
+        spec.check_supported(&gpus).unwrap();
+
+        let mut r = req();
+        r.max_memory_mb = 512;
+        let e = r.validate().unwrap().0.check_supported(&none).unwrap_err();
+        assert_eq!(e.flag, "--max-memory");
+    }
+}

@@ -1,0 +1,70 @@
+//! Conversions between wire types and core types.
+
+use joblet_core::{JobRequest, JobState};
+
+use crate::pb;
+
+pub fn state_to_pb(s: JobState) -> pb::JobState {
+    match s {
+        JobState::Pending => pb::JobState::Pending,
+        JobState::Queued => pb::JobState::Queued,
+        JobState::Running => pb::JobState::Running,
+        JobState::Completed => pb::JobState::Completed,
+        JobState::Failed => pb::JobState::Failed,
+        JobState::Stopped => pb::JobState::Stopped,
+        JobState::Preempted => pb::JobState::Preempted,
+    }
+}
+
+/// `None` for `JOB_STATE_UNSPECIFIED` or a number this build does not know.
+pub fn state_from_pb(v: i32) -> Option<JobState> {
+    Some(match pb::JobState::try_from(v).ok()? {
+        pb::JobState::Unspecified => return None,
+        pb::JobState::Pending => JobState::Pending,
+        pb::JobState::Queued => JobState::Queued,
+        pb::JobState::Running => JobState::Running,
+        pb::JobState::Completed => JobState::Completed,
+        pb::JobState::Failed => JobState::Failed,
+        pb::JobState::Stopped => JobState::Stopped,
+        pb::JobState::Preempted => JobState::Preempted,
+    })
+}
+
+/// The raw request, ready for [`JobRequest::validate`]. Map order is made
+/// deterministic (sorted) so validation errors are stable.
+pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
+    let res = r.resources.unwrap_or_default();
+    let mut env: Vec<(String, String)> = r.env.into_iter().collect();
+    env.sort();
+    let mut secret_env: Vec<(String, String)> = r.secret_env.into_iter().collect();
+    secret_env.sort();
+    JobRequest {
+        command: r.command,
+        args: r.args,
+        max_cpu: res.max_cpu,
+        cpu_cores: res.cpu_cores,
+        max_memory_mb: res.max_memory_mb,
+        max_iobps: res.max_iobps,
+        gpu_count: res.gpu_count,
+        gpu_memory_mb: res.gpu_memory_mb,
+        env,
+        secret_env,
+        uploads: r.uploads,
+        runtime: r.runtime,
+        timeout_seconds: r.timeout_seconds,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip() {
+        for s in JobState::ALL {
+            assert_eq!(state_from_pb(state_to_pb(s) as i32), Some(s));
+        }
+        assert_eq!(state_from_pb(0), None);
+        assert_eq!(state_from_pb(99), None);
+    }
+}
