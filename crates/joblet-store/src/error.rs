@@ -1,0 +1,104 @@
+//! The store's error type: every message names the database, key file or job involved.
+
+use std::path::PathBuf;
+
+use joblet_core::id::PrefixError;
+use joblet_core::{JobId, JobState, TransitionError};
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite refused an operation (disk full, file not writable, database locked for longer
+    /// than the busy timeout, ...).
+    #[error("job database {path}: could not {op}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        op: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// A file the store needs (the database, the key file) could not be created or read.
+    #[error("could not {op} {path}: {source}")]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// SQLite would not put the database in WAL mode.
+    #[error(
+        "job database {path}: could not switch to the WAL journal (SQLite kept {got:?}); \
+         put the state directory on a local filesystem"
+    )]
+    JournalMode { path: PathBuf, got: String },
+
+    /// The secret-sealing key file is unusable.
+    #[error("secret key file {path}: {problem}")]
+    Key { path: PathBuf, problem: String },
+
+    /// A schema migration step failed; the database is left at the version before it.
+    #[error(
+        "job database {path}: migration to schema version {version} failed: {source}; \
+         the database was left unchanged at version {from}"
+    )]
+    Migration {
+        path: PathBuf,
+        from: u32,
+        version: u32,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The database was written by a newer joblet.
+    #[error(
+        "job database {path} has schema version {found}, but this joblet supports at most \
+         version {supported}: upgrade joblet (or point it at another state directory)"
+    )]
+    SchemaTooNew {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+
+    #[error("no job with id {0} (see `rnx job list`)")]
+    NotFound(JobId),
+
+    #[error("a job with id {0} already exists")]
+    AlreadyExists(JobId),
+
+    /// A user-typed id or prefix does not name exactly one job.
+    #[error(transparent)]
+    JobRef(#[from] PrefixError),
+
+    /// The job state machine does not allow the requested transition.
+    #[error("job {id}: {source}")]
+    Transition {
+        id: JobId,
+        #[source]
+        source: TransitionError,
+    },
+
+    /// The job is still active; only finished jobs may be deleted.
+    #[error("job {id} is {state}: stop it (`rnx job stop {id}`) before deleting it")]
+    NotFinished { id: JobId, state: JobState },
+
+    /// A stored value could not be read back (bad JSON, unknown state name, a sealed secret
+    /// that does not decrypt with the key file).
+    #[error("job {id}: stored data is corrupt: {what}")]
+    Corrupt { id: String, what: String },
+
+    /// A value could not be encoded for storage.
+    #[error("job {id}: could not encode {what}: {source}")]
+    Encode {
+        id: JobId,
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// Sealing the job's secrets failed.
+    #[error("job {id}: could not seal its secrets (encryption failed)")]
+    Seal { id: JobId },
+}

@@ -1,0 +1,190 @@
+//! Schema migrations: an ordered list of SQL steps, tracked with `PRAGMA user_version`.
+//!
+//! Step `i` (0-based) moves the schema from version `i` to `i + 1`. Steps are append-only:
+//! never edit one that has shipped; add a new step instead.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::StoreError;
+
+/// The migration steps, oldest first.
+const MIGRATIONS: &[&str] = &[
+    // 1: jobs, their transition history, sealed secrets and the submission counter.
+    r#"
+    CREATE TABLE jobs (
+        id          TEXT PRIMARY KEY NOT NULL,
+        seq         INTEGER NOT NULL UNIQUE,
+        owner       TEXT NOT NULL,
+        spec_json   TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        reason      TEXT NOT NULL DEFAULT '',
+        exit_code   INTEGER,
+        created_ms  INTEGER NOT NULL,
+        started_ms  INTEGER,
+        ended_ms    INTEGER,
+        shim_pid    INTEGER
+    ) STRICT;
+    CREATE INDEX jobs_state ON jobs(state);
+
+    CREATE TABLE job_transitions (
+        id          INTEGER PRIMARY KEY,
+        job_id      TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+        from_state  TEXT,
+        to_state    TEXT NOT NULL,
+        at_ms       INTEGER NOT NULL,
+        reason      TEXT NOT NULL DEFAULT ''
+    ) STRICT;
+    CREATE INDEX job_transitions_job ON job_transitions(job_id, id);
+
+    CREATE TABLE job_secrets (
+        job_id      TEXT PRIMARY KEY NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+        nonce       BLOB NOT NULL,
+        ciphertext  BLOB NOT NULL
+    ) STRICT;
+
+    -- One row: the last submission number handed out. Never reused, even after deletes.
+    CREATE TABLE job_seq (
+        id          INTEGER PRIMARY KEY CHECK (id = 1),
+        last        INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO job_seq (id, last) VALUES (1, 0);
+    "#,
+];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Applies the pending migrations in one transaction. Refuses a database newer than
+/// [`SCHEMA_VERSION`].
+pub(crate) fn apply(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let sqlite = |op: &str, source| StoreError::Sqlite {
+        path: path.to_owned(),
+        op: op.to_owned(),
+        source,
+    };
+    // IMMEDIATE: take the write lock before reading the version, so two processes opening
+    // the same database cannot both apply the same step.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| sqlite("begin the schema migration", e))?;
+    let found: i64 = tx
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| sqlite("read the schema version", e))?;
+    let found = u32::try_from(found).map_err(|_| StoreError::SchemaTooNew {
+        path: path.to_owned(),
+        found: u32::MAX,
+        supported: SCHEMA_VERSION,
+    })?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            path: path.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let version = i as u32 + 1;
+        let migration = |source| StoreError::Migration {
+            path: path.to_owned(),
+            from: found,
+            version,
+            source,
+        };
+        tx.execute_batch(step).map_err(migration)?;
+        tx.pragma_update(None, "user_version", version)
+            .map_err(migration)?;
+    }
+    tx.commit()
+        .map_err(|e| sqlite("commit the schema migration", e))?;
+    tracing::info!(
+        path = %path.display(),
+        from = found,
+        to = SCHEMA_VERSION,
+        "migrated the job database schema"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(conn: &Connection) -> u32 {
+        conn.pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn applies_every_step_to_an_empty_database_then_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let mut conn = Connection::open(&path).unwrap();
+        assert_eq!(version(&conn), 0);
+        apply(&mut conn, &path).unwrap();
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        apply(&mut conn, &path).unwrap();
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for t in ["job_secrets", "job_seq", "job_transitions", "jobs"] {
+            assert!(tables.iter().any(|x| x == t), "{t} missing from {tables:?}");
+        }
+    }
+
+    #[test]
+    fn a_newer_database_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 5)
+            .unwrap();
+        let err = apply(&mut conn, &path).unwrap_err();
+        assert!(
+            matches!(err, StoreError::SchemaTooNew { found, supported, .. }
+                if found == SCHEMA_VERSION + 5 && supported == SCHEMA_VERSION),
+            "{err}"
+        );
+        assert!(err.to_string().contains("upgrade joblet"), "{err}");
+        assert_eq!(version(&conn), SCHEMA_VERSION + 5);
+    }
+
+    #[test]
+    fn a_failing_step_leaves_the_database_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let mut conn = Connection::open(&path).unwrap();
+        // A table with the name step 1 creates makes step 1 fail.
+        conn.execute_batch("CREATE TABLE jobs (x INTEGER)").unwrap();
+        let err = apply(&mut conn, &path).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Migration {
+                    version: 1,
+                    from: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(version(&conn), 0);
+        let n: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'job_seq'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+}
