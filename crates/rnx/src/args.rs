@@ -1,0 +1,201 @@
+//! The command-line syntax: clap derive structs, plain data. What the values
+//! mean is decided in [`crate::settings`]; how they are checked, in
+//! [`crate::parsers`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use joblet_core::JobState;
+
+use crate::parsers::{self, SecretPair};
+
+const ROOT_AFTER_HELP: &str = "\
+Configuration:
+  rnx reads its node address and certificates from the first of
+    --config FILE, $RNX_CONFIG, ~/.rnx/rnx-config.yml
+  The daemon writes a ready rnx-config.yml into its state directory on first
+  start (by default /var/lib/joblet/rnx-config.yml).
+
+Exit codes:
+  0    success
+  1    the node refused or failed the request
+  2    usage error (bad flag or value)
+  3    cannot connect to the node, or the TLS handshake failed
+  4    the client config file is missing or invalid
+  N    `rnx job run --follow`: the job's own exit code
+  125  `rnx job run --follow`: the job ended without an exit code";
+
+/// rnx: run and manage jobs on a Joblet node.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rnx",
+    version,
+    after_help = ROOT_AFTER_HELP,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const GLOBAL: &str = "Global options";
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Client config file [default: $RNX_CONFIG, then ~/.rnx/rnx-config.yml]
+    #[arg(long, global = true, value_name = "FILE", help_heading = GLOBAL)]
+    pub config: Option<PathBuf>,
+    /// Node of the config file to use [default: the file's default_node]
+    #[arg(long, global = true, value_name = "NAME", help_heading = GLOBAL)]
+    pub node: Option<String>,
+    /// Print JSON on stdout instead of text
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run jobs and look at them
+    #[command(subcommand)]
+    Job(JobCommand),
+    /// Show who the node thinks you are and which limits it enforces
+    Whoami,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Start a job; print its id, or with --follow stream its output
+    Run(Box<RunArgs>),
+    /// Show one job
+    Status(StatusArgs),
+    /// List jobs, newest first
+    List(ListArgs),
+    /// Print a job's output (stdout and stderr kept apart)
+    Log(LogArgs),
+    /// Stop a job: SIGTERM, then SIGKILL after a grace period
+    Stop(StopArgs),
+    /// Kill a job at once with SIGKILL
+    Kill(JobRefArgs),
+    /// Delete a finished job's record and output
+    Delete(JobRefArgs),
+}
+
+const RUN_AFTER_HELP: &str = "\
+Everything from COMMAND on belongs to the job, including arguments that look
+like flags; put rnx's own flags before it, or use `--` to end them.
+
+Examples:
+  rnx job run --gpu=1 python gpu_hello.py
+  rnx job run --gpu=2 --gpu-memory=16GB --max-memory=32768 --max-cpu=800 python train.py
+  rnx job run --upload=model.py --upload=dataset/ \\
+      python -m torch.distributed.launch --nproc_per_node=4 model.py
+  rnx job run -e MODE=fast -s API_TOKEN=xyz --timeout=1h -- python x.py --epochs 3
+  ID=$(rnx job run sleep 60) && rnx job status \"$ID\"";
+
+#[derive(Debug, Args)]
+#[command(after_help = RUN_AFTER_HELP)]
+pub struct RunArgs {
+    /// CPU limit in percent of one core (100 = one core, 250 = two and a half), e.g. --max-cpu=200
+    #[arg(long, value_name = "PERCENT", value_parser = parsers::cpu_percent, allow_negative_numbers = true)]
+    pub max_cpu: Option<i64>,
+    /// CPUs the job may run on, as a list like 0-3 or 1,3, e.g. --cpu-cores=0-3
+    #[arg(long, value_name = "LIST", value_parser = parsers::cpu_list)]
+    pub cpu_cores: Option<String>,
+    /// Memory limit: megabytes, or a size like 16GB or 4096MB, e.g. --max-memory=32768
+    #[arg(long, value_name = "SIZE", value_parser = parsers::memory_mb, allow_negative_numbers = true)]
+    pub max_memory: Option<i64>,
+    /// Block-IO limit in bytes per second, e.g. --max-iobps=10485760
+    #[arg(long, value_name = "BYTES_PER_SEC", value_parser = parsers::iobps, allow_negative_numbers = true)]
+    pub max_iobps: Option<i64>,
+    /// Environment variable for the job (repeatable), e.g. -e MODE=fast
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE", value_parser = parsers::env_pair)]
+    pub env: Vec<(String, String)>,
+    /// Secret environment variable (repeatable); its value is never shown or stored in clear, e.g. -s API_TOKEN=xyz
+    #[arg(short = 's', long = "secret-env", value_name = "KEY=VALUE", value_parser = parsers::SecretEnvParser)]
+    pub secret_env: Vec<SecretPair>,
+    /// File or directory to copy into the job's working directory (repeatable), e.g. --upload=dataset/
+    #[arg(long = "upload", value_name = "PATH", value_parser = parsers::upload_path)]
+    pub uploads: Vec<String>,
+    /// Named volume to mount into the job (repeatable), e.g. --volume=data-lake
+    #[arg(long = "volume", value_name = "NAME", value_parser = parsers::volume_name)]
+    pub volumes: Vec<String>,
+    /// Runtime environment to run in, e.g. --runtime=python-3.11-ml
+    #[arg(long, value_name = "NAME", value_parser = parsers::runtime_name)]
+    pub runtime: Option<String>,
+    /// Time limit like 30s, 10m, 1h30m or seconds; 0 = none [default: the node's]
+    #[arg(long, value_name = "DURATION", value_parser = parsers::timeout_secs, allow_negative_numbers = true)]
+    pub timeout: Option<i64>,
+    /// Number of GPUs, all allocated together, e.g. --gpu=2
+    #[arg(long, value_name = "N", value_parser = parsers::gpu_count, allow_negative_numbers = true)]
+    pub gpu: Option<i64>,
+    /// Minimum free memory per GPU: 8GB, 4096MB or 4096 (megabytes), e.g. --gpu-memory=8GB
+    #[arg(long, value_name = "SIZE", value_parser = parsers::gpu_memory_mb, allow_negative_numbers = true)]
+    pub gpu_memory: Option<i64>,
+    /// Stream the job's output and exit with the job's exit code
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// With --follow: how long to keep retrying after losing the connection
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parsers::duration)]
+    pub reconnect_timeout: Duration,
+    /// The program to run and its arguments
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct JobRefArgs {
+    /// Job id, or any unique prefix of it
+    #[arg(value_name = "ID", value_parser = parsers::job_ref)]
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Job id, or any unique prefix of it
+    #[arg(value_name = "ID", value_parser = parsers::job_ref)]
+    pub id: String,
+    /// Also show every state transition with its time and reason
+    #[arg(long)]
+    pub detail: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only jobs in this state (repeatable): pending, queued, running, completed, failed, stopped, preempted
+    #[arg(long = "state", value_name = "STATE", value_parser = parsers::job_state)]
+    pub states: Vec<JobState>,
+    /// At most this many jobs (newest first); 0 = all
+    #[arg(long, value_name = "N", value_parser = parsers::list_limit, allow_negative_numbers = true)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Job id, or any unique prefix of it
+    #[arg(value_name = "ID", value_parser = parsers::job_ref)]
+    pub id: String,
+    /// Keep streaming until the job ends
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// With --follow: how long to keep retrying after losing the connection
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parsers::duration)]
+    pub reconnect_timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// Job id, or any unique prefix of it
+    #[arg(value_name = "ID", value_parser = parsers::job_ref)]
+    pub id: String,
+    /// Time between SIGTERM and SIGKILL, like 10s or 1m [default: the node's]
+    #[arg(long, value_name = "DURATION", value_parser = parsers::grace_secs, allow_negative_numbers = true)]
+    pub grace: Option<i64>,
+}

@@ -1,0 +1,206 @@
+//! `rnx job …`: run, status, list, log, stop, kill, delete.
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use joblet_core::JobState;
+use joblet_proto::pb;
+
+use super::Ctx;
+use crate::error::Error;
+use crate::exit;
+use crate::follow::{self, GrpcLogs, ReconnectPolicy};
+use crate::printer::Printer;
+use crate::settings::{request_to_pb, states_to_pb, RunSettings};
+use crate::view::{state_name, JobView};
+
+fn printer(ctx: &Ctx) -> Printer<std::io::Stdout> {
+    Printer::new(ctx.format, std::io::stdout())
+}
+
+fn job_ref(id: &str) -> pb::JobRef {
+    pb::JobRef {
+        job_id: id.to_owned(),
+    }
+}
+
+pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
+    let address = ctx.node.address.clone();
+    let job = ctx
+        .client
+        .run_job(request_to_pb(&run.request))
+        .await
+        .map_err(|s| Error::from_status(&address, s))?
+        .into_inner()
+        .job
+        .ok_or(Error::BadResponse {
+            call: "RunJob",
+            missing: "job",
+        })?;
+    let Some(policy) = run.follow else {
+        printer(&ctx)
+            .job_started(&JobView::from(&job))
+            .map_err(Error::Output)?;
+        return Ok(exit::SUCCESS);
+    };
+    let ended = copy_output(ctx, &job.id, Some(policy)).await?;
+    let Some(ended) = ended else {
+        return Err(Error::BadResponse {
+            call: "GetJobLogs",
+            missing: "JobEnded event",
+        });
+    };
+    let code = exit::for_job(ended.exit_code);
+    let state = state_name(ended.state);
+    let mut err = std::io::stderr().lock();
+    // Best effort: the exit code already tells what happened.
+    let _ = match ended.exit_code {
+        None => writeln!(
+            err,
+            "rnx: job {} ended {state} without an exit code: {}",
+            job.id,
+            reason_or_unknown(&ended.reason)
+        ),
+        Some(c) if i32::from(code) != c => writeln!(
+            err,
+            "rnx: job {} ended {state} with exit code {c}, which does not fit an exit status; exiting with {code}",
+            job.id
+        ),
+        Some(_) => Ok(()),
+    };
+    Ok(code)
+}
+
+fn reason_or_unknown(reason: &str) -> &str {
+    if reason.is_empty() {
+        "no reason given"
+    } else {
+        reason
+    }
+}
+
+/// Streams the job's output to stdout/stderr; the end event when the node sent one.
+async fn copy_output(
+    ctx: Ctx,
+    job_id: &str,
+    follow: Option<ReconnectPolicy>,
+) -> Result<Option<pb::JobEnded>, Error> {
+    let address = ctx.node.address.clone();
+    let mut source = GrpcLogs {
+        client: ctx.client,
+        job_id: job_id.to_owned(),
+        follow: follow.is_some(),
+    };
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let outcome = follow::copy_logs(
+        &mut source,
+        job_id,
+        follow,
+        &mut stdout.lock(),
+        &mut stderr.lock(),
+    )
+    .await
+    .map_err(|e| Error::from_follow(&address, e))?;
+    if let Some(ended) = &outcome.ended {
+        if ended.total_bytes > outcome.next_seq {
+            tracing::warn!(
+                received = outcome.next_seq,
+                total = ended.total_bytes,
+                "the node reports more output than it sent"
+            );
+        }
+    }
+    Ok(outcome.ended)
+}
+
+async fn get(ctx: &mut Ctx, id: &str) -> Result<pb::Job, Error> {
+    ctx.client
+        .get_job_status(job_ref(id))
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|s| Error::from_status(&ctx.node.address, s))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+pub async fn status(mut ctx: Ctx, id: &str, detail: bool) -> Result<u8, Error> {
+    let job = get(&mut ctx, id).await?;
+    printer(&ctx)
+        .job_status(&JobView::from(&job), detail, now_ms())
+        .map_err(Error::Output)?;
+    Ok(exit::SUCCESS)
+}
+
+pub async fn list(mut ctx: Ctx, states: &[JobState], limit: i64) -> Result<u8, Error> {
+    let request = pb::ListJobsRequest {
+        states: states_to_pb(states),
+        limit,
+    };
+    let jobs = ctx
+        .client
+        .list_jobs(request)
+        .await
+        .map_err(|s| Error::from_status(&ctx.node.address, s))?
+        .into_inner()
+        .jobs;
+    let views: Vec<JobView> = jobs.iter().map(JobView::from).collect();
+    printer(&ctx).job_list(&views).map_err(Error::Output)?;
+    Ok(exit::SUCCESS)
+}
+
+pub async fn log(ctx: Ctx, id: &str, follow: Option<ReconnectPolicy>) -> Result<u8, Error> {
+    copy_output(ctx, id, follow).await?;
+    Ok(exit::SUCCESS)
+}
+
+pub async fn stop(mut ctx: Ctx, id: &str, grace_seconds: Option<i64>) -> Result<u8, Error> {
+    let request = pb::StopJobRequest {
+        job_id: id.to_owned(),
+        grace_seconds,
+    };
+    let job = ctx
+        .client
+        .stop_job(request)
+        .await
+        .map_err(|s| Error::from_status(&ctx.node.address, s))?
+        .into_inner();
+    printer(&ctx)
+        .job_signalled(
+            &JobView::from(&job),
+            "stop requested (SIGTERM now, SIGKILL after the grace period)",
+        )
+        .map_err(Error::Output)?;
+    Ok(exit::SUCCESS)
+}
+
+pub async fn kill(mut ctx: Ctx, id: &str) -> Result<u8, Error> {
+    let job = ctx
+        .client
+        .kill_job(job_ref(id))
+        .await
+        .map_err(|s| Error::from_status(&ctx.node.address, s))?
+        .into_inner();
+    printer(&ctx)
+        .job_signalled(&JobView::from(&job), "SIGKILL sent")
+        .map_err(Error::Output)?;
+    Ok(exit::SUCCESS)
+}
+
+pub async fn delete(mut ctx: Ctx, id: &str) -> Result<u8, Error> {
+    let deleted = ctx
+        .client
+        .delete_job(job_ref(id))
+        .await
+        .map_err(|s| Error::from_status(&ctx.node.address, s))?
+        .into_inner();
+    printer(&ctx)
+        .job_deleted(&deleted.id)
+        .map_err(Error::Output)?;
+    Ok(exit::SUCCESS)
+}

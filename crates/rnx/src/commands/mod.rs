@@ -1,0 +1,40 @@
+//! Running the resolved [`Settings`]: read the config, connect, dispatch to
+//! the command group.
+
+mod job;
+mod whoami;
+
+use joblet_proto::ResolvedNode;
+
+use crate::client::{self, Client};
+use crate::config;
+use crate::error::Error;
+use crate::settings::{Action, Settings};
+
+/// What a command needs: the node it talks to and the output format.
+pub struct Ctx {
+    pub node: ResolvedNode,
+    pub client: Client,
+    pub format: crate::printer::Format,
+}
+
+/// Runs the command; returns the exit code on success.
+pub async fn run(settings: Settings) -> Result<u8, Error> {
+    let node = config::load_node(&settings.config_path, settings.node.as_deref())?;
+    let client = client::connect(&node).await?;
+    let ctx = Ctx {
+        node,
+        client,
+        format: settings.format,
+    };
+    match settings.action {
+        Action::Run(run) => job::run(ctx, *run).await,
+        Action::Status { id, detail } => job::status(ctx, &id, detail).await,
+        Action::List { states, limit } => job::list(ctx, &states, limit).await,
+        Action::Log { id, follow } => job::log(ctx, &id, follow).await,
+        Action::Stop { id, grace_seconds } => job::stop(ctx, &id, grace_seconds).await,
+        Action::Kill { id } => job::kill(ctx, &id).await,
+        Action::Delete { id } => job::delete(ctx, &id).await,
+        Action::WhoAmI => whoami::run(ctx).await,
+    }
+}

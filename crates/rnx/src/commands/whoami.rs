@@ -1,0 +1,30 @@
+//! `rnx whoami`.
+
+use joblet_proto::pb;
+
+use super::Ctx;
+use crate::error::Error;
+use crate::exit;
+use crate::printer::Printer;
+use crate::view::WhoAmIView;
+
+pub async fn run(mut ctx: Ctx) -> Result<u8, Error> {
+    let who = ctx
+        .client
+        .who_am_i(pb::WhoAmIRequest {})
+        .await
+        .map_err(|s| Error::from_status(&ctx.node.address, s))?
+        .into_inner();
+    let view = WhoAmIView {
+        name: who.name,
+        role: who.role,
+        node: ctx.node.name.clone(),
+        address: ctx.node.address.clone(),
+        node_version: who.node_version,
+        supported: who.supported,
+    };
+    Printer::new(ctx.format, std::io::stdout())
+        .whoami(&view)
+        .map_err(Error::Output)?;
+    Ok(exit::SUCCESS)
+}

@@ -1,0 +1,41 @@
+//! `rnx`, the Joblet command-line client, as a library so tests can reach
+//! its parts.
+//!
+//! The flow is one way: [`args`] (clap syntax, plain data, values checked by
+//! [`parsers`]) → [`settings`] (resolved once: the validated job request,
+//! the config file and node) → [`commands`] (connect with [`client`], call
+//! the node) → [`printer`] (the one place that writes results, as text or
+//! JSON) → [`exit`] (documented exit codes). [`follow`] copies job output
+//! exactly once across reconnects.
+//!
+//! rnx talks to the daemon only through the gRPC API in `joblet-proto`; it
+//! must not depend on the daemon's crates (store, shim) or read its files
+//! other than the client config it is pointed at.
+
+pub mod args;
+pub mod client;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod exit;
+pub mod follow;
+pub mod parsers;
+pub mod printer;
+pub mod settings;
+pub mod view;
+
+use args::Cli;
+use config::LookupEnv;
+use error::Error;
+use settings::Settings;
+
+/// Runs a parsed command line against the process environment; returns the
+/// exit code on success.
+pub fn run(cli: Cli) -> Result<u8, Error> {
+    let settings = Settings::resolve(cli, &LookupEnv::from_process())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    runtime.block_on(commands::run(settings))
+}

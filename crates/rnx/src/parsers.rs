@@ -1,0 +1,275 @@
+//! clap `value_parser` functions for every typed flag, built on
+//! [`joblet_core::parse`]. Each error says what was expected; clap adds the
+//! flag and the offending value (`invalid value '8XB' for '--gpu-memory
+//! <SIZE>': expected …`).
+
+use std::fmt;
+use std::time::Duration;
+
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
+use joblet_core::parse::{self, ParseError};
+use joblet_core::spec::limits;
+use joblet_core::JobState;
+
+fn expected(e: ParseError) -> String {
+    format!("expected {}", e.expected)
+}
+
+/// A whole number in `0..=max`; `-1`, `1.5` and `99999999999999999999` are
+/// refused with the accepted range.
+fn whole_number(s: &str, max: i64, unit: &str) -> Result<i64, String> {
+    let form = || format!("expected a whole number from 0 to {max} ({unit})");
+    let n: u64 = s.trim().parse().map_err(|_| form())?;
+    i64::try_from(n).ok().filter(|n| *n <= max).ok_or_else(form)
+}
+
+/// `--max-cpu=PERCENT`: percent of one CPU.
+pub fn cpu_percent(s: &str) -> Result<i64, String> {
+    whole_number(
+        s,
+        limits::MAX_CPU_PERCENT,
+        "percent of one CPU: 100 = one core, 250 = two and a half; 0 = no limit",
+    )
+}
+
+/// `--gpu=N`.
+pub fn gpu_count(s: &str) -> Result<i64, String> {
+    whole_number(s, limits::MAX_GPU_COUNT, "GPUs; 0 = none")
+}
+
+/// `--max-iobps=BYTES_PER_SEC`.
+pub fn iobps(s: &str) -> Result<i64, String> {
+    whole_number(s, i64::MAX, "bytes per second; 0 = no limit")
+}
+
+/// `--limit=N` of `job list`.
+pub fn list_limit(s: &str) -> Result<i64, String> {
+    whole_number(s, i64::from(u32::MAX), "jobs; 0 = all")
+}
+
+fn size_mb(s: &str, max: i64) -> Result<i64, String> {
+    let mb = parse::parse_size_mb(s).map_err(expected)?;
+    i64::try_from(mb)
+        .ok()
+        .filter(|mb| *mb <= max)
+        .ok_or_else(|| format!("expected {}, at most {max} MB", parse::SIZE_MB_FORM))
+}
+
+/// `--max-memory=SIZE`, in MiB.
+pub fn memory_mb(s: &str) -> Result<i64, String> {
+    size_mb(s, limits::MAX_MEMORY_MB)
+}
+
+/// `--gpu-memory=SIZE`, in MiB per GPU.
+pub fn gpu_memory_mb(s: &str) -> Result<i64, String> {
+    size_mb(s, limits::MAX_GPU_MEMORY_MB)
+}
+
+/// `--cpu-cores=LIST`, normalised (`3,1,2` -> `1-3`).
+pub fn cpu_list(s: &str) -> Result<String, String> {
+    let cpus = parse::parse_cpu_list(s).map_err(expected)?;
+    Ok(parse::format_cpu_list(&cpus))
+}
+
+/// A duration in whole seconds, at most `max` seconds.
+fn duration_secs(s: &str, max: i64) -> Result<i64, String> {
+    let d = parse::parse_duration(s).map_err(expected)?;
+    i64::try_from(d.as_secs())
+        .ok()
+        .filter(|secs| *secs <= max)
+        .ok_or_else(|| format!("expected {}, at most {max} seconds", parse::DURATION_FORM))
+}
+
+/// `--timeout=DURATION`: seconds, 0 = no limit.
+pub fn timeout_secs(s: &str) -> Result<i64, String> {
+    duration_secs(s, limits::MAX_TIMEOUT_SECS)
+}
+
+/// `--grace=DURATION` of `job stop`.
+pub fn grace_secs(s: &str) -> Result<i64, String> {
+    duration_secs(s, limits::MAX_TIMEOUT_SECS)
+}
+
+/// `--reconnect-timeout=DURATION`.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    parse::parse_duration(s).map_err(expected)
+}
+
+/// `--env KEY=VALUE`.
+pub fn env_pair(s: &str) -> Result<(String, String), String> {
+    parse::parse_env_pair(s).map_err(expected)
+}
+
+/// Runtime and volume names, the rule [`joblet_core::JobRequest::validate`]
+/// applies (checked against it in the tests).
+pub fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+const NAME_FORM: &str = "up to 128 letters, digits, '.', '-' and '_'";
+
+/// `--runtime=NAME`.
+pub fn runtime_name(s: &str) -> Result<String, String> {
+    if is_name(s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "expected a runtime name of {NAME_FORM}, like python-3.11-ml"
+        ))
+    }
+}
+
+/// `--volume=NAME`.
+pub fn volume_name(s: &str) -> Result<String, String> {
+    if is_name(s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "expected a volume name of {NAME_FORM}, like data-lake (a volume name, not a path)"
+        ))
+    }
+}
+
+/// `--upload=PATH`.
+pub fn upload_path(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains('\0') {
+        Err("expected a file or directory path, like model.py or dataset/".to_owned())
+    } else {
+        Ok(s.to_owned())
+    }
+}
+
+/// A job id or a unique prefix of one.
+pub fn job_ref(s: &str) -> Result<String, String> {
+    joblet_core::id::check_prefix(s).map_err(|e| e.to_string())?;
+    Ok(s.to_ascii_lowercase())
+}
+
+/// `--state STATE` of `job list`.
+pub fn job_state(s: &str) -> Result<JobState, String> {
+    s.parse::<JobState>().map_err(|e| e.to_string())
+}
+
+/// A `--secret-env` pair. Its `Debug` hides the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretPair {
+    pub key: String,
+    pub value: String,
+}
+
+impl fmt::Debug for SecretPair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}=***", self.key)
+    }
+}
+
+/// Parses `--secret-env KEY=VALUE` without ever echoing the value: clap's
+/// own error would print the whole argument, secret included.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SecretEnvParser;
+
+impl TypedValueParser for SecretEnvParser {
+    type Value = SecretPair;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<SecretPair, clap::Error> {
+        let shown = |v: &str| -> String {
+            match v.split_once('=') {
+                Some((k, _)) => format!("{k}=***"),
+                None => "***".to_owned(),
+            }
+        };
+        let fail = |shown_value: String, why: String| {
+            let arg = arg.map_or_else(|| "--secret-env".to_owned(), |a| a.to_string());
+            clap::Error::raw(
+                ErrorKind::ValueValidation,
+                format!("invalid value '{shown_value}' for '{arg}': {why} (the secret value is not shown)\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let Some(text) = value.to_str() else {
+            return Err(fail("***".to_owned(), "expected UTF-8 text".to_owned()));
+        };
+        match parse::parse_env_pair(text) {
+            Ok((key, value)) => Ok(SecretPair { key, value }),
+            Err(e) => Err(fail(shown(text), expected(e))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joblet_core::JobRequest;
+
+    #[test]
+    fn names_follow_the_core_rule() {
+        for name in [
+            "python-3.11-ml",
+            "data-lake",
+            "a",
+            "a b",
+            "../x",
+            "",
+            "x/y",
+            "é",
+            &"n".repeat(128),
+            &"n".repeat(129),
+        ] {
+            let req = JobRequest {
+                command: "true".into(),
+                runtime: name.into(),
+                volumes: vec![name.into()],
+                ..Default::default()
+            };
+            // An empty runtime means "none", so compare on the volume.
+            assert_eq!(is_name(name), req.validate().is_ok(), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_refuse_negative_and_overflow() {
+        assert_eq!(gpu_count("2"), Ok(2));
+        for bad in ["-1", "1.5", "99999999999999999999", "257", "x", ""] {
+            let e = gpu_count(bad).unwrap_err();
+            assert!(
+                e.starts_with("expected a whole number from 0 to 256"),
+                "{bad}: {e}"
+            );
+        }
+        assert_eq!(cpu_percent("800"), Ok(800));
+        assert!(cpu_percent("-5").is_err());
+        assert_eq!(iobps(&i64::MAX.to_string()), Ok(i64::MAX));
+        assert!(iobps("9223372036854775808").is_err());
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(memory_mb("16GB"), Ok(16384));
+        assert_eq!(gpu_memory_mb("4096"), Ok(4096));
+        assert!(memory_mb("17TB")
+            .unwrap_err()
+            .contains("at most 16777216 MB"));
+        assert_eq!(timeout_secs("1h"), Ok(3600));
+        assert_eq!(timeout_secs("0"), Ok(0));
+        assert!(timeout_secs("400days").unwrap_err().contains("at most"));
+        assert_eq!(cpu_list("3,1,2"), Ok("1-3".into()));
+    }
+
+    #[test]
+    fn secret_debug_hides_the_value() {
+        let p = SecretPair {
+            key: "TOKEN".into(),
+            value: "hunter2".into(),
+        };
+        assert_eq!(format!("{p:?}"), "TOKEN=***");
+    }
+}

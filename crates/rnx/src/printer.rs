@@ -1,0 +1,429 @@
+//! The one printer: every result rnx shows goes through it, as text for
+//! people or as JSON (`--json`) for scripts. It writes plain text with no
+//! colours or terminal tricks, so its output is the same in a pipe.
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use joblet_core::parse::format_duration;
+use joblet_core::UnixMillis;
+use serde::Serialize;
+
+use crate::view::{command_line, rfc3339, JobView, WhoAmIView};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+pub struct Printer<W: Write> {
+    format: Format,
+    out: W,
+}
+
+#[derive(Serialize)]
+struct Deleted<'a> {
+    id: &'a str,
+    deleted: bool,
+}
+
+impl<W: Write> Printer<W> {
+    pub fn new(format: Format, out: W) -> Self {
+        Printer { format, out }
+    }
+
+    fn json<T: Serialize + ?Sized>(&mut self, value: &T) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut self.out, value).map_err(io::Error::from)?;
+        writeln!(self.out)?;
+        self.out.flush()
+    }
+
+    /// `job run` without `--follow`: just the id (so `ID=$(rnx job run …)`
+    /// works), or the job as JSON.
+    pub fn job_started(&mut self, job: &JobView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(job),
+            Format::Human => {
+                writeln!(self.out, "{}", job.id)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `job status`; `now` is used for "running for" durations.
+    pub fn job_status(&mut self, job: &JobView, detail: bool, now: UnixMillis) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(job),
+            Format::Human => {
+                write_status(&mut self.out, job, detail, now)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    pub fn job_list(&mut self, jobs: &[JobView]) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(jobs),
+            Format::Human => {
+                write_list(&mut self.out, jobs)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `job stop` / `job kill`: what was done, and the state the node reported.
+    pub fn job_signalled(&mut self, job: &JobView, what: &str) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(job),
+            Format::Human => {
+                writeln!(self.out, "job {}: {what} (state: {})", job.id, job.state)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    pub fn job_deleted(&mut self, id: &str) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(&Deleted { id, deleted: true }),
+            Format::Human => {
+                writeln!(self.out, "job {id} deleted")?;
+                self.out.flush()
+            }
+        }
+    }
+
+    pub fn whoami(&mut self, who: &WhoAmIView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(who),
+            Format::Human => {
+                let o = &mut self.out;
+                writeln!(o, "Name: {}", who.name)?;
+                writeln!(o, "Role: {}", who.role)?;
+                writeln!(o, "Node: {} ({})", who.node, who.address)?;
+                writeln!(o, "Node Version: {}", who.node_version)?;
+                writeln!(o, "Enforces: {}", who.supported.join(", "))?;
+                o.flush()
+            }
+        }
+    }
+}
+
+fn span(from: UnixMillis, to: UnixMillis) -> String {
+    format_duration(Duration::from_millis(to.saturating_sub(from).max(0) as u64))
+}
+
+/// The human `job status` text.
+pub fn write_status(
+    o: &mut dyn Write,
+    job: &JobView,
+    detail: bool,
+    now: UnixMillis,
+) -> io::Result<()> {
+    writeln!(o, "UUID: {}", job.id)?;
+    writeln!(o, "Status: {}", job.state)?;
+    writeln!(o, "Command: {}", command_line(&job.command, &job.args))?;
+    writeln!(o, "Owner: {}", job.owner)?;
+    if let Some(created) = job.created_unix_ms {
+        writeln!(o, "Created: {}", rfc3339(created))?;
+    }
+    if let Some(started) = job.started_unix_ms {
+        match (job.ended_unix_ms, job.state.as_str()) {
+            (None, "RUNNING") => writeln!(
+                o,
+                "Started: {} (running for {})",
+                rfc3339(started),
+                span(started, now)
+            )?,
+            _ => writeln!(o, "Started: {}", rfc3339(started))?,
+        }
+    }
+    if let Some(ended) = job.ended_unix_ms {
+        match job.started_unix_ms {
+            Some(started) => writeln!(
+                o,
+                "Ended: {} (ran {})",
+                rfc3339(ended),
+                span(started, ended)
+            )?,
+            None => writeln!(o, "Ended: {}", rfc3339(ended))?,
+        }
+    }
+    if let Some(code) = job.exit_code {
+        writeln!(o, "Exit Code: {code}")?;
+    }
+    if let Some(reason) = &job.reason {
+        writeln!(o, "Reason: {reason}")?;
+    }
+    if let Some(runtime) = &job.runtime {
+        writeln!(o, "Runtime: {runtime}")?;
+    }
+    if let Some(t) = job.timeout_seconds {
+        writeln!(
+            o,
+            "Timeout: {}",
+            format_duration(Duration::from_secs(t as u64))
+        )?;
+    }
+    let r = &job.resources;
+    if let Some(cpu) = r.max_cpu_percent {
+        writeln!(o, "Max CPU: {cpu}%")?;
+    }
+    if let Some(cores) = &r.cpu_cores {
+        writeln!(o, "CPU Cores: {cores}")?;
+    }
+    if let Some(mem) = r.max_memory_mb {
+        writeln!(o, "Max Memory: {mem} MB")?;
+    }
+    if let Some(io) = r.max_iobps {
+        writeln!(o, "Max IO: {io} bytes/s")?;
+    }
+    if r.gpu_count > 0 {
+        writeln!(o, "GPUs: {} requested", r.gpu_count)?;
+    }
+    if let Some(gmem) = r.gpu_memory_mb {
+        writeln!(o, "GPU Memory: {gmem} MB required per GPU")?;
+    }
+    if !job.env.is_empty() {
+        writeln!(o, "Environment:")?;
+        for (k, v) in &job.env {
+            writeln!(o, "  {k}={v}")?;
+        }
+    }
+    if !job.secret_env.is_empty() {
+        writeln!(o, "Secret Environment:")?;
+        for k in job.secret_env.keys() {
+            writeln!(o, "  {k}=***")?;
+        }
+    }
+    writeln!(o, "Output: {} bytes", job.log_bytes)?;
+    if detail {
+        writeln!(o, "Transitions:")?;
+        let from_w = job
+            .transitions
+            .iter()
+            .map(|t| t.from.as_deref().unwrap_or("-").len())
+            .max()
+            .unwrap_or(0);
+        let to_w = job
+            .transitions
+            .iter()
+            .map(|t| t.to.len())
+            .max()
+            .unwrap_or(0);
+        for t in &job.transitions {
+            let line = format!(
+                "  {}  {:<from_w$} -> {:<to_w$}  {}",
+                rfc3339(t.at_unix_ms),
+                t.from.as_deref().unwrap_or("-"),
+                t.to,
+                t.reason.as_deref().unwrap_or("")
+            );
+            writeln!(o, "{}", line.trim_end())?;
+        }
+    }
+    Ok(())
+}
+
+/// The human `job list` table.
+pub fn write_list(o: &mut dyn Write, jobs: &[JobView]) -> io::Result<()> {
+    let header = ["ID", "STATUS", "EXIT", "OWNER", "CREATED", "COMMAND"];
+    let rows: Vec<[String; 6]> = jobs
+        .iter()
+        .map(|j| {
+            [
+                j.id.chars().take(8).collect(),
+                j.state.clone(),
+                j.exit_code
+                    .map_or_else(|| "-".to_owned(), |c| c.to_string()),
+                j.owner.clone(),
+                j.created_unix_ms.map_or_else(|| "-".to_owned(), rfc3339),
+                command_line(&j.command, &j.args),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut line = |cells: [&str; 6]| -> io::Result<()> {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        writeln!(o, "{}", s.trim_end())
+    };
+    line(header)?;
+    for row in &rows {
+        line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]])?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joblet_proto::pb;
+
+    const T0: i64 = 1_735_787_045_000; // 2025-01-02T03:04:05Z
+
+    fn transition(from: pb::JobState, to: pb::JobState, at: i64, reason: &str) -> pb::Transition {
+        pb::Transition {
+            from: from as i32,
+            to: to as i32,
+            at_unix_ms: at,
+            reason: reason.into(),
+        }
+    }
+
+    /// A finished GPU job with every field set.
+    fn sample_job() -> pb::Job {
+        use pb::JobState::*;
+        pb::Job {
+            id: "abc123de-f456-7890-1234-567890abcdef".into(),
+            command: "python".into(),
+            args: vec![
+                "train.py".into(),
+                "--epochs".into(),
+                "3".into(),
+                "--note=two words".into(),
+            ],
+            state: Completed as i32,
+            owner: "admin".into(),
+            resources: Some(pb::Resources {
+                max_cpu: 200,
+                cpu_cores: "0-3".into(),
+                max_memory_mb: 1024,
+                max_iobps: 10_485_760,
+                gpu_count: 2,
+                gpu_memory_mb: 8192,
+            }),
+            env: [("MODE".to_owned(), "fast".to_owned())].into(),
+            secret_env: [("API_TOKEN".to_owned(), "***".to_owned())].into(),
+            exit_code: Some(0),
+            reason: "exited with code 0".into(),
+            created_unix_ms: T0,
+            started_unix_ms: T0 + 1_500,
+            ended_unix_ms: T0 + 1_500 + 330_000,
+            timeout_seconds: 3600,
+            runtime: "python-3.11-ml".into(),
+            transitions: vec![
+                transition(Unspecified, Pending, T0, "submitted"),
+                transition(Pending, Queued, T0 + 10, ""),
+                transition(Queued, Running, T0 + 1_500, "started with pid 4242"),
+                transition(Running, Completed, T0 + 331_500, "exited with code 0"),
+            ],
+            log_bytes: 1234,
+        }
+    }
+
+    fn minimal_running_job() -> pb::Job {
+        pb::Job {
+            id: "0f0e0d0c-0000-4000-8000-000000000001".into(),
+            command: "sleep".into(),
+            args: vec!["600".into()],
+            state: pb::JobState::Running as i32,
+            owner: "alice".into(),
+            created_unix_ms: T0 + 60_000,
+            started_unix_ms: T0 + 61_000,
+            ..Default::default()
+        }
+    }
+
+    fn human(f: impl FnOnce(&mut Printer<&mut Vec<u8>>) -> io::Result<()>) -> String {
+        let mut buf = Vec::new();
+        f(&mut Printer::new(Format::Human, &mut buf)).unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+
+    fn json(f: impl FnOnce(&mut Printer<&mut Vec<u8>>) -> io::Result<()>) -> serde_json::Value {
+        let mut buf = Vec::new();
+        f(&mut Printer::new(Format::Json, &mut buf)).unwrap();
+        serde_json::from_slice(&buf).unwrap()
+    }
+
+    #[test]
+    fn status_human() {
+        let job = JobView::from(&sample_job());
+        insta::assert_snapshot!(human(|p| p.job_status(&job, false, T0 + 999_000)));
+    }
+
+    #[test]
+    fn status_human_detail() {
+        let job = JobView::from(&sample_job());
+        insta::assert_snapshot!(human(|p| p.job_status(&job, true, T0 + 999_000)));
+    }
+
+    #[test]
+    fn status_human_running_minimal() {
+        let job = JobView::from(&minimal_running_job());
+        insta::assert_snapshot!(human(|p| p.job_status(&job, false, T0 + 61_000 + 125_000)));
+    }
+
+    #[test]
+    fn list_human() {
+        let jobs = [
+            JobView::from(&minimal_running_job()),
+            JobView::from(&sample_job()),
+        ];
+        insta::assert_snapshot!(human(|p| p.job_list(&jobs)));
+        assert_eq!(
+            human(|p| p.job_list(&[])),
+            "ID  STATUS  EXIT  OWNER  CREATED  COMMAND\n"
+        );
+    }
+
+    #[test]
+    fn status_json() {
+        let job = JobView::from(&sample_job());
+        let mut buf = Vec::new();
+        Printer::new(Format::Json, &mut buf)
+            .job_status(&job, false, 0)
+            .unwrap();
+        insta::assert_snapshot!(String::from_utf8(buf).unwrap());
+    }
+
+    #[test]
+    fn list_json_is_an_array_of_the_same_view() {
+        let job = JobView::from(&sample_job());
+        let one = json(|p| p.job_status(&job, false, 0));
+        let list = json(|p| p.job_list(std::slice::from_ref(&job)));
+        assert_eq!(list, serde_json::Value::Array(vec![one]));
+    }
+
+    #[test]
+    fn run_prints_only_the_id() {
+        let job = JobView::from(&sample_job());
+        assert_eq!(human(|p| p.job_started(&job)), format!("{}\n", job.id));
+        assert_eq!(json(|p| p.job_started(&job))["id"], job.id.as_str());
+    }
+
+    #[test]
+    fn actions_and_whoami() {
+        let job = JobView::from(&minimal_running_job());
+        assert_eq!(
+            human(|p| p.job_signalled(&job, "SIGKILL sent")),
+            "job 0f0e0d0c-0000-4000-8000-000000000001: SIGKILL sent (state: RUNNING)\n"
+        );
+        assert_eq!(human(|p| p.job_deleted("abc")), "job abc deleted\n");
+        assert_eq!(
+            json(|p| p.job_deleted("abc")),
+            serde_json::json!({"id": "abc", "deleted": true})
+        );
+        let who = WhoAmIView {
+            name: "admin".into(),
+            role: "admin".into(),
+            node: "default".into(),
+            address: "127.0.0.1:50051".into(),
+            node_version: "0.1.0".into(),
+            supported: vec!["env".into(), "secret_env".into(), "timeout".into()],
+        };
+        insta::assert_snapshot!(human(|p| p.whoami(&who)));
+    }
+}

@@ -1,0 +1,194 @@
+//! Parsed arguments resolved once into what the commands act on: the
+//! validated [`JobRequest`], the config file and node, the output format.
+
+use std::path::PathBuf;
+
+use joblet_core::{FieldError, JobRequest, JobState};
+use joblet_proto::{pb, state_to_pb};
+
+use crate::args::{Cli, Command, JobCommand, RunArgs};
+use crate::config::{self, LookupEnv};
+use crate::error::Error;
+use crate::follow::ReconnectPolicy;
+use crate::printer::Format;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub format: Format,
+    /// The client config file to read.
+    pub config_path: PathBuf,
+    /// `--node`, or `None` for the file's default.
+    pub node: Option<String>,
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Run(Box<RunSettings>),
+    Status {
+        id: String,
+        detail: bool,
+    },
+    List {
+        states: Vec<JobState>,
+        limit: i64,
+    },
+    Log {
+        id: String,
+        follow: Option<ReconnectPolicy>,
+    },
+    Stop {
+        id: String,
+        grace_seconds: Option<i64>,
+    },
+    Kill {
+        id: String,
+    },
+    Delete {
+        id: String,
+    },
+    WhoAmI,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSettings {
+    /// Already checked with [`JobRequest::validate`].
+    pub request: JobRequest,
+    /// `Some` with `--follow`.
+    pub follow: Option<ReconnectPolicy>,
+}
+
+impl Settings {
+    /// Resolves the command line. Usage problems are reported before the
+    /// config file is looked for.
+    pub fn resolve(cli: Cli, env: &LookupEnv) -> Result<Settings, Error> {
+        let action = action(cli.command)?;
+        let (config_path, _) = config::locate(cli.global.config.as_deref(), env)?;
+        Ok(Settings {
+            format: if cli.global.json {
+                Format::Json
+            } else {
+                Format::Human
+            },
+            config_path,
+            node: cli.global.node,
+            action,
+        })
+    }
+}
+
+/// The action a command line asks for, with its request validated.
+pub fn action(command: Command) -> Result<Action, Error> {
+    Ok(match command {
+        Command::Whoami => Action::WhoAmI,
+        Command::Job(job) => match job {
+            JobCommand::Run(run) => Action::Run(Box::new(run_settings(&run)?)),
+            JobCommand::Status(a) => Action::Status {
+                id: a.id,
+                detail: a.detail,
+            },
+            JobCommand::List(a) => Action::List {
+                states: a.states,
+                limit: a.limit.unwrap_or(0),
+            },
+            JobCommand::Log(a) => Action::Log {
+                id: a.id,
+                follow: a.follow.then(|| ReconnectPolicy::new(a.reconnect_timeout)),
+            },
+            JobCommand::Stop(a) => Action::Stop {
+                id: a.id,
+                grace_seconds: a.grace,
+            },
+            JobCommand::Kill(a) => Action::Kill { id: a.id },
+            JobCommand::Delete(a) => Action::Delete { id: a.id },
+        },
+    })
+}
+
+/// `job run`'s flags as a request, checked with the server's own rules.
+pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
+    let (command, args) = match a.command.split_first() {
+        Some((c, rest)) => (c.clone(), rest.to_vec()),
+        None => (String::new(), Vec::new()),
+    };
+    let request = JobRequest {
+        command,
+        args,
+        max_cpu: a.max_cpu.unwrap_or(0),
+        cpu_cores: a.cpu_cores.clone().unwrap_or_default(),
+        max_memory_mb: a.max_memory.unwrap_or(0),
+        max_iobps: a.max_iobps.unwrap_or(0),
+        gpu_count: a.gpu.unwrap_or(0),
+        gpu_memory_mb: a.gpu_memory.unwrap_or(0),
+        env: a.env.clone(),
+        secret_env: a
+            .secret_env
+            .iter()
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect(),
+        uploads: a.uploads.clone(),
+        volumes: a.volumes.clone(),
+        runtime: a.runtime.clone().unwrap_or_default(),
+        timeout_seconds: a.timeout,
+    };
+    request.validate().map_err(|source| Error::InvalidRequest {
+        flag: flag_for_field(&source),
+        source,
+    })?;
+    Ok(RunSettings {
+        request,
+        follow: a.follow.then(|| ReconnectPolicy::new(a.reconnect_timeout)),
+    })
+}
+
+/// The `rnx job run` flag that sets a request field.
+pub fn flag_for_field(e: &FieldError) -> &'static str {
+    let field = e.field.as_str();
+    let base = field.split(['[', '.']).next().unwrap_or(field);
+    match (base, field) {
+        ("command" | "args", _) => "COMMAND",
+        (_, "resources.max_cpu") => "--max-cpu",
+        (_, "resources.cpu_cores") => "--cpu-cores",
+        (_, "resources.max_memory_mb") => "--max-memory",
+        (_, "resources.max_iobps") => "--max-iobps",
+        (_, "resources.gpu_count") => "--gpu",
+        (_, "resources.gpu_memory_mb") => "--gpu-memory",
+        ("env", _) => "--env",
+        ("secret_env", _) => "--secret-env",
+        ("uploads", _) => "--upload",
+        ("volumes", _) => "--volume",
+        ("runtime", _) => "--runtime",
+        ("timeout_seconds", _) => "--timeout",
+        _ => "request",
+    }
+}
+
+/// The wire form of a request.
+pub fn request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
+    pb::RunJobRequest {
+        command: r.command.clone(),
+        args: r.args.clone(),
+        resources: Some(pb::Resources {
+            max_cpu: r.max_cpu,
+            cpu_cores: r.cpu_cores.clone(),
+            max_memory_mb: r.max_memory_mb,
+            max_iobps: r.max_iobps,
+            gpu_count: r.gpu_count,
+            gpu_memory_mb: r.gpu_memory_mb,
+        }),
+        env: r.env.iter().cloned().collect(),
+        secret_env: r.secret_env.iter().cloned().collect(),
+        uploads: r.uploads.clone(),
+        runtime: r.runtime.clone(),
+        timeout_seconds: r.timeout_seconds,
+        volumes: r.volumes.clone(),
+    }
+}
+
+/// The wire form of `--state` filters.
+pub fn states_to_pb(states: &[JobState]) -> Vec<i32> {
+    states.iter().map(|s| state_to_pb(*s) as i32).collect()
+}
+
+#[cfg(test)]
+mod tests;

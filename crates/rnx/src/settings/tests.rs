@@ -1,0 +1,451 @@
+//! Command lines -> settings, without a node.
+
+use std::time::Duration;
+
+use clap::Parser;
+use joblet_core::{JobRequest, JobState};
+
+use super::*;
+
+/// Parses a command line (after `rnx`) into its action, or the message the
+/// user would see.
+fn parse(line: &[&str]) -> Result<Action, String> {
+    let cli = Cli::try_parse_from(std::iter::once("rnx").chain(line.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    action(cli.command).map_err(|e| e.to_string())
+}
+
+fn request(line: &[&str]) -> JobRequest {
+    match parse(line) {
+        Ok(Action::Run(run)) => run.request,
+        other => panic!("{line:?}: {other:?}"),
+    }
+}
+
+fn words(s: &str) -> Vec<&str> {
+    s.split_whitespace().collect()
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn seed_001_command_lines_parse_verbatim() {
+    let base = || JobRequest::default();
+    let cases: Vec<(&str, JobRequest)> = vec![
+        (
+            "job run --gpu=1 python gpu_hello.py",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["gpu_hello.py"]),
+                gpu_count: 1,
+                ..base()
+            },
+        ),
+        (
+            "job run --gpu=1 --gpu-memory=8GB python training_script.py",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["training_script.py"]),
+                gpu_count: 1,
+                gpu_memory_mb: 8192,
+                ..base()
+            },
+        ),
+        (
+            "job run --gpu=2 --runtime=python-3.11-ml python distributed_training.py",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["distributed_training.py"]),
+                gpu_count: 2,
+                runtime: "python-3.11-ml".into(),
+                ..base()
+            },
+        ),
+        (
+            "job run --gpu=2 --gpu-memory=16GB --max-memory=32768 --max-cpu=800 python intensive_gpu_workload.py",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["intensive_gpu_workload.py"]),
+                gpu_count: 2,
+                gpu_memory_mb: 16384,
+                max_memory_mb: 32768,
+                max_cpu: 800,
+                ..base()
+            },
+        ),
+        (
+            "job run --gpu=4 --gpu-memory=16GB --max-memory=65536 --runtime=python-3.11-ml \
+             --upload=model.py --upload=dataset/ \
+             python -m torch.distributed.launch --nproc_per_node=4 model.py",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["-m", "torch.distributed.launch", "--nproc_per_node=4", "model.py"]),
+                gpu_count: 4,
+                gpu_memory_mb: 16384,
+                max_memory_mb: 65536,
+                runtime: "python-3.11-ml".into(),
+                uploads: strings(&["model.py", "dataset/"]),
+                ..base()
+            },
+        ),
+        (
+            "job run --gpu=2 --gpu-memory=8GB --runtime=python-3.11-ml python tensorflow_training.py --batch-size=64",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["tensorflow_training.py", "--batch-size=64"]),
+                gpu_count: 2,
+                gpu_memory_mb: 8192,
+                runtime: "python-3.11-ml".into(),
+                ..base()
+            },
+        ),
+        (
+            "job run --gpu=1 --gpu-memory=12GB --volume=data-lake --runtime=python-3.11-ml python rapids_etl.py",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["rapids_etl.py"]),
+                gpu_count: 1,
+                gpu_memory_mb: 12288,
+                volumes: strings(&["data-lake"]),
+                runtime: "python-3.11-ml".into(),
+                ..base()
+            },
+        ),
+        (
+            "job run --gpu=1 --gpu-memory=24GB --runtime=python-3.11-ml python llm_inference.py --model=llama2-70b",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["llm_inference.py", "--model=llama2-70b"]),
+                gpu_count: 1,
+                gpu_memory_mb: 24576,
+                runtime: "python-3.11-ml".into(),
+                ..base()
+            },
+        ),
+        (
+            "job run --max-cpu=400 --max-memory=8192 python preprocess.py",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["preprocess.py"]),
+                max_cpu: 400,
+                max_memory_mb: 8192,
+                ..base()
+            },
+        ),
+        (
+            "job run --gpu=1 --gpu-memory=4096 python inference.py",
+            JobRequest {
+                command: "python".into(),
+                args: strings(&["inference.py"]),
+                gpu_count: 1,
+                gpu_memory_mb: 4096,
+                ..base()
+            },
+        ),
+    ];
+    for (line, want) in cases {
+        assert_eq!(request(&words(line)), want, "{line}");
+    }
+}
+
+#[test]
+fn everything_after_the_command_belongs_to_the_job() {
+    let cases: Vec<(&[&str], &str, &[&str])> = vec![
+        (
+            &["job", "run", "--", "python", "x.py", "--epochs", "3"],
+            "python",
+            &["x.py", "--epochs", "3"],
+        ),
+        // rnx's own flags, even global ones, after the command are the job's.
+        (
+            &[
+                "job", "run", "python", "x.py", "--json", "--gpu=1", "-f", "--help",
+            ],
+            "python",
+            &["x.py", "--json", "--gpu=1", "-f", "--help"],
+        ),
+        (&["job", "run", "--", "--weird"], "--weird", &[]),
+        (&["job", "run", "echo", "--", "x"], "echo", &["--", "x"]),
+    ];
+    for (line, command, args) in cases {
+        let r = request(line);
+        assert_eq!(
+            (r.command.as_str(), r.args),
+            (command, strings(args)),
+            "{line:?}"
+        );
+    }
+}
+
+#[test]
+fn all_run_flags_reach_the_request() {
+    let line = words(
+        "--json job run --max-cpu=250 --cpu-cores=3,1,2 --max-memory=1GB --max-iobps=1048576 \
+         -e A=1 --env B=x=y -s TOKEN=s3cret --secret-env PW= --upload=a.txt --volume=v1 \
+         --volume=v2 --runtime=rt --timeout=1h30m --gpu=2 --gpu-memory=4GB \
+         -f --reconnect-timeout=5s -- sleep 1",
+    );
+    let Ok(Action::Run(run)) = parse(&line) else {
+        panic!("{line:?}");
+    };
+    let want = JobRequest {
+        command: "sleep".into(),
+        args: strings(&["1"]),
+        max_cpu: 250,
+        cpu_cores: "1-3".into(),
+        max_memory_mb: 1024,
+        max_iobps: 1048576,
+        gpu_count: 2,
+        gpu_memory_mb: 4096,
+        env: vec![("A".into(), "1".into()), ("B".into(), "x=y".into())],
+        secret_env: vec![("TOKEN".into(), "s3cret".into()), ("PW".into(), "".into())],
+        uploads: strings(&["a.txt"]),
+        volumes: strings(&["v1", "v2"]),
+        runtime: "rt".into(),
+        timeout_seconds: Some(5400),
+    };
+    assert_eq!(run.request, want);
+    assert_eq!(
+        run.follow,
+        Some(ReconnectPolicy::new(Duration::from_secs(5)))
+    );
+
+    // Unset flags leave the node's defaults.
+    let r = request(&["job", "run", "true"]);
+    assert_eq!(r.timeout_seconds, None);
+    assert_eq!(
+        r,
+        JobRequest {
+            command: "true".into(),
+            ..Default::default()
+        }
+    );
+    assert_eq!(
+        request(&["job", "run", "--timeout=0", "true"]).timeout_seconds,
+        Some(0)
+    );
+    let Ok(Action::Run(run)) = parse(&["job", "run", "true"]) else {
+        panic!()
+    };
+    assert_eq!(run.follow, None);
+}
+
+/// Each bad value: the message names the flag and the accepted form.
+#[test]
+fn bad_values_name_the_flag_and_the_form() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--gpu-memory=8XB"],
+            &["invalid value '8XB' for '--gpu-memory <SIZE>': expected a size like 8GB, 4096MB or 4096 (megabytes)"],
+        ),
+        (&["--gpu=-1"], &["'--gpu <N>'", "expected a whole number from 0 to 256"]),
+        (&["--gpu", "-1"], &["'--gpu <N>'", "expected a whole number from 0 to 256"]),
+        (&["--gpu=99999999999999999999"], &["'--gpu <N>'", "expected a whole number from 0 to"]),
+        (&["--max-cpu=-5"], &["'--max-cpu <PERCENT>'", "expected a whole number from 0 to 102400", "100 = one core"]),
+        (&["--max-iobps=-1"], &["'--max-iobps <BYTES_PER_SEC>'", "expected a whole number from 0 to"]),
+        (
+            &["--max-memory=99999999999999999999"],
+            &["'--max-memory <SIZE>'", "expected a size like 8GB, 4096MB or 4096"],
+        ),
+        (&["--max-memory=-5"], &["'--max-memory <SIZE>'", "expected a size like 8GB"]),
+        (&["--timeout=soon"], &["'--timeout <DURATION>'", "expected a duration like 30s"]),
+        (&["--timeout=-5"], &["'--timeout <DURATION>'", "expected a duration like 30s"]),
+        (&["-e", "1X=2"], &["'--env <KEY=VALUE>'", "expected KEY=VALUE"]),
+        (&["-e", "NOEQUALS"], &["'--env <KEY=VALUE>'", "expected KEY=VALUE"]),
+        (&["--cpu-cores=3-1"], &["'--cpu-cores <LIST>'", "expected a CPU list like 0-3 or 1,3"]),
+        (&["--runtime=a b"], &["'--runtime <NAME>'", "like python-3.11-ml"]),
+        (&["--volume=../x"], &["'--volume <NAME>'", "like data-lake"]),
+        (&["--upload="], &["'--upload <PATH>'", "expected a file or directory path"]),
+        (&["--reconnect-timeout=x"], &["'--reconnect-timeout <DURATION>'", "expected a duration"]),
+        // Accepted by each flag, refused by the request rules (same as the server's).
+        (&["--gpu-memory=8GB"], &["invalid --gpu-memory", "gpu_count of at least 1"]),
+        (&["-e", "A=1", "-s", "A=2"], &["invalid --secret-env", "given twice"]),
+    ];
+    for (flags, needles) in cases {
+        let mut line = vec!["job", "run"];
+        line.extend_from_slice(flags);
+        line.extend(["python", "x.py"]);
+        let msg = match parse(&line) {
+            Err(msg) => msg,
+            Ok(a) => panic!("{flags:?} was accepted: {a:?}"),
+        };
+        for needle in *needles {
+            assert!(msg.contains(needle), "{flags:?}: {needle:?} not in:\n{msg}");
+        }
+    }
+}
+
+#[test]
+fn missing_command_is_a_usage_error() {
+    for line in [
+        &["job", "run"][..],
+        &["job", "run", "--gpu=1"],
+        &["job", "run", "--gpu=1", "--"],
+    ] {
+        let e =
+            Cli::try_parse_from(std::iter::once("rnx").chain(line.iter().copied())).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "{line:?}"
+        );
+        assert!(e.to_string().contains("<COMMAND>..."), "{e}");
+    }
+}
+
+#[test]
+fn secret_values_are_not_echoed_in_errors() {
+    let msg = parse(&["job", "run", "-s", "1TOKEN=hunter2", "true"]).unwrap_err();
+    assert!(msg.contains("'--secret-env <KEY=VALUE>'"), "{msg}");
+    assert!(
+        msg.contains("1TOKEN=***") && msg.contains("expected KEY=VALUE"),
+        "{msg}"
+    );
+    assert!(!msg.contains("hunter2"), "{msg}");
+    let msg = parse(&["job", "run", "-s", "hunter2", "true"]).unwrap_err();
+    assert!(!msg.contains("hunter2"), "{msg}");
+}
+
+#[test]
+fn other_commands() {
+    assert_eq!(
+        parse(&["job", "status", "--detail", "ABC123de"]),
+        Ok(Action::Status {
+            id: "abc123de".into(),
+            detail: true
+        })
+    );
+    assert_eq!(
+        parse(&[
+            "job",
+            "list",
+            "--state",
+            "running",
+            "--state=FAILED",
+            "--limit",
+            "5"
+        ]),
+        Ok(Action::List {
+            states: vec![JobState::Running, JobState::Failed],
+            limit: 5
+        })
+    );
+    assert_eq!(
+        parse(&["job", "log", "-f", "abc"]),
+        Ok(Action::Log {
+            id: "abc".into(),
+            follow: Some(ReconnectPolicy::new(Duration::from_secs(60)))
+        })
+    );
+    assert_eq!(
+        parse(&["job", "log", "abc"]),
+        Ok(Action::Log {
+            id: "abc".into(),
+            follow: None
+        })
+    );
+    assert_eq!(
+        parse(&["job", "stop", "abc", "--grace", "1m"]),
+        Ok(Action::Stop {
+            id: "abc".into(),
+            grace_seconds: Some(60)
+        })
+    );
+    assert_eq!(
+        parse(&["job", "kill", "abc"]),
+        Ok(Action::Kill { id: "abc".into() })
+    );
+    assert_eq!(
+        parse(&["job", "delete", "abc"]),
+        Ok(Action::Delete { id: "abc".into() })
+    );
+    assert_eq!(parse(&["whoami"]), Ok(Action::WhoAmI));
+
+    for (line, needle) in [
+        (&["job", "status", "xyz!"][..], "is not valid"),
+        (
+            &["job", "list", "--state", "done"],
+            "unknown job state \"done\"",
+        ),
+        (&["job", "list", "--limit=-1"], "expected a whole number"),
+        (
+            &["job", "stop", "abc", "--grace=later"],
+            "expected a duration",
+        ),
+    ] {
+        let msg = parse(line).unwrap_err();
+        assert!(msg.contains(needle), "{line:?}: {msg}");
+    }
+}
+
+#[test]
+fn request_round_trips_through_the_wire_form() {
+    let r = request(&words(
+        "job run --max-cpu=100 --cpu-cores=0-1 --max-memory=512 --gpu=1 --gpu-memory=1GB \
+         -e A=1 -s S=2 --upload=u --volume=v --runtime=rt --timeout=30s -- sh -c true",
+    ));
+    assert_eq!(joblet_proto::job_request_from_pb(request_to_pb(&r)), r);
+}
+
+#[test]
+fn every_field_error_maps_to_its_flag() {
+    use joblet_core::FieldError;
+    for (field, flag) in [
+        ("command", "COMMAND"),
+        ("args[3]", "COMMAND"),
+        ("resources.max_cpu", "--max-cpu"),
+        ("resources.cpu_cores", "--cpu-cores"),
+        ("resources.max_memory_mb", "--max-memory"),
+        ("resources.max_iobps", "--max-iobps"),
+        ("resources.gpu_count", "--gpu"),
+        ("resources.gpu_memory_mb", "--gpu-memory"),
+        ("env", "--env"),
+        ("env[\"A\"]", "--env"),
+        ("secret_env[\"A\"]", "--secret-env"),
+        ("uploads[0]", "--upload"),
+        ("volumes[1]", "--volume"),
+        ("runtime", "--runtime"),
+        ("timeout_seconds", "--timeout"),
+    ] {
+        assert_eq!(
+            flag_for_field(&FieldError::new(field, "x")),
+            flag,
+            "{field}"
+        );
+    }
+}
+
+#[test]
+fn usage_errors_come_before_config_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = LookupEnv {
+        rnx_config: None,
+        home: Some(dir.path().to_owned()),
+    };
+    let cli = Cli::try_parse_from(["rnx", "job", "run", "--gpu-memory=1GB", "x"]).unwrap();
+    let e = Settings::resolve(cli, &env).unwrap_err();
+    assert!(matches!(e, Error::InvalidRequest { .. }), "{e}");
+    let cli = Cli::try_parse_from(["rnx", "job", "list"]).unwrap();
+    let e = Settings::resolve(cli, &env).unwrap_err();
+    assert!(matches!(e, Error::Config(_)), "{e}");
+
+    let path = dir.path().join("c.yml");
+    std::fs::write(&path, "x").unwrap();
+    let cli = Cli::try_parse_from([
+        "rnx",
+        "--node",
+        "n1",
+        "--config",
+        path.to_str().unwrap(),
+        "job",
+        "list",
+    ])
+    .unwrap();
+    let s = Settings::resolve(cli, &env).unwrap();
+    assert_eq!(
+        (s.config_path, s.node.as_deref(), s.format),
+        (path, Some("n1"), Format::Human)
+    );
+}

@@ -1,0 +1,223 @@
+//! What rnx shows about a job: a stable, serde-serialisable view built from
+//! the wire type. `--json` prints it as is; the human printer formats it.
+//! Field names here are part of rnx's JSON output contract.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use joblet_core::UnixMillis;
+use joblet_proto::{pb, state_from_pb};
+use serde::Serialize;
+
+/// One job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobView {
+    pub id: String,
+    pub command: String,
+    pub args: Vec<String>,
+    /// `PENDING`, `QUEUED`, `RUNNING`, `COMPLETED`, `FAILED`, `STOPPED`,
+    /// `PREEMPTED`, or `UNKNOWN` for a state this build does not know.
+    pub state: String,
+    pub owner: String,
+    pub exit_code: Option<i32>,
+    pub reason: Option<String>,
+    pub created: Option<String>,
+    pub created_unix_ms: Option<UnixMillis>,
+    pub started: Option<String>,
+    pub started_unix_ms: Option<UnixMillis>,
+    pub ended: Option<String>,
+    pub ended_unix_ms: Option<UnixMillis>,
+    /// `null` = no time limit.
+    pub timeout_seconds: Option<i64>,
+    pub runtime: Option<String>,
+    pub resources: ResourcesView,
+    pub env: BTreeMap<String, String>,
+    /// Keys of the secret environment; every value is `***`.
+    pub secret_env: BTreeMap<String, String>,
+    pub transitions: Vec<TransitionView>,
+    pub log_bytes: u64,
+}
+
+/// Resource limits; `null` = not set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ResourcesView {
+    pub max_cpu_percent: Option<i64>,
+    pub cpu_cores: Option<String>,
+    pub max_memory_mb: Option<i64>,
+    pub max_iobps: Option<i64>,
+    pub gpu_count: i64,
+    pub gpu_memory_mb: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TransitionView {
+    /// `null` for the job's first state.
+    pub from: Option<String>,
+    pub to: String,
+    pub at: Option<String>,
+    pub at_unix_ms: UnixMillis,
+    pub reason: Option<String>,
+}
+
+/// What `rnx whoami` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WhoAmIView {
+    pub name: String,
+    pub role: String,
+    pub node: String,
+    pub address: String,
+    pub node_version: String,
+    pub supported: Vec<String>,
+}
+
+/// The state's name, `UNKNOWN` for one this build does not know.
+pub fn state_name(v: i32) -> String {
+    state_from_pb(v)
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|| "UNKNOWN".to_owned())
+}
+
+fn positive(v: i64) -> Option<i64> {
+    (v > 0).then_some(v)
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+/// RFC 3339 in UTC with whole seconds (`2025-01-02T03:04:05Z`).
+pub fn rfc3339(ms: UnixMillis) -> String {
+    humantime::format_rfc3339_seconds(system_time(ms)).to_string()
+}
+
+/// RFC 3339 in UTC with milliseconds, for JSON.
+pub fn rfc3339_millis(ms: UnixMillis) -> String {
+    humantime::format_rfc3339_millis(system_time(ms)).to_string()
+}
+
+fn system_time(ms: UnixMillis) -> SystemTime {
+    let d = Duration::from_millis(ms.unsigned_abs());
+    if ms >= 0 {
+        UNIX_EPOCH + d
+    } else {
+        UNIX_EPOCH - d
+    }
+}
+
+impl From<&pb::Job> for JobView {
+    fn from(j: &pb::Job) -> Self {
+        let r = j.resources.clone().unwrap_or_default();
+        let stamp = |ms: i64| positive(ms).map(rfc3339_millis);
+        JobView {
+            id: j.id.clone(),
+            command: j.command.clone(),
+            args: j.args.clone(),
+            state: state_name(j.state),
+            owner: j.owner.clone(),
+            exit_code: j.exit_code,
+            reason: non_empty(&j.reason),
+            created: stamp(j.created_unix_ms),
+            created_unix_ms: positive(j.created_unix_ms),
+            started: stamp(j.started_unix_ms),
+            started_unix_ms: positive(j.started_unix_ms),
+            ended: stamp(j.ended_unix_ms),
+            ended_unix_ms: positive(j.ended_unix_ms),
+            timeout_seconds: positive(j.timeout_seconds),
+            runtime: non_empty(&j.runtime),
+            resources: ResourcesView {
+                max_cpu_percent: positive(r.max_cpu),
+                cpu_cores: non_empty(&r.cpu_cores),
+                max_memory_mb: positive(r.max_memory_mb),
+                max_iobps: positive(r.max_iobps),
+                gpu_count: r.gpu_count.max(0),
+                gpu_memory_mb: positive(r.gpu_memory_mb),
+            },
+            env: j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            secret_env: j
+                .secret_env
+                .keys()
+                .map(|k| (k.clone(), "***".to_owned()))
+                .collect(),
+            transitions: j
+                .transitions
+                .iter()
+                .map(|t| TransitionView {
+                    from: state_from_pb(t.from).map(|s| s.as_str().to_owned()),
+                    to: state_name(t.to),
+                    at: stamp(t.at_unix_ms),
+                    at_unix_ms: t.at_unix_ms,
+                    reason: non_empty(&t.reason),
+                })
+                .collect(),
+            log_bytes: j.log_bytes,
+        }
+    }
+}
+
+/// The job's command line, quoted so it could be pasted into a shell.
+pub fn command_line(command: &str, args: &[String]) -> String {
+    std::iter::once(command)
+        .chain(args.iter().map(String::as_str))
+        .map(shell_quote)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '-' | '_' | '.' | '/' | '=' | ':' | ',' | '+' | '@' | '%')
+        });
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_values_never_reach_the_view() {
+        let job = pb::Job {
+            id: "x".into(),
+            secret_env: [("TOKEN".to_owned(), "leaked?".to_owned())].into(),
+            ..Default::default()
+        };
+        let v = JobView::from(&job);
+        assert_eq!(v.secret_env["TOKEN"], "***");
+        assert!(!serde_json::to_string(&v).unwrap().contains("leaked"));
+    }
+
+    #[test]
+    fn times_and_unset_values() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_millis(1_500), "1970-01-01T00:00:01.500Z");
+        let v = JobView::from(&pb::Job {
+            state: 99,
+            created_unix_ms: 1_000,
+            ..Default::default()
+        });
+        assert_eq!(v.state, "UNKNOWN");
+        assert_eq!(v.started, None);
+        assert_eq!(v.timeout_seconds, None);
+        assert_eq!(v.created.as_deref(), Some("1970-01-01T00:00:01.000Z"));
+    }
+
+    #[test]
+    fn command_lines_are_quoted_only_when_needed() {
+        let args = vec![
+            "-c".to_owned(),
+            "print('hi there')".to_owned(),
+            "--batch-size=64".to_owned(),
+            String::new(),
+        ];
+        assert_eq!(
+            command_line("python", &args),
+            r#"python -c 'print('\''hi there'\'')' --batch-size=64 ''"#
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! The `rnx` binary as scripts see it, without a node: `--help` texts,
+//! usage errors (exit 2) and config errors (exit 4).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn rnx(args: &[&str], home: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rnx"))
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("COLUMNS", "100")
+        .output()
+        .expect("run rnx")
+}
+
+fn help(args: &[&str]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let out = rnx(args, home.path());
+    assert_eq!(out.status.code(), Some(0), "{args:?}");
+    assert!(out.stderr.is_empty());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn help_rnx() {
+    insta::assert_snapshot!(help(&["--help"]));
+}
+
+#[test]
+fn help_rnx_job() {
+    insta::assert_snapshot!(help(&["job", "--help"]));
+}
+
+#[test]
+fn help_rnx_job_run() {
+    insta::assert_snapshot!(help(&["job", "run", "--help"]));
+}
+
+#[test]
+fn version() {
+    assert_eq!(
+        help(&["--version"]),
+        format!("rnx {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_and_name_the_flag() {
+    let home = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (
+            &["job", "run", "--gpu-memory=8XB", "python", "x.py"][..],
+            "invalid value '8XB' for '--gpu-memory <SIZE>': expected a size like 8GB, 4096MB or 4096 (megabytes)",
+        ),
+        (&["job", "run", "--gpu-mem=8GB", "python"], "unexpected argument '--gpu-mem'"),
+        (&["job", "run"], "<COMMAND>..."),
+        (&["job", "run", "--gpu-memory=8GB", "x"], "rnx: error: invalid --gpu-memory"),
+        (&["job", "frobnicate"], "unrecognized subcommand"),
+    ] {
+        let out = rnx(args, home.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn missing_config_exits_4_and_says_where_to_find_one() {
+    let home = tempfile::tempdir().unwrap();
+    let out = rnx(&["job", "list"], home.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.starts_with("rnx: error: no client config found"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("/var/lib/joblet/rnx-config.yml"),
+        "{stderr}"
+    );
+
+    let bad = home.path().join("bad.yml");
+    std::fs::write(&bad, "version: \"1\"\nnodes: {}\n").unwrap();
+    let out = rnx(&["--config", bad.to_str().unwrap(), "whoami"], home.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("no node named \"default\""), "{stderr}");
+}
+
+#[test]
+fn rnx_config_env_is_used() {
+    let home = tempfile::tempdir().unwrap();
+    let missing = home.path().join("from-env.yml");
+    let out = Command::new(env!("CARGO_BIN_EXE_rnx"))
+        .args(["job", "list"])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("RNX_CONFIG", &missing)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("from-env.yml") && stderr.contains("$RNX_CONFIG"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,556 @@
+//! The `rnx` binary against an in-process fake node speaking the real API
+//! over mutual TLS: output formats, error mapping, exit codes, and
+//! exactly-once output across a dropped connection.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use joblet_pki::{CertPem, CertificateAuthority, Role, Validity};
+use joblet_proto::pb::{self, log_event::Event};
+use joblet_proto::{ClientConfigFile, JobService, JobServiceServer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tonic::{Request, Response, Status};
+
+const JOB_ID: &str = "abc123de-f456-7890-1234-567890abcdef";
+const LOST: &str = "rnx: lost connection to the node; reconnecting…\n";
+
+/// The fake job's whole output, in order.
+const LOG: &[(pb::LogStream, &[u8])] = &[
+    (pb::LogStream::Stdout, b"epoch 1\n"),
+    (pb::LogStream::Stderr, b"warning: slow\n"),
+    (pb::LogStream::Stdout, b"epoch 2\n"),
+    (pb::LogStream::Stdout, b"epoch 3 "),
+    (pb::LogStream::Stdout, b"done\n"),
+];
+
+fn expected(stream: pb::LogStream) -> Vec<u8> {
+    LOG.iter()
+        .filter(|(s, _)| *s == stream)
+        .flat_map(|(_, d)| d.to_vec())
+        .collect()
+}
+
+#[derive(Default)]
+struct Fake {
+    /// Clones of the accepted sockets, to cut every connection.
+    sockets: Arc<Mutex<Vec<std::net::TcpStream>>>,
+    /// Tells the accept loop to stop listening for a while (a restart).
+    restart: Arc<tokio::sync::Notify>,
+    /// Cut the connection during the first followed log stream.
+    break_first_follow: bool,
+    /// `(from_seq, follow)` of each GetJobLogs call.
+    log_calls: Mutex<Vec<(u64, bool)>>,
+    last_run: Mutex<Option<pb::RunJobRequest>>,
+    /// What the JobEnded event reports.
+    exit_code: Option<i32>,
+}
+
+fn job(state: pb::JobState) -> pb::Job {
+    pb::Job {
+        id: JOB_ID.into(),
+        command: "python".into(),
+        args: vec!["train.py".into()],
+        state: state as i32,
+        owner: "admin".into(),
+        resources: Some(pb::Resources {
+            gpu_count: 1,
+            gpu_memory_mb: 8192,
+            ..Default::default()
+        }),
+        secret_env: [("TOKEN".to_owned(), "***".to_owned())].into(),
+        created_unix_ms: 1_735_787_045_000,
+        ..Default::default()
+    }
+}
+
+fn find(id: &str) -> Result<pb::Job, Status> {
+    if JOB_ID.starts_with(id) {
+        Ok(job(pb::JobState::Running))
+    } else {
+        Err(Status::not_found(format!(
+            "no job with id or prefix {id:?} (see `rnx job list`)"
+        )))
+    }
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<pb::LogEvent, Status>> + Send>>;
+
+fn chunks_from(from_seq: u64, limit: usize) -> Vec<Result<pb::LogEvent, Status>> {
+    let mut seq = 0u64;
+    let mut out = Vec::new();
+    for (stream, data) in LOG {
+        let len = data.len() as u64;
+        // Like a real node may, resend the chunk that ends at from_seq.
+        if seq + len >= from_seq && out.len() < limit {
+            out.push(Ok(pb::LogEvent {
+                event: Some(Event::Chunk(pb::LogChunk {
+                    seq,
+                    stream: *stream as i32,
+                    data: data.to_vec(),
+                    unix_ms: 0,
+                })),
+            }));
+        }
+        seq += len;
+    }
+    out
+}
+
+fn total() -> u64 {
+    LOG.iter().map(|(_, d)| d.len() as u64).sum()
+}
+
+#[tonic::async_trait]
+impl JobService for Fake {
+    async fn run_job(
+        &self,
+        request: Request<pb::RunJobRequest>,
+    ) -> Result<Response<pb::RunJobResponse>, Status> {
+        *self.last_run.lock().unwrap() = Some(request.into_inner());
+        Ok(Response::new(pb::RunJobResponse {
+            job: Some(job(pb::JobState::Queued)),
+        }))
+    }
+
+    async fn get_job_status(&self, r: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {
+        find(&r.into_inner().job_id).map(Response::new)
+    }
+
+    async fn list_jobs(
+        &self,
+        _: Request<pb::ListJobsRequest>,
+    ) -> Result<Response<pb::ListJobsResponse>, Status> {
+        Ok(Response::new(pb::ListJobsResponse {
+            jobs: vec![job(pb::JobState::Running)],
+        }))
+    }
+
+    type GetJobLogsStream = Events;
+
+    async fn get_job_logs(
+        &self,
+        r: Request<pb::GetJobLogsRequest>,
+    ) -> Result<Response<Events>, Status> {
+        let r = r.into_inner();
+        find(&r.job_id)?;
+        let first_follow = {
+            let mut calls = self.log_calls.lock().unwrap();
+            calls.push((r.from_seq, r.follow));
+            r.follow && calls.iter().filter(|(_, f)| *f).count() == 1
+        };
+        if first_follow && self.break_first_follow {
+            // Send two chunks, then go away as a restarting daemon would:
+            // stop listening and cut every connection.
+            let sockets = self.sockets.clone();
+            let restart = self.restart.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                restart.notify_one();
+                for s in sockets.lock().unwrap().drain(..) {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+            });
+            let events =
+                futures::stream::iter(chunks_from(r.from_seq, 2)).chain(futures::stream::pending());
+            return Ok(Response::new(Box::pin(events)));
+        }
+        let mut events = chunks_from(r.from_seq, usize::MAX);
+        if r.follow {
+            events.push(Ok(pb::LogEvent {
+                event: Some(Event::Ended(pb::JobEnded {
+                    state: pb::JobState::Failed as i32,
+                    exit_code: self.exit_code,
+                    reason: match self.exit_code {
+                        Some(c) => format!("exited with code {c}"),
+                        None => "failed to start: python: no such file or directory".into(),
+                    },
+                    total_bytes: total(),
+                })),
+            }));
+        }
+        Ok(Response::new(Box::pin(futures::stream::iter(events))))
+    }
+
+    async fn stop_job(&self, r: Request<pb::StopJobRequest>) -> Result<Response<pb::Job>, Status> {
+        let mut j = find(&r.into_inner().job_id)?;
+        j.state = pb::JobState::Stopped as i32;
+        Ok(Response::new(j))
+    }
+
+    async fn kill_job(&self, _: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {
+        Err(Status::permission_denied(
+            "bob has role \"viewer\", which may not kill jobs; ask an admin for an admin certificate (`joblet cert issue --role admin`)",
+        ))
+    }
+
+    async fn delete_job(
+        &self,
+        r: Request<pb::JobRef>,
+    ) -> Result<Response<pb::DeleteJobResponse>, Status> {
+        let j = find(&r.into_inner().job_id)?;
+        Ok(Response::new(pb::DeleteJobResponse { id: j.id }))
+    }
+
+    async fn who_am_i(
+        &self,
+        _: Request<pb::WhoAmIRequest>,
+    ) -> Result<Response<pb::WhoAmIResponse>, Status> {
+        Ok(Response::new(pb::WhoAmIResponse {
+            name: "admin".into(),
+            role: "admin".into(),
+            node_version: "test".into(),
+            supported: vec!["env".into(), "secret_env".into(), "timeout".into()],
+        }))
+    }
+}
+
+/// A server-side TLS connection tonic can serve.
+struct Conn(tokio_rustls::server::TlsStream<TcpStream>);
+
+impl tonic::transport::server::Connected for Conn {
+    type ConnectInfo = ();
+    fn connect_info(&self) {}
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
+struct Node {
+    addr: SocketAddr,
+    ca: CertificateAuthority,
+    client: CertPem,
+    fake: Arc<Fake>,
+    dir: tempfile::TempDir,
+}
+
+async fn start(fake: Fake) -> Node {
+    let ca = CertificateAuthority::generate("test-ca", Validity::days_from_now(1)).unwrap();
+    let server = ca
+        .issue_server(
+            &["localhost".into(), "127.0.0.1".into()],
+            Validity::days_from_now(1),
+        )
+        .unwrap();
+    let client = ca
+        .issue_client("admin", Role::Admin, Validity::days_from_now(1))
+        .unwrap();
+    let tls = joblet_pki::server_config(ca.cert_pem(), &server).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fake = Arc::new(fake);
+    let sockets = fake.sockets.clone();
+    let restart = fake.restart.clone();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Conn, io::Error>>(16);
+    tokio::spawn(async move {
+        let mut listener = listener;
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                () = restart.notified() => {
+                    // Down for a while: connections are refused.
+                    drop(listener);
+                    tokio::time::sleep(Duration::from_millis(700)).await;
+                    listener = TcpListener::bind(addr).await.unwrap();
+                    continue;
+                }
+            };
+            let Ok((tcp, _)) = accepted else {
+                return;
+            };
+            let std = tcp.into_std().unwrap();
+            sockets.lock().unwrap().push(std.try_clone().unwrap());
+            let tcp = TcpStream::from_std(std).unwrap();
+            let acceptor = acceptor.clone();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                // Handshake failures (a client with a foreign CA) just drop.
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    let _ = tx.send(Ok(Conn(tls))).await;
+                }
+            });
+        }
+    });
+    let svc = JobServiceServer::from_arc(fake.clone());
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap();
+    });
+    Node {
+        addr,
+        ca,
+        client,
+        fake,
+        dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+impl Node {
+    fn config(&self, name: &str, ca: &str, cert: &CertPem, addr: &str) -> PathBuf {
+        let file =
+            ClientConfigFile::single("default", addr, "localhost", ca, &cert.cert, &cert.key);
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, file.to_yaml()).unwrap();
+        path
+    }
+
+    fn good_config(&self) -> PathBuf {
+        self.config(
+            "good.yml",
+            self.ca.cert_pem(),
+            &self.client,
+            &self.addr.to_string(),
+        )
+    }
+
+    async fn rnx(&self, args: &[&str]) -> Output {
+        rnx_with(&self.good_config(), self.dir.path(), args).await
+    }
+}
+
+async fn rnx_with(config: &Path, home: &Path, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_rnx"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .output()
+        .await
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_prints_the_id_and_sends_the_request() {
+    let node = start(Fake::default()).await;
+    let out = node
+        .rnx(&[
+            "job",
+            "run",
+            "--gpu=1",
+            "--gpu-memory=8GB",
+            "-s",
+            "TOKEN=hunter2",
+            "-e",
+            "A=1",
+            "python",
+            "train.py",
+            "--epochs",
+            "3",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("{JOB_ID}\n"));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    let sent = node.fake.last_run.lock().unwrap().clone().unwrap();
+    assert_eq!(sent.command, "python");
+    assert_eq!(sent.args, ["train.py", "--epochs", "3"]);
+    let res = sent.resources.unwrap();
+    assert_eq!((res.gpu_count, res.gpu_memory_mb), (1, 8192));
+    assert_eq!(sent.secret_env["TOKEN"], "hunter2");
+    assert_eq!(sent.env["A"], "1");
+    assert_eq!(sent.timeout_seconds, None);
+
+    let out = node.rnx(&["--json", "job", "run", "true"]).await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["id"], JOB_ID);
+    assert_eq!(v["secret_env"]["TOKEN"], "***");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_list_whoami_stop_delete() {
+    let node = start(Fake::default()).await;
+    let out = node.rnx(&["job", "status", "abc1"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.starts_with(&format!("UUID: {JOB_ID}\nStatus: RUNNING\n")),
+        "{s}"
+    );
+    assert!(s.contains("GPU Memory: 8192 MB required per GPU\n"), "{s}");
+    assert!(s.contains("  TOKEN=***\n"), "{s}");
+
+    let out = node.rnx(&["job", "list", "--json"]).await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["state"], "RUNNING");
+    assert_eq!(v[0]["resources"]["gpu_count"], 1);
+
+    let out = node.rnx(&["job", "list"]).await;
+    let s = text(&out.stdout);
+    assert!(
+        s.starts_with("ID        STATUS   EXIT  OWNER  CREATED"),
+        "{s}"
+    );
+    assert!(s.contains("abc123de  RUNNING  -     admin"), "{s}");
+
+    let out = node.rnx(&["whoami"]).await;
+    assert!(text(&out.stdout).contains("Enforces: env, secret_env, timeout"));
+
+    let out = node.rnx(&["job", "stop", "abc", "--grace=5s"]).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("(state: STOPPED)"));
+
+    let out = node.rnx(&["--json", "job", "delete", "abc"]).await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v, serde_json::json!({"id": JOB_ID, "deleted": true}));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn node_refusals_exit_1_with_the_nodes_message() {
+    let node = start(Fake::default()).await;
+    let out = node.rnx(&["job", "status", "ffff"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "rnx: error: no job with id or prefix \"ffff\" (see `rnx job list`)\n"
+    );
+    assert!(out.stdout.is_empty());
+
+    let out = node.rnx(&["job", "kill", "abc"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(
+        e.starts_with("rnx: error: permission denied: bob has role \"viewer\""),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn log_without_follow_keeps_streams_apart() {
+    let node = start(Fake::default()).await;
+    let out = node.rnx(&["job", "log", "abc"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.stdout, expected(pb::LogStream::Stdout));
+    assert_eq!(out.stderr, expected(pb::LogStream::Stderr));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn follow_survives_a_dropped_connection_exactly_once() {
+    let node = start(Fake {
+        break_first_follow: true,
+        exit_code: Some(7),
+        ..Default::default()
+    })
+    .await;
+    let out = node
+        .rnx(&["job", "run", "--follow", "python", "train.py"])
+        .await;
+    // The job's exit code is rnx's.
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), text(&expected(pb::LogStream::Stdout)));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches(LOST).count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.replace(LOST, ""),
+        text(&expected(pb::LogStream::Stderr))
+    );
+    let calls = node.fake.log_calls.lock().unwrap().clone();
+    // Resumed after the two chunks already written (8 + 14 bytes).
+    assert_eq!(calls, vec![(0, true), (22, true)]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connection_problems_exit_3_with_an_explanation() {
+    let node = start(Fake::default()).await;
+
+    // Nothing listens there.
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closed_addr = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let cfg = node.config("closed.yml", node.ca.cert_pem(), &node.client, &closed_addr);
+    let out = rnx_with(&cfg, node.dir.path(), &["job", "list"]).await;
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{e}");
+    assert!(
+        e.starts_with(&format!(
+            "rnx: error: cannot reach joblet at {closed_addr}: "
+        )),
+        "{e}"
+    );
+    assert!(e.contains("Is the daemon running?"), "{e}");
+
+    // A config from another node: its CA does not know this server.
+    let other = CertificateAuthority::generate("other-ca", Validity::days_from_now(1)).unwrap();
+    let other_client = other
+        .issue_client("admin", Role::Admin, Validity::days_from_now(1))
+        .unwrap();
+    let addr = node.addr.to_string();
+    let cfg = node.config("other.yml", other.cert_pem(), &other_client, &addr);
+    let out = rnx_with(&cfg, node.dir.path(), &["job", "list"]).await;
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{e}");
+    assert!(
+        e.starts_with(&format!("rnx: error: TLS handshake with {addr} failed: ")),
+        "{e}"
+    );
+    assert!(
+        e.contains("check that the config's CA and certificate belong to this node"),
+        "{e}"
+    );
+
+    // The right CA but a client certificate the node did not issue.
+    let cfg = node.config("foreign-cert.yml", node.ca.cert_pem(), &other_client, &addr);
+    let out = rnx_with(&cfg, node.dir.path(), &["job", "list"]).await;
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{e}");
+    assert!(
+        e.contains(&format!("TLS handshake with {addr} failed: ")),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn follow_without_an_exit_code_exits_125_with_the_reason() {
+    let node = start(Fake::default()).await;
+    let out = node.rnx(&["job", "run", "-f", "python", "train.py"]).await;
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.ends_with(&format!(
+            "rnx: job {JOB_ID} ended FAILED without an exit code: failed to start: python: no such file or directory\n"
+        )),
+        "{stderr}"
+    );
+    // `job log -f` reports the output, not the job's fate.
+    let out = node.rnx(&["job", "log", "-f", "abc"]).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, expected(pb::LogStream::Stdout));
+}
