@@ -67,6 +67,7 @@ pub struct JobRequest {
     pub env: Vec<(String, String)>,
     pub secret_env: Vec<(String, String)>,
     pub uploads: Vec<String>,
+    pub volumes: Vec<String>,
     pub runtime: String,
     /// `None` = the node's default; `Some(0)` = no limit.
     pub timeout_seconds: Option<i64>,
@@ -94,6 +95,7 @@ pub struct JobSpec {
     /// Names of the secret variables (values elsewhere).
     pub secret_env_keys: Vec<String>,
     pub uploads: Vec<String>,
+    pub volumes: Vec<String>,
     pub runtime: Option<String>,
     /// `None` = no time limit.
     pub timeout: Option<Duration>,
@@ -113,6 +115,14 @@ fn non_negative(field: &str, v: i64, max: i64, unit: &str) -> Result<u64, FieldE
         ));
     }
     Ok(v as u64)
+}
+
+/// Runtime and volume names: `python-3.11-ml`, `data-lake`.
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
 }
 
 fn check_text(field: &str, s: &str) -> Result<(), FieldError> {
@@ -242,9 +252,15 @@ impl JobRequest {
             check_text(&format!("uploads[{i}]"), u)?;
         }
 
+        for (i, v) in self.volumes.iter().enumerate() {
+            if !is_name(v) {
+                return Err(FieldError::new(format!("volumes[{i}]"), format!("invalid volume name {v:?}: expected letters, digits, '.', '-' and '_', like data-lake")));
+            }
+        }
+
         let runtime = match self.runtime.trim() {
             "" => None,
-            r if r.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')) => Some(r.to_owned()),
+            r if is_name(r) => Some(r.to_owned()),
             r => return Err(FieldError::new("runtime", format!("invalid runtime name {r:?}: expected letters, digits, '.', '-' and '_', like python-3.11-ml"))),
         };
 
@@ -272,6 +288,7 @@ impl JobRequest {
             env,
             secret_env_keys: secrets.keys().cloned().collect(),
             uploads: self.uploads.clone(),
+            volumes: self.volumes.clone(),
             runtime,
             timeout,
         };
@@ -294,6 +311,7 @@ pub struct NodeCapabilities {
     pub gpus: bool,
     pub uploads: bool,
     pub runtimes: bool,
+    pub volumes: bool,
 }
 
 impl NodeCapabilities {
@@ -308,6 +326,7 @@ impl NodeCapabilities {
             (self.gpus, "gpu"),
             (self.uploads, "upload"),
             (self.runtimes, "runtime"),
+            (self.volumes, "volume"),
         ];
         v.extend(flags.into_iter().filter(|(on, _)| *on).map(|(_, n)| n));
         v
@@ -327,7 +346,7 @@ impl JobSpec {
     /// Refuses the first limit or feature the node cannot enforce.
     pub fn check_supported(&self, caps: &NodeCapabilities) -> Result<(), Unsupported> {
         let r = &self.resources;
-        let checks: [(bool, bool, &str, &str, &str); 8] = [
+        let checks: [(bool, bool, &str, &str, &str); 9] = [
             (
                 r.max_cpu_percent.is_some(),
                 caps.cpu_limit,
@@ -383,6 +402,13 @@ impl JobSpec {
                 "runtime",
                 "--runtime",
                 "a runtime environment",
+            ),
+            (
+                !self.volumes.is_empty(),
+                caps.volumes,
+                "volumes",
+                "--volume",
+                "mounting volumes",
             ),
         ];
         for (asked, can, field, flag, what) in checks {
@@ -482,6 +508,11 @@ mod tests {
                 "runtime",
                 |r| r.runtime = "py thon".into(),
                 "python-3.11-ml",
+            ),
+            (
+                "volumes[0]",
+                |r| r.volumes = vec!["../etc".into()],
+                "data-lake",
             ),
             (
                 "timeout_seconds",

@@ -50,6 +50,7 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
         env,
         secret_env,
         uploads: r.uploads,
+        volumes: r.volumes,
         runtime: r.runtime,
         timeout_seconds: r.timeout_seconds,
     }
