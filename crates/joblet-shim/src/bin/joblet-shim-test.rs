@@ -1,0 +1,75 @@
+//! Test helper binary for joblet-shim's integration tests.
+//!
+//! - `shim --job-dir DIR`: the shim itself (what `joblet shim` does);
+//! - `launch-detached --job-dir DIR`: reads a `ShimSpec` from stdin, launches
+//!   a shim running this same binary, prints its pid and exits at once, like
+//!   a daemon dying right after a launch.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use joblet_shim::{launch, run_shim, JobDir, ShimSpec};
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let (mode, dir) = match args.as_slice() {
+        [mode, flag, dir] if flag == "--job-dir" => (mode.clone(), PathBuf::from(dir)),
+        _ => {
+            eprintln!("usage: joblet-shim-test (shim|launch-detached) --job-dir DIR");
+            return ExitCode::from(2);
+        }
+    };
+    if mode == "shim" {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+        return match run_shim(&dir) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("shim: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if mode == "launch-detached" {
+        let mut buf = Vec::new();
+        if let Err(e) = std::io::stdin().read_to_end(&mut buf) {
+            eprintln!("reading spec: {e}");
+            return ExitCode::FAILURE;
+        }
+        let spec: ShimSpec = match serde_json::from_slice(&buf) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("parsing spec: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let exe = match std::env::current_exe() {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("current_exe: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let shim_args = [
+            OsString::from("shim"),
+            OsString::from("--job-dir"),
+            dir.clone().into_os_string(),
+        ];
+        return match launch(&exe, &shim_args, &JobDir::new(dir), &spec) {
+            Ok(h) => {
+                println!("{}", h.pid());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("launch: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    eprintln!("unknown mode {mode:?}");
+    ExitCode::from(2)
+}

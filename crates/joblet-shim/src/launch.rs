@@ -1,0 +1,206 @@
+//! Starting a shim for a job, and finding a running one again after a
+//! daemon restart.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::ShimError;
+use crate::handle::ShimHandle;
+use crate::inherited_fds;
+use crate::jobdir::JobDir;
+use crate::pidfd::pidfd_open;
+use crate::procstat::{self, ProcStatError, PROC_ROOT};
+use crate::spec::ShimSpec;
+
+/// How long [`reattach`] waits for a live shim to write `shim.pid` (it may
+/// have just been started when the daemon died).
+const PID_FILE_WAIT: Duration = Duration::from_secs(2);
+const PID_FILE_POLL: Duration = Duration::from_millis(20);
+
+/// Starts a shim for `dir`: creates the directory, opens and locks
+/// `shim.lock`, spawns `program args...` (the daemon's own executable and
+/// `["shim", "--job-dir", DIR]`) with the locked file as fd 3, its stdout
+/// and stderr appended to `shim.log`, and `spec` as JSON on its stdin.
+///
+/// Blocks only while the spec is written to the pipe. The shim is not
+/// killed when the handle (or this process) goes away.
+pub fn launch(
+    program: &Path,
+    args: &[OsString],
+    dir: &JobDir,
+    spec: &ShimSpec,
+) -> Result<ShimHandle, ShimError> {
+    std::fs::create_dir_all(dir.path()).map_err(|source| ShimError::CreateDir {
+        path: dir.path().to_owned(),
+        source,
+    })?;
+    let json = serde_json::to_vec(spec).map_err(|source| ShimError::EncodeSpec {
+        job_id: spec.job_id.clone(),
+        source,
+    })?;
+
+    let lock_path = dir.lock_path();
+    let lock_err = |source| ShimError::Lock {
+        path: lock_path.clone(),
+        source,
+    };
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(lock_err)?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => return Err(ShimError::AlreadyRunning { path: lock_path }),
+        Err(TryLockError::Error(e)) => return Err(lock_err(e)),
+    }
+
+    let log_path = dir.shim_log_path();
+    let log_err = |source| ShimError::ShimLog {
+        path: log_path.clone(),
+        source,
+    };
+    let log = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(log_err)?;
+    let log2 = log.try_clone().map_err(log_err)?;
+
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2));
+    inherited_fds::inherit_as_fd3(&mut cmd, lock.as_fd());
+    let mut child = cmd.spawn().map_err(|source| ShimError::Spawn {
+        program: program.to_owned(),
+        source,
+    })?;
+    // The shim holds the lock through its own descriptor now. Closing ours
+    // does not release it (flock locks belong to the shared open file).
+    drop(lock);
+    drop(cmd);
+    let pid = child.id() as i32;
+
+    // The child is not reaped until we wait for it, so this names it.
+    let pidfd = match pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(source) => {
+            abandon(&mut child);
+            return Err(ShimError::PidFd { pid, source });
+        }
+    };
+    let sent = match child.stdin.take() {
+        Some(mut stdin) => stdin.write_all(&json),
+        None => Err(io::Error::other("the shim's stdin pipe was not set up")),
+    };
+    if let Err(source) = sent {
+        abandon(&mut child);
+        return Err(ShimError::SendSpec {
+            pid,
+            dir: dir.path().to_owned(),
+            source,
+        });
+    }
+    tracing::debug!(pid, dir = %dir.path().display(), "shim launched");
+    // Dropping `child` neither kills nor reaps the shim;
+    // `ShimHandle::wait` reaps it through the pidfd.
+    Ok(ShimHandle {
+        pid,
+        pidfd,
+        dir: dir.clone(),
+    })
+}
+
+/// Kills and reaps a shim that could not be given its spec.
+fn abandon(child: &mut std::process::Child) {
+    if let Err(e) = child.kill() {
+        tracing::warn!("killing shim {}: {e}", child.id());
+    }
+    if let Err(e) = child.wait() {
+        tracing::warn!("reaping shim {}: {e}", child.id());
+    }
+}
+
+/// After a daemon restart: `Some(handle)` if the shim of `dir` is alive
+/// (holds `shim.lock`), `None` if it is gone (read `exit.json` then).
+pub fn reattach(dir: &JobDir) -> Result<Option<ShimHandle>, ShimError> {
+    if !lock_held(dir)? {
+        return Ok(None);
+    }
+    let deadline = Instant::now() + PID_FILE_WAIT;
+    let rec = loop {
+        if let Some(rec) = dir.read_shim_pid()? {
+            break rec;
+        }
+        // Polling: the shim writes shim.pid right after starting, and there
+        // is no cheaper primitive to wait for a rename than a short sleep.
+        if !lock_held(dir)? {
+            return Ok(None);
+        }
+        if Instant::now() >= deadline {
+            return Err(ShimError::PidFileMissing {
+                lock: dir.lock_path(),
+                path: dir.shim_pid_path(),
+            });
+        }
+        std::thread::sleep(PID_FILE_POLL);
+    };
+    let pid = rec.pid;
+    let gone_or_mismatch = |dir: &JobDir| -> Result<Option<ShimHandle>, ShimError> {
+        if lock_held(dir)? {
+            Err(ShimError::PidMismatch {
+                lock: dir.lock_path(),
+                path: dir.shim_pid_path(),
+                pid,
+            })
+        } else {
+            Ok(None)
+        }
+    };
+    let pidfd = match pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return gone_or_mismatch(dir),
+        Err(source) => return Err(ShimError::PidFd { pid, source }),
+    };
+    // Opened before this check, the pidfd names the process checked here.
+    match procstat::start_time(Path::new(PROC_ROOT), pid) {
+        Ok(t) if t == rec.start_time => {}
+        Ok(_) | Err(ProcStatError::NoSuchProcess { .. }) => return gone_or_mismatch(dir),
+        Err(source) => return Err(ShimError::ProcStat { pid, source }),
+    }
+    Ok(Some(ShimHandle {
+        pid,
+        pidfd,
+        dir: dir.clone(),
+    }))
+}
+
+/// Whether some process (the shim) holds `shim.lock`: a non-blocking lock
+/// attempt on a fresh open fails exactly then. A successful attempt is
+/// released at once.
+fn lock_held(dir: &JobDir) -> Result<bool, ShimError> {
+    let path = dir.lock_path();
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(source) => return Err(ShimError::Lock { path, source }),
+    };
+    match file.try_lock() {
+        // Closing the file releases the lock we just took.
+        Ok(()) => Ok(false),
+        Err(TryLockError::WouldBlock) => Ok(true),
+        Err(TryLockError::Error(source)) => Err(ShimError::Lock { path, source }),
+    }
+}

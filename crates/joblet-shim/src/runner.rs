@@ -1,0 +1,57 @@
+//! How the shim starts a job: the [`Runner`] seam (isolation plugs in here)
+//! and [`HostRunner`], which runs the job unisolated on the host.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use nix::unistd::Pid;
+
+use crate::spec::ShimSpec;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The job could not be started; the message becomes the job's exit
+    /// message, so it names the command and the OS error.
+    #[error("failed to start: {source}: {command}")]
+    Spawn { command: String, source: io::Error },
+}
+
+/// Starts a job's leader process.
+///
+/// Contract: the returned process is a child of the calling process, leads
+/// its own process group (pgid == pid) and has `stdout`/`stderr` as its
+/// standard output and error and `/dev/null` as its standard input. It must
+/// not inherit any other descriptor of the shim.
+pub trait Runner {
+    fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError>;
+}
+
+/// Runs the job as a plain host process: exactly `spec.env` as environment,
+/// `spec.cwd` as working directory, in a new process group.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostRunner;
+
+impl Runner for HostRunner {
+    fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError> {
+        let fail = |source| RunnerError::Spawn {
+            command: spec.command.clone(),
+            source,
+        };
+        let mut cmd = Command::new(&spec.command);
+        cmd.args(&spec.args)
+            .env_clear()
+            .envs(&spec.env)
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr))
+            .process_group(0);
+        // Dropping the Child neither waits for nor kills the job: the shim
+        // reaps it by pid.
+        let child = cmd.spawn().map_err(fail)?;
+        // Pids are positive pid_t values, so the cast is exact.
+        Ok(Pid::from_raw(child.id() as i32))
+    }
+}

@@ -1,0 +1,385 @@
+//! The shim process: `joblet shim --job-dir DIR` calls [`run_shim`].
+//!
+//! Sequence: take the lock on fd 3, reset ignored signals, catch
+//! SIGTERM/SIGINT/SIGHUP, clear the signal mask, read the spec from stdin, `setsid`, write `shim.pid`, open `output.log`, bind
+//! `control.sock`, start the helper threads, spawn the job through the
+//! [`Runner`], write `job.pid`, supervise until the leader exits, kill the
+//! rest of its process group and reap it (the shim is a child subreaper),
+//! drain the output, and write `exit.json` last.
+
+mod control;
+mod outcome;
+mod output;
+mod reaper;
+mod signals;
+mod supervise;
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
+use nix::sys::signal::SigSet;
+
+use crate::atomic::write_atomic;
+use crate::inherited_fds::{self, Fd3Error};
+use crate::jobdir::JobDir;
+use crate::procstat::{self, ProcStatError, PROC_ROOT};
+use crate::runner::{HostRunner, Runner};
+use crate::spec::{Outcome, ShimExit, ShimSpec};
+
+/// How long the rest of the job's process group gets to die and its pipes
+/// to reach end-of-file after its leader exits and the group is killed.
+const DRAIN: Duration = Duration::from_secs(2);
+/// Largest spec accepted on stdin.
+const MAX_SPEC: u64 = 16 << 20;
+
+/// Errors that keep the shim from doing its job. Except for the lock and
+/// "already ran" errors, the shim records them in `exit.json` as
+/// [`Outcome::FailedToStart`] before returning them.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimRunError {
+    #[error("{path} was not passed as fd 3 ({source}): `shim` is started by the daemon, which locks that file and passes it")]
+    NoLock { path: PathBuf, source: Fd3Error },
+
+    #[error("fd 3 is not {path}: `shim` is started by the daemon, which locks that file and passes it as fd 3")]
+    WrongLock { path: PathBuf },
+
+    #[error("another process holds the lock on {path}: a shim is already running for this job")]
+    LockHeld { path: PathBuf },
+
+    #[error("cannot set up the lock on {path}: {source}")]
+    Lock { path: PathBuf, source: io::Error },
+
+    #[error("cannot install handlers for SIGTERM/SIGINT/SIGHUP: {source}")]
+    Signals { source: io::Error },
+
+    #[error("cannot clear the signal mask: {source}")]
+    SignalMask { source: Errno },
+
+    #[error("cannot mark inherited descriptors close-on-exec: {source}")]
+    StrayFds { source: io::Error },
+
+    #[error("{path} exists: a shim already ran for this job; use a fresh job directory")]
+    AlreadyRan { path: PathBuf },
+
+    #[error("cannot read the shim spec from stdin: {source}")]
+    ReadSpec { source: io::Error },
+
+    #[error("invalid shim spec on stdin: {source}")]
+    ParseSpec { source: serde_json::Error },
+
+    #[error("cannot reopen stdin as /dev/null: {source}")]
+    NullStdin { source: io::Error },
+
+    #[error("cannot identify the shim process: {source}")]
+    ProcStat { source: ProcStatError },
+
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+
+    #[error("cannot open {path}: {source}")]
+    OpenLog { path: PathBuf, source: io::Error },
+
+    #[error("cannot listen on {path}: {source} (unix socket paths are limited to 107 bytes)")]
+    Bind { path: PathBuf, source: io::Error },
+
+    #[error("cannot create the output pipes: {source}")]
+    Pipe { source: Errno },
+
+    #[error("cannot start the shim's {what} thread: {source}")]
+    Thread {
+        what: &'static str,
+        source: io::Error,
+    },
+}
+
+/// Runs the shim for the job directory `job_dir` with [`HostRunner`].
+///
+/// Call it first thing in `main` (descriptor 3 must still be the inherited
+/// lock), with a tracing subscriber writing to stderr (`shim.log`); exit the
+/// process soon after it returns: helper threads stay blocked (accepting
+/// control connections, waiting for signals, reaping).
+pub fn run_shim(job_dir: &Path) -> Result<ShimExit, ShimRunError> {
+    run_shim_with(job_dir, &HostRunner)
+}
+
+/// [`run_shim`] with another [`Runner`] (an isolating one).
+pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, ShimRunError> {
+    let dir = JobDir::new(job_dir);
+    let lock = take_lock(&dir)?;
+    let exit_path = dir.exit_path();
+    if exit_path.exists() {
+        return Err(ShimRunError::AlreadyRan { path: exit_path });
+    }
+    let result = process_state()
+        .and_then(|signals| setup(&dir, signals))
+        .map(|ready| run_job(&dir, ready, runner));
+    if let Err(e) = &result {
+        tracing::error!("{e}");
+    }
+    let exit = match &result {
+        Ok(exit) => exit.clone(),
+        Err(e) => failed_to_start(format!("shim setup failed: {e}"), None, 0),
+    };
+    // The daemon treats a shim gone without exit.json as lost, so a failure
+    // here can only be logged.
+    if let Err(source) = write_exit(&dir, &exit) {
+        tracing::error!("cannot write {}: {source}", exit_path.display());
+    }
+    drop(lock);
+    result
+}
+
+/// Puts the shim's signal state and descriptors in order, for itself and
+/// for the job, which inherits them: ignored signals reset, SIGTERM, SIGINT
+/// and SIGHUP caught, nothing blocked, inherited strays close-on-exec.
+fn process_state() -> Result<signal_hook::iterator::Signals, ShimRunError> {
+    match crate::signal_defaults::reset_ignored() {
+        Ok(sigs) if !sigs.is_empty() => tracing::info!("reset ignored signals {sigs:?} to default"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot reset ignored signals: {e}"),
+    }
+    let signals = signals::install().map_err(|source| ShimRunError::Signals { source })?;
+    SigSet::empty()
+        .thread_set_mask()
+        .map_err(|source| ShimRunError::SignalMask { source })?;
+    inherited_fds::cloexec_above(inherited_fds::LOCK_FD)
+        .map_err(|source| ShimRunError::StrayFds { source })?;
+    Ok(signals)
+}
+
+/// Fd 3 must be the daemon's locked `shim.lock`; keep it, out of the job's
+/// reach.
+fn take_lock(dir: &JobDir) -> Result<File, ShimRunError> {
+    let path = dir.lock_path();
+    let fd = inherited_fds::take_fd3().map_err(|source| ShimRunError::NoLock {
+        path: path.clone(),
+        source,
+    })?;
+    let lock = File::from(fd);
+    let lock_err = |source| ShimRunError::Lock {
+        path: path.clone(),
+        source,
+    };
+    let ours = lock.metadata().map_err(lock_err)?;
+    let theirs = std::fs::metadata(&path).map_err(lock_err)?;
+    if (ours.dev(), ours.ino()) != (theirs.dev(), theirs.ino()) {
+        return Err(ShimRunError::WrongLock { path });
+    }
+    fcntl(&lock, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .map_err(|e| lock_err(io::Error::from(e)))?;
+    // Already ours if the daemon locked it; taken now if it did not.
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ShimRunError::LockHeld { path }),
+        Err(std::fs::TryLockError::Error(e)) => Err(lock_err(e)),
+    }
+}
+
+/// Everything set up before the job is spawned.
+struct Ready {
+    spec: ShimSpec,
+    out_w: OwnedFd,
+    err_w: OwnedFd,
+    capture: output::Capture,
+    events: mpsc::Receiver<supervise::Event>,
+    reaper: reaper::Reaper,
+    finished: Arc<AtomicBool>,
+}
+
+fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready, ShimRunError> {
+    let spec = read_spec()?;
+    tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
+    if let Err(e) = nix::unistd::setsid() {
+        // EPERM: already a group leader, e.g. started by hand. Harmless.
+        tracing::warn!("setsid: {e}");
+    }
+    // Orphaned job processes become the shim's children, so it can reap
+    // them and know when the whole group is gone.
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::warn!("cannot become a child subreaper: {e}; orphaned job processes go to init");
+    }
+    let me = std::process::id() as i32;
+    let rec = procstat::pid_record(Path::new(PROC_ROOT), me)
+        .map_err(|source| ShimRunError::ProcStat { source })?;
+    write_json(&dir.shim_pid_path(), &rec, false)?;
+
+    let log_path = dir.output_log_path();
+    let log = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(|source| ShimRunError::OpenLog {
+            path: log_path.clone(),
+            source,
+        })?;
+    let listener = bind_control(&dir.control_sock_path())?;
+
+    let thread_err = |what| move |source| ShimRunError::Thread { what, source };
+    let (ev_tx, events) = mpsc::channel();
+    signals::start(signals, ev_tx.clone()).map_err(thread_err("signal"))?;
+    let finished = Arc::new(AtomicBool::new(false));
+    control::start(listener, ev_tx.clone(), finished.clone()).map_err(thread_err("control"))?;
+    let reaper = reaper::start_reaper(ev_tx).map_err(thread_err("reaper"))?;
+
+    let (out_r, out_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| ShimRunError::Pipe { source })?;
+    let (err_r, err_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| ShimRunError::Pipe { source })?;
+    let capture = output::start(log, out_r, err_r).map_err(thread_err("output"))?;
+    Ok(Ready {
+        spec,
+        out_w,
+        err_w,
+        capture,
+        events,
+        reaper,
+        finished,
+    })
+}
+
+/// Spawns and supervises the job; returns its exit record.
+fn run_job(dir: &JobDir, ready: Ready, runner: &dyn Runner) -> ShimExit {
+    let Ready {
+        spec,
+        out_w,
+        err_w,
+        capture,
+        events,
+        reaper,
+        finished,
+    } = ready;
+    let pid = match runner.spawn(&spec, out_w, err_w) {
+        Ok(pid) => pid,
+        Err(e) => {
+            tracing::error!("{e}");
+            drop(reaper);
+            let written = capture.finish(DRAIN);
+            return failed_to_start(e.to_string(), None, written.bytes);
+        }
+    };
+    let started = now_unix_ms();
+    tracing::info!("job leader started: pid {pid}");
+    match procstat::pid_record(Path::new(PROC_ROOT), pid.as_raw()) {
+        Ok(rec) => {
+            if let Err(e) = write_json(&dir.job_pid_path(), &rec, false) {
+                tracing::error!("{e}");
+            }
+        }
+        Err(e) => tracing::error!("cannot record the job's pid {pid}: {e}"),
+    }
+    reaper.set_leader(pid);
+
+    let ended = supervise::supervise(
+        pid,
+        events,
+        &reaper,
+        spec.timeout_ms.map(Duration::from_millis),
+        Duration::from_millis(spec.stop_grace_ms),
+    );
+    finished.store(true, Ordering::SeqCst);
+    // Everything in the job's group was killed; once its members are reaped
+    // no job process is left, and their pipe ends are closed.
+    let deadline = Instant::now() + DRAIN;
+    if !reaper.wait_group(DRAIN) {
+        tracing::warn!("processes of the job's group were still dying after {DRAIN:?}");
+    }
+    let written = capture.finish(deadline.saturating_duration_since(Instant::now()));
+
+    let (outcome, exit_code, signal, mut message) = match ended.status {
+        Ok(status) => outcome::classify(status, ended.reason),
+        Err(e) => (
+            Outcome::Signaled,
+            None,
+            None,
+            format!("the job's exit status was lost: {e}"),
+        ),
+    };
+    if let Some(err) = written.error {
+        message.push_str(&format!(" (output incomplete: {err})"));
+    }
+    tracing::info!("job ended: {message}");
+    let _ = std::fs::remove_file(dir.control_sock_path());
+    ShimExit {
+        outcome,
+        exit_code,
+        signal,
+        message,
+        started_unix_ms: Some(started),
+        ended_unix_ms: now_unix_ms(),
+        log_bytes: written.bytes,
+    }
+}
+
+fn failed_to_start(message: String, started: Option<i64>, log_bytes: u64) -> ShimExit {
+    ShimExit {
+        outcome: Outcome::FailedToStart,
+        exit_code: None,
+        signal: None,
+        message,
+        started_unix_ms: started,
+        ended_unix_ms: now_unix_ms(),
+        log_bytes,
+    }
+}
+
+/// Reads the spec to end-of-file, then points stdin at /dev/null.
+fn read_spec() -> Result<ShimSpec, ShimRunError> {
+    let mut buf = Vec::new();
+    io::stdin()
+        .lock()
+        .take(MAX_SPEC)
+        .read_to_end(&mut buf)
+        .map_err(|source| ShimRunError::ReadSpec { source })?;
+    let null = File::open("/dev/null").map_err(|source| ShimRunError::NullStdin { source })?;
+    nix::unistd::dup2_stdin(&null).map_err(|e| ShimRunError::NullStdin { source: e.into() })?;
+    serde_json::from_slice(&buf).map_err(|source| ShimRunError::ParseSpec { source })
+}
+
+fn bind_control(path: &Path) -> Result<UnixListener, ShimRunError> {
+    let bind_err = |source| ShimRunError::Bind {
+        path: path.to_owned(),
+        source,
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(bind_err(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(bind_err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(bind_err)?;
+    Ok(listener)
+}
+
+fn write_json<T: serde::Serialize>(
+    path: &Path,
+    value: &T,
+    durable: bool,
+) -> Result<(), ShimRunError> {
+    let write_err = |source| ShimRunError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let bytes = serde_json::to_vec(value).map_err(|e| write_err(io::Error::other(e)))?;
+    write_atomic(path, &bytes, durable).map_err(write_err)
+}
+
+fn write_exit(dir: &JobDir, exit: &ShimExit) -> Result<(), ShimRunError> {
+    write_json(&dir.exit_path(), exit, true)
+}
+
+pub(crate) fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

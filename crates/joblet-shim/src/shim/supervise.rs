@@ -1,0 +1,155 @@
+//! The supervisor loop: waits for the job leader while carrying out stop,
+//! kill, timeout and SIGTERM, then kills what is left of the job's process
+//! group and reaps the leader.
+
+use std::io;
+use std::process::ExitStatus;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+use super::outcome::Reason;
+use super::reaper::Reaper;
+use crate::reap;
+
+/// A control request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// SIGTERM to the group now, SIGKILL after the grace if still running.
+    Stop(Duration),
+    /// SIGKILL to the group now.
+    Kill,
+}
+
+pub(crate) enum Event {
+    Control(Request, Sender<Result<(), String>>),
+    Signal(Signal),
+    /// The leader has exited (not yet reaped).
+    LeaderExited,
+    WaitFailed(io::Error),
+}
+
+/// How the leader ended, and why.
+pub(super) struct Ended {
+    pub status: io::Result<ExitStatus>,
+    pub reason: Option<Reason>,
+}
+
+/// Runs until the leader `pid` (which leads its own process group) has
+/// exited; then SIGKILLs its group and reaps it. The first of stop, kill
+/// and timeout to happen is the reason recorded; later ones still act.
+pub(super) fn supervise(
+    pid: Pid,
+    events: Receiver<Event>,
+    reaper: &Reaper,
+    timeout: Option<Duration>,
+    stop_grace: Duration,
+) -> Ended {
+    let group = Group { pgid: pid };
+    let mut reason: Option<Reason> = None;
+    let timeout_at = timeout.map(|t| Instant::now() + t);
+    let mut timeout_pending = timeout_at.is_some();
+    let mut kill_at: Option<Instant> = None;
+
+    let wait_error = loop {
+        let next = [timeout_at.filter(|_| timeout_pending), kill_at]
+            .into_iter()
+            .flatten()
+            .min();
+        let ev = match next {
+            None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(at) => events.recv_timeout(at.saturating_duration_since(Instant::now())),
+        };
+        let now = Instant::now();
+        match ev {
+            Err(RecvTimeoutError::Timeout) => {
+                if timeout_pending && timeout_at.is_some_and(|t| t <= now) {
+                    timeout_pending = false;
+                    if let Some(t) = timeout {
+                        tracing::info!("timeout of {t:?} reached; stopping the job");
+                        reason.get_or_insert(Reason::TimedOut(t));
+                    }
+                    group.begin_stop(&mut kill_at, stop_grace);
+                }
+                if kill_at.is_some_and(|k| k <= now) {
+                    kill_at = None;
+                    tracing::info!("stop grace over; killing the job's process group");
+                    group.signal(Signal::SIGKILL);
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                // Impossible while the reaper holds a sender; keep the
+                // record honest if it happens anyway.
+                break Some(io::Error::other("the reaper thread vanished"));
+            }
+            Ok(Event::Control(req, reply)) => {
+                match req {
+                    Request::Stop(grace) => {
+                        reason.get_or_insert(Reason::Stopped);
+                        group.begin_stop(&mut kill_at, grace);
+                    }
+                    Request::Kill => {
+                        reason.get_or_insert(Reason::Killed);
+                        kill_at = None;
+                        group.signal(Signal::SIGKILL);
+                    }
+                }
+                let _ = reply.send(Ok(()));
+            }
+            Ok(Event::Signal(Signal::SIGTERM)) => {
+                tracing::info!("shim got SIGTERM; stopping the job with a {stop_grace:?} grace");
+                reason.get_or_insert(Reason::Stopped);
+                group.begin_stop(&mut kill_at, stop_grace);
+            }
+            Ok(Event::Signal(sig)) => tracing::info!("shim ignores {sig}"),
+            Ok(Event::LeaderExited) => break None,
+            Ok(Event::WaitFailed(e)) => break Some(e),
+        }
+    };
+    drop(events);
+
+    if let Some(e) = wait_error {
+        tracing::error!("waiting for job leader {pid}: {e}");
+        return Ended {
+            status: Err(e),
+            reason,
+        };
+    }
+    // The leader is a zombie, so its pid (the pgid) cannot have been reused:
+    // kill whatever it left behind, then reap it.
+    group.signal(Signal::SIGKILL);
+    let status = reap::reap(pid.as_raw()).map(|(_, st)| st);
+    reaper.leader_reaped();
+    Ended { status, reason }
+}
+
+/// The job's process group. Only signalled while the leader is unreaped.
+struct Group {
+    pgid: Pid,
+}
+
+impl Group {
+    fn signal(&self, sig: Signal) {
+        match killpg(self.pgid, sig) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => tracing::error!("sending {sig} to process group {}: {e}", self.pgid),
+        }
+    }
+
+    /// SIGTERM (plus SIGCONT, in case the job is stopped) and a SIGKILL
+    /// deadline; a second stop only shortens the deadline.
+    fn begin_stop(&self, kill_at: &mut Option<Instant>, grace: Duration) {
+        let at = Instant::now() + grace;
+        match kill_at {
+            Some(k) => *k = (*k).min(at),
+            None => {
+                self.signal(Signal::SIGTERM);
+                self.signal(Signal::SIGCONT);
+                *kill_at = Some(at);
+            }
+        }
+    }
+}
