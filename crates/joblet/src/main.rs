@@ -1,1 +1,142 @@
-fn main() {}
+//! `joblet`: the node daemon binary. See the library crate for the parts.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use joblet::config::Config;
+use joblet_pki::Role;
+
+#[derive(Parser)]
+#[command(
+    name = "joblet",
+    version,
+    about = "Joblet node daemon: runs jobs for `rnx` clients over mutual TLS"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the node daemon (foreground). Creates the state dir, CA and an admin rnx-config.yml on first start.
+    Server {
+        /// joblet-config.yml; without it, embedded defaults (127.0.0.1:50051, /var/lib/joblet).
+        #[arg(long, short, env = "JOBLET_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Client identities.
+    #[command(subcommand)]
+    Cert(CertCommand),
+    /// Check a config file and print the effective settings.
+    CheckConfig {
+        #[arg(long, short, env = "JOBLET_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// (internal) The per-job shim; started by the daemon, not by people.
+    #[command(hide = true)]
+    Shim {
+        #[arg(long)]
+        job_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum CertCommand {
+    /// Mint a client certificate signed by this node's CA and write NAME.crt, NAME.key and rnx-config.yml into --out.
+    #[command(
+        after_help = "Example:\n  joblet cert issue --name alice --role viewer --out ./alice\n  rnx --config ./alice/rnx-config.yml job list"
+    )]
+    Issue {
+        /// Identity name (certificate CN, recorded as job owner): letters, digits, '.', '_', '@', '-'.
+        #[arg(long)]
+        name: String,
+        /// admin: run/stop/delete jobs; viewer: read-only (status, list, logs).
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// Directory to write into (created with mode 0700).
+        #[arg(long)]
+        out: PathBuf,
+        /// Validity in days.
+        #[arg(long, default_value_t = joblet::state_dir::CLIENT_DAYS)]
+        days: u32,
+        #[arg(long, short, env = "JOBLET_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    s.parse::<Role>().map_err(|e| e.to_string())
+}
+
+fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    match path {
+        Some(p) => Ok(Config::load(p)?),
+        None => Ok(Config::default()),
+    }
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Shim { job_dir } => {
+            // First thing, before any file is opened: fd 3 is the inherited
+            // shim lock. The shim is sync (no runtime) and its stderr is shim.log.
+            init_tracing("info");
+            return match joblet_shim::run_shim(&job_dir) {
+                Ok(_exit) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("joblet shim: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Server { config } => load_config(config.as_ref()).and_then(|cfg| {
+            init_tracing(&cfg.logging.level);
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            rt.block_on(joblet::server::run(cfg))
+        }),
+        Command::CheckConfig { config } => {
+            load_config(config.as_ref()).map(|cfg| println!("{cfg:#?}"))
+        }
+        Command::Cert(CertCommand::Issue {
+            name,
+            role,
+            out,
+            days,
+            config,
+        }) => load_config(config.as_ref()).and_then(|cfg| {
+            let issued = joblet::certcmd::issue(&cfg, &name, role, days, &out)?;
+            println!("issued {role} identity {name:?} (valid {days} days)");
+            println!("  certificate:   {}", issued.cert.display());
+            println!("  key:           {}", issued.key.display());
+            println!(
+                "  client config: {}   (rnx --config {} job list)",
+                issued.client_config.display(),
+                issued.client_config.display()
+            );
+            Ok(())
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("joblet: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! gRPC handlers. Each one only translates: check the caller's role,
+//! convert the request, call the store (reads) or the engine (changes),
+//! convert the answer. Errors go through [`ApiError`]'s one mapping.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use joblet_core::{JobId, NodeCapabilities};
+use joblet_pki::{Identity, Role};
+use joblet_proto::{pb, state_from_pb, state_to_pb, ApiError};
+use joblet_store::{JobRecord, Store};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::engine::EngineHandle;
+use crate::state_dir::StateDir;
+use crate::tls::PeerInfo;
+use crate::{logs, store_error};
+
+pub struct Api {
+    pub store: Arc<Store>,
+    pub engine: EngineHandle,
+    pub dirs: StateDir,
+    pub caps: NodeCapabilities,
+    /// `jobs.default_timeout`; `None` = no limit.
+    pub default_timeout: Option<Duration>,
+}
+
+/// The caller, as its client certificate says.
+fn caller<T>(req: &Request<T>) -> Result<Identity, ApiError> {
+    let peer = req
+        .extensions()
+        .get::<PeerInfo>()
+        .ok_or_else(|| ApiError::BadIdentity("no TLS peer information".into()))?;
+    peer.identity.clone().map_err(ApiError::BadIdentity)
+}
+
+fn require_admin<T>(req: &Request<T>, action: &'static str) -> Result<Identity, ApiError> {
+    let who = caller(req)?;
+    if who.role != Role::Admin {
+        return Err(ApiError::PermissionDenied {
+            name: who.name,
+            role: who.role.to_string(),
+            action,
+        });
+    }
+    Ok(who)
+}
+
+impl Api {
+    fn resolve(&self, prefix: &str) -> Result<JobId, ApiError> {
+        self.store.resolve(prefix.trim()).map_err(store_error)
+    }
+
+    fn job_pb(&self, rec: &JobRecord, with_transitions: bool) -> Result<pb::Job, ApiError> {
+        let transitions = if with_transitions {
+            self.store
+                .transitions(&rec.id)
+                .map_err(store_error)?
+                .into_iter()
+                .map(|t| pb::Transition {
+                    from: t.from.map(|s| state_to_pb(s) as i32).unwrap_or(0),
+                    to: state_to_pb(t.to) as i32,
+                    at_unix_ms: t.at_ms,
+                    reason: t.reason,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(to_pb(
+            rec,
+            transitions,
+            logs::log_bytes(&self.dirs, &rec.id),
+        ))
+    }
+}
+
+/// A job record on the wire. Secret values never leave the node: only
+/// their names, each with "***".
+pub fn to_pb(rec: &JobRecord, transitions: Vec<pb::Transition>, log_bytes: u64) -> pb::Job {
+    let r = &rec.spec.resources;
+    pb::Job {
+        id: rec.id.to_string(),
+        command: rec.spec.command.clone(),
+        args: rec.spec.args.clone(),
+        state: state_to_pb(rec.state) as i32,
+        owner: rec.owner.clone(),
+        resources: Some(pb::Resources {
+            max_cpu: r.max_cpu_percent.map(i64::from).unwrap_or(0),
+            cpu_cores: r
+                .cpu_cores
+                .as_deref()
+                .map(joblet_core::parse::format_cpu_list)
+                .unwrap_or_default(),
+            max_memory_mb: r.max_memory_mb.map(|v| v as i64).unwrap_or(0),
+            max_iobps: r.max_iobps.map(|v| v as i64).unwrap_or(0),
+            gpu_count: i64::from(r.gpu_count),
+            gpu_memory_mb: r.gpu_memory_mb.map(|v| v as i64).unwrap_or(0),
+        }),
+        env: rec.spec.env.clone().into_iter().collect(),
+        secret_env: rec
+            .spec
+            .secret_env_keys
+            .iter()
+            .map(|k| (k.clone(), "***".to_owned()))
+            .collect(),
+        exit_code: rec.exit_code,
+        reason: rec.reason.clone(),
+        created_unix_ms: rec.created_ms,
+        started_unix_ms: rec.started_ms.unwrap_or(0),
+        ended_unix_ms: rec.ended_ms.unwrap_or(0),
+        timeout_seconds: rec.spec.timeout.map(|t| t.as_secs() as i64).unwrap_or(0),
+        runtime: rec.spec.runtime.clone().unwrap_or_default(),
+        transitions,
+        log_bytes,
+    }
+}
+
+fn grace(secs: Option<i64>) -> Result<Option<Duration>, ApiError> {
+    match secs {
+        None => Ok(None),
+        Some(s) if (0..=24 * 3600).contains(&s) => Ok(Some(Duration::from_secs(s as u64))),
+        Some(s) => Err(joblet_core::FieldError::new(
+            "grace_seconds",
+            format!("invalid value {s}: expected 0 to 86400 seconds"),
+        )
+        .into()),
+    }
+}
+
+#[tonic::async_trait]
+impl joblet_proto::JobService for Api {
+    async fn run_job(
+        &self,
+        req: Request<pb::RunJobRequest>,
+    ) -> Result<Response<pb::RunJobResponse>, Status> {
+        let who = require_admin(&req, "run jobs")?;
+        let raw = joblet_proto::job_request_from_pb(req.into_inner());
+        let (mut spec, secrets) = raw.validate().map_err(ApiError::from)?;
+        spec.check_supported(&self.caps).map_err(ApiError::from)?;
+        if raw.uses_default_timeout() {
+            spec.timeout = self.default_timeout;
+        }
+        let rec = self.engine.submit(who.name, spec, secrets).await?;
+        Ok(Response::new(pb::RunJobResponse {
+            job: Some(self.job_pb(&rec, false)?),
+        }))
+    }
+
+    async fn get_job_status(&self, req: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {
+        caller(&req)?;
+        let id = self.resolve(&req.get_ref().job_id)?;
+        let rec =
+            self.store.get(&id).map_err(store_error)?.ok_or_else(|| {
+                ApiError::JobRef(joblet_core::PrefixError::NotFound(id.to_string()))
+            })?;
+        Ok(Response::new(self.job_pb(&rec, true)?))
+    }
+
+    async fn list_jobs(
+        &self,
+        req: Request<pb::ListJobsRequest>,
+    ) -> Result<Response<pb::ListJobsResponse>, Status> {
+        caller(&req)?;
+        let r = req.into_inner();
+        let states = r
+            .states
+            .iter()
+            .map(|&s| {
+                state_from_pb(s).ok_or_else(|| {
+                    joblet_core::FieldError::new(
+                        "states",
+                        format!(
+                            "unknown job state number {s}; expected 1 (PENDING) to 7 (PREEMPTED)"
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ApiError::from)?;
+        if r.limit < 0 {
+            return Err(ApiError::from(joblet_core::FieldError::new(
+                "limit",
+                format!(
+                    "invalid value {}: expected 0 (all) or a positive number",
+                    r.limit
+                ),
+            ))
+            .into());
+        }
+        let limit = (r.limit > 0).then_some(r.limit as usize);
+        let jobs = self.store.list(&states, limit).map_err(store_error)?;
+        let jobs = jobs
+            .iter()
+            .map(|j| self.job_pb(j, false))
+            .collect::<Result<_, _>>()?;
+        Ok(Response::new(pb::ListJobsResponse { jobs }))
+    }
+
+    type GetJobLogsStream = ReceiverStream<Result<pb::LogEvent, Status>>;
+
+    async fn get_job_logs(
+        &self,
+        req: Request<pb::GetJobLogsRequest>,
+    ) -> Result<Response<Self::GetJobLogsStream>, Status> {
+        caller(&req)?;
+        let r = req.into_inner();
+        let id = self.resolve(&r.job_id)?;
+        let stream = logs::stream(
+            self.store.clone(),
+            self.engine.clone(),
+            &self.dirs,
+            id,
+            r.from_seq,
+            r.follow,
+        )?;
+        Ok(Response::new(stream))
+    }
+
+    async fn stop_job(
+        &self,
+        req: Request<pb::StopJobRequest>,
+    ) -> Result<Response<pb::Job>, Status> {
+        require_admin(&req, "stop jobs")?;
+        let id = self.resolve(&req.get_ref().job_id)?;
+        let grace = grace(req.get_ref().grace_seconds)?;
+        let rec = self.engine.stop(id, grace, false).await?;
+        Ok(Response::new(self.job_pb(&rec, false)?))
+    }
+
+    async fn kill_job(&self, req: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {
+        require_admin(&req, "kill jobs")?;
+        let id = self.resolve(&req.get_ref().job_id)?;
+        let rec = self.engine.stop(id, None, true).await?;
+        Ok(Response::new(self.job_pb(&rec, false)?))
+    }
+
+    async fn delete_job(
+        &self,
+        req: Request<pb::JobRef>,
+    ) -> Result<Response<pb::DeleteJobResponse>, Status> {
+        require_admin(&req, "delete jobs")?;
+        let id = self.resolve(&req.get_ref().job_id)?;
+        self.engine.delete(id.clone()).await?;
+        Ok(Response::new(pb::DeleteJobResponse { id: id.to_string() }))
+    }
+
+    async fn who_am_i(
+        &self,
+        req: Request<pb::WhoAmIRequest>,
+    ) -> Result<Response<pb::WhoAmIResponse>, Status> {
+        let who = caller(&req)?;
+        Ok(Response::new(pb::WhoAmIResponse {
+            name: who.name,
+            role: who.role.to_string(),
+            node_version: env!("CARGO_PKG_VERSION").to_owned(),
+            supported: self
+                .caps
+                .supported_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        }))
+    }
+}

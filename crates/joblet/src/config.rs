@@ -1,0 +1,317 @@
+//! `joblet-config.yml`: the daemon's configuration.
+//!
+//! Every key has a default, so an empty file (or none) gives a working local
+//! node. Unknown keys and bad values are start-up errors naming the dotted
+//! key (`jobs.default_timeout`) and the accepted form.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub version: String,
+    pub server: ServerConfig,
+    pub jobs: JobsConfig,
+    pub gpu: GpuConfig,
+    pub logging: LoggingConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// `host:port` to listen on; port 0 picks a free port (written to `server.json`).
+    #[serde(deserialize_with = "de_addr")]
+    pub address: SocketAddr,
+    /// Where the database, certificates and job directories live.
+    pub state_dir: PathBuf,
+    /// Extra names/IPs for the server certificate (beyond localhost, loopback and the hostname).
+    pub tls_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    /// Time limit for jobs that do not give `--timeout`; 0 = none.
+    #[serde(deserialize_with = "de_duration")]
+    pub default_timeout: Duration,
+    /// SIGTERM-to-SIGKILL grace for `rnx job stop` and timeouts.
+    #[serde(deserialize_with = "de_duration")]
+    pub stop_grace_period: Duration,
+    /// Jobs running at once; the rest wait in the queue (FIFO).
+    #[serde(deserialize_with = "de_max_running")]
+    pub max_running: usize,
+}
+
+/// Seed 001's `gpu:` section. Accepted now; GPU jobs are refused until the
+/// GPU capability lands.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpuConfig {
+    pub enabled: bool,
+    pub cuda_paths: Vec<PathBuf>,
+    pub nvml_library: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoggingConfig {
+    /// A tracing filter: `info`, `debug`, `joblet=debug,warn`. `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            version: "1".into(),
+            server: ServerConfig::default(),
+            jobs: JobsConfig::default(),
+            gpu: GpuConfig::default(),
+            logging: LoggingConfig::default(),
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            address: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            state_dir: PathBuf::from("/var/lib/joblet"),
+            tls_hosts: Vec::new(),
+        }
+    }
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            default_timeout: Duration::ZERO,
+            stop_grace_period: Duration::from_secs(10),
+            max_running: 64,
+        }
+    }
+}
+
+impl Default for GpuConfig {
+    fn default() -> Self {
+        GpuConfig {
+            enabled: false,
+            cuda_paths: ["/usr/local/cuda", "/opt/cuda", "/usr/lib/cuda"]
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
+            nvml_library: None,
+        }
+    }
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        LoggingConfig {
+            level: "info".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {key}: {message}")]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses YAML text; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let invalid = |key: String, message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            key,
+            message,
+        };
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let de = serde_norway::Deserializer::from_str(text);
+        let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let key = if key == "." {
+                "(top level)".to_owned()
+            } else {
+                key
+            };
+            invalid(key, e.into_inner().to_string())
+        })?;
+        if cfg.version != "1" {
+            return Err(invalid(
+                "version".into(),
+                format!("unsupported version {:?}; expected \"1\"", cfg.version),
+            ));
+        }
+        if cfg.server.state_dir.as_os_str().is_empty() || cfg.server.state_dir.is_relative() {
+            return Err(invalid(
+                "server.state_dir".into(),
+                format!(
+                    "{:?} is not an absolute path; expected e.g. /var/lib/joblet",
+                    cfg.server.state_dir
+                ),
+            ));
+        }
+        if cfg
+            .logging
+            .level
+            .parse::<tracing_subscriber::EnvFilter>()
+            .is_err()
+        {
+            return Err(invalid(
+                "logging.level".into(),
+                format!(
+                    "invalid filter {:?}; expected e.g. info, debug or joblet=debug,warn",
+                    cfg.logging.level
+                ),
+            ));
+        }
+        Ok(cfg)
+    }
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = Duration;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str(joblet_core::parse::DURATION_FORM)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Duration, E> {
+            Ok(Duration::from_secs(v))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Duration, E> {
+            u64::try_from(v).map(Duration::from_secs).map_err(|_| {
+                E::custom(format!(
+                    "invalid value {v}: expected {}",
+                    joblet_core::parse::DURATION_FORM
+                ))
+            })
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Duration, E> {
+            joblet_core::parse::parse_duration(v).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(V)
+}
+
+fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(|_| serde::de::Error::custom(format!("invalid value {s:?}: expected IP:PORT like 127.0.0.1:50051 or 0.0.0.0:50051 ([::]:50051 for IPv6)")))
+}
+
+fn de_max_running<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let n = i64::deserialize(d)?;
+    if (1..=100_000).contains(&n) {
+        Ok(n as usize)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "invalid value {n}: expected a number of jobs from 1 to 100000"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("joblet-config.yml"))
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        assert_eq!(parse("").unwrap(), Config::default());
+        assert!(!Config::default().gpu.enabled);
+    }
+
+    #[test]
+    fn seed_001_gpu_section_is_accepted() {
+        let cfg = parse("gpu:\n  enabled: true\n  cuda_paths:\n    - \"/usr/local/cuda\"\n    - \"/opt/cuda\"\n    - \"/usr/lib/cuda\"\n").unwrap();
+        assert!(cfg.gpu.enabled);
+        assert_eq!(cfg.gpu.cuda_paths.len(), 3);
+    }
+
+    #[test]
+    fn values_parse() {
+        let cfg = parse("server:\n  address: \"0.0.0.0:7000\"\n  state_dir: /tmp/x\njobs:\n  default_timeout: 1h30m\n  stop_grace_period: 3\n  max_running: 20\n").unwrap();
+        assert_eq!(cfg.server.address.port(), 7000);
+        assert_eq!(cfg.jobs.default_timeout, Duration::from_secs(5400));
+        assert_eq!(cfg.jobs.stop_grace_period, Duration::from_secs(3));
+        assert_eq!(cfg.jobs.max_running, 20);
+    }
+
+    /// Each bad key is named with its dotted path and the accepted form.
+    #[test]
+    fn bad_keys_and_values_are_named() {
+        let table = [
+            (
+                "server:\n  adress: x\n",
+                "server.adress",
+                "expected one of `address`",
+            ),
+            (
+                "server:\n  address: localhost\n",
+                "server.address",
+                "IP:PORT",
+            ),
+            (
+                "server:\n  state_dir: relative/dir\n",
+                "server.state_dir",
+                "absolute",
+            ),
+            (
+                "jobs:\n  default_timeout: soon\n",
+                "jobs.default_timeout",
+                "duration like 30s",
+            ),
+            (
+                "jobs:\n  default_timeout: -5\n",
+                "jobs.default_timeout",
+                "duration like 30s",
+            ),
+            ("jobs:\n  max_running: 0\n", "jobs.max_running", "from 1 to"),
+            ("gpu:\n  enabled: maybe\n", "gpu.enabled", "bool"),
+            ("gpu:\n  strategy: pack\n", "gpu.strategy", "unknown field"),
+            ("bogus: 1\n", "bogus", "unknown field"),
+            ("version: \"2\"\n", "version", "expected \"1\""),
+            ("logging:\n  level: \"[[\"\n", "logging.level", "filter"),
+        ];
+        for (text, key, needle) in table {
+            let e = parse(text).unwrap_err();
+            let ConfigError::Invalid {
+                key: got, message, ..
+            } = &e
+            else {
+                panic!("{e}")
+            };
+            assert_eq!(got, key, "{text}: {e}");
+            assert!(e.to_string().contains(needle), "{text}: {message}");
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The environment a job starts with: a small clean base (no daemon
+//! variables leak in), then the user's `--env`, then `--secret-env`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use joblet_core::{JobId, JobSpec};
+
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+pub fn build(
+    id: &JobId,
+    spec: &JobSpec,
+    secrets: &BTreeMap<String, String>,
+    workdir: &Path,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::from([
+        ("PATH".to_owned(), DEFAULT_PATH.to_owned()),
+        ("HOME".to_owned(), workdir.display().to_string()),
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ("JOBLET_JOB_ID".to_owned(), id.to_string()),
+    ]);
+    env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_values_override_the_base_and_nothing_leaks() {
+        let id = JobId::parse("00000000-0000-4000-8000-000000000001").unwrap();
+        let req = joblet_core::JobRequest {
+            command: "x".into(),
+            env: vec![("PATH".into(), "/opt/bin".into())],
+            secret_env: vec![("TOKEN".into(), "t".into())],
+            ..Default::default()
+        };
+        let (spec, secrets) = req.validate().unwrap();
+        let env = build(&id, &spec, &secrets, Path::new("/w"));
+        assert_eq!(env["PATH"], "/opt/bin");
+        assert_eq!(env["TOKEN"], "t");
+        assert_eq!(env["HOME"], "/w");
+        assert!(!env.contains_key("RUST_LOG"));
+    }
+}

@@ -1,0 +1,43 @@
+//! The Joblet node daemon.
+//!
+//! `joblet server` loads [`config`], takes the [`state_dir`] lock, opens the
+//! store, recovers jobs left by a previous daemon ([`engine`]), and serves
+//! the gRPC API ([`api`]) over mutual TLS ([`tls`]). Each job runs under its
+//! own shim process (crate `joblet-shim`), so the daemon can die or be
+//! upgraded without taking jobs down.
+//!
+//! The decisions live in `joblet-core`; this crate only carries them out.
+
+pub mod api;
+pub mod certcmd;
+pub mod config;
+pub mod engine;
+pub mod jobenv;
+pub mod logs;
+pub mod outcome;
+pub mod server;
+pub mod state_dir;
+pub mod tls;
+
+use joblet_core::PrefixError;
+use joblet_proto::ApiError;
+use joblet_store::StoreError;
+
+/// The store's errors in API terms: bad or unknown ids are the caller's
+/// problem, everything else is the node's.
+pub fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::JobRef(p) => ApiError::JobRef(p),
+        StoreError::NotFound(id) => ApiError::JobRef(PrefixError::NotFound(id.to_string())),
+        StoreError::NotFinished { id, state } => ApiError::WrongState {
+            id: id.to_string(),
+            state,
+            hint: "stop it first with `rnx job stop`",
+        },
+        StoreError::Transition { id, source } => ApiError::Transition {
+            id: id.to_string(),
+            source,
+        },
+        other => ApiError::Internal(other.to_string()),
+    }
+}

@@ -1,0 +1,147 @@
+//! Serving a job's output: from any byte offset, once or following the job
+//! until it ends. The shim writes `output.log`; this only reads it, so a
+//! follower can reconnect to a restarted daemon and resume at its offset.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use joblet_core::joblog::Stream;
+use joblet_core::JobId;
+use joblet_proto::{pb, state_to_pb, ApiError};
+use joblet_shim::LogReader;
+use joblet_store::Store;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+
+use crate::engine::EngineHandle;
+use crate::state_dir::StateDir;
+
+/// How often a follower looks for new output while the job runs.
+const POLL: Duration = Duration::from_millis(25);
+const BATCH: usize = 256 * 1024;
+
+fn log_path(dirs: &StateDir, id: &JobId) -> std::path::PathBuf {
+    dirs.job(id).join("output.log")
+}
+
+/// Bytes of output recorded so far (the `seq` after the last record); 0
+/// when the log cannot be read (the status call still answers).
+pub fn log_bytes(dirs: &StateDir, id: &JobId) -> u64 {
+    joblet_shim::output_bytes(&log_path(dirs, id)).unwrap_or_else(|e| {
+        tracing::warn!(job = %id, error = %e, "cannot size the job's log");
+        0
+    })
+}
+
+pub fn stream(
+    store: Arc<Store>,
+    engine: EngineHandle,
+    dirs: &StateDir,
+    id: JobId,
+    from_seq: u64,
+    follow: bool,
+) -> Result<ReceiverStream<Result<pb::LogEvent, Status>>, ApiError> {
+    let path = log_path(dirs, &id);
+    let mut reader = LogReader::open(&path, from_seq)
+        .map_err(|e| ApiError::Internal(format!("cannot open the log of job {id}: {e}")))?;
+    let (tx, rx) = mpsc::channel(16);
+    let mut ended = engine.subscribe_ended();
+    tokio::spawn(async move {
+        loop {
+            // Read the state before the file: if the job was already final,
+            // everything it wrote is in the file by now.
+            let rec = match store.get(&id) {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    let _ = tx
+                        .send(Err(Status::not_found(format!("job {id} was deleted"))))
+                        .await;
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx
+                        .send(Err(Status::internal(format!("cannot read job {id}: {e}"))))
+                        .await;
+                    return;
+                }
+            };
+            let mut sent_any = false;
+            loop {
+                let records = match reader.read_available(BATCH) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = tx
+                            .send(Err(Status::internal(format!(
+                                "cannot read the log of job {id}: {e}"
+                            ))))
+                            .await;
+                        return;
+                    }
+                };
+                if records.is_empty() {
+                    break;
+                }
+                sent_any = true;
+                for r in records {
+                    let chunk = pb::LogChunk {
+                        seq: r.seq,
+                        stream: match r.stream {
+                            Stream::Stdout => pb::LogStream::Stdout,
+                            Stream::Stderr => pb::LogStream::Stderr,
+                        } as i32,
+                        data: r.data,
+                        unix_ms: r.unix_ms,
+                    };
+                    if tx
+                        .send(Ok(pb::LogEvent {
+                            event: Some(pb::log_event::Event::Chunk(chunk)),
+                        }))
+                        .await
+                        .is_err()
+                    {
+                        return; // client went away
+                    }
+                }
+            }
+            if rec.state.is_terminal() || !follow {
+                if rec.state.is_terminal() {
+                    let end = pb::JobEnded {
+                        state: state_to_pb(rec.state) as i32,
+                        exit_code: rec.exit_code,
+                        reason: rec.reason.clone(),
+                        total_bytes: reader.next_seq(),
+                    };
+                    let _ = tx
+                        .send(Ok(pb::LogEvent {
+                            event: Some(pb::log_event::Event::Ended(end)),
+                        }))
+                        .await;
+                }
+                return;
+            }
+            if !sent_any {
+                tokio::select! {
+                    _ = tokio::time::sleep(POLL) => {}
+                    _ = tx.closed() => return,
+                    _ = wait_for(&mut ended, &id) => {}
+                }
+            }
+        }
+    });
+    Ok(ReceiverStream::new(rx))
+}
+
+/// Resolves when `id` is announced as finished (or announcements were missed).
+async fn wait_for(rx: &mut tokio::sync::broadcast::Receiver<JobId>, id: &JobId) {
+    loop {
+        match rx.recv().await {
+            Ok(done) if &done == id => return,
+            Ok(_) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                std::future::pending::<()>().await
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! `joblet server`: start-up order and the serve loop.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use joblet_core::NodeCapabilities;
+use joblet_store::Store;
+use tokio::net::TcpListener;
+
+use crate::api::Api;
+use crate::config::Config;
+use crate::engine::{Engine, EngineConfig};
+use crate::state_dir::{self, StateDir};
+use crate::tls;
+
+/// What this build enforces. Everything else a job asks for is refused
+/// with "not supported yet on this node" (isolation and GPUs land later).
+pub fn capabilities(_cfg: &Config) -> NodeCapabilities {
+    NodeCapabilities::default()
+}
+
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    let dirs = StateDir::new(&cfg.server.state_dir);
+    let _lock = dirs.create_and_lock()?;
+    if cfg.gpu.enabled {
+        tracing::warn!("gpu.enabled is true, but this joblet build has no GPU support yet: GPU jobs will be refused");
+    }
+    let pki = dirs.ensure_pki(&state_dir::server_hosts(
+        cfg.server.address,
+        &cfg.server.tls_hosts,
+    ))?;
+    let tls_config = joblet_pki::server_config(pki.ca.cert_pem(), &pki.server)
+        .context("building the TLS server configuration")?;
+
+    let store = Arc::new(Store::open(&dirs.db(), &dirs.secrets_key())?);
+    let shim_program: PathBuf =
+        std::env::current_exe().context("locating the joblet binary to run shims")?;
+    let engine = Engine::start(
+        store.clone(),
+        dirs.clone(),
+        EngineConfig {
+            max_running: cfg.jobs.max_running,
+            stop_grace: cfg.jobs.stop_grace_period,
+            shim_program,
+            shim_args: vec!["shim".into(), "--job-dir".into()],
+        },
+    )?;
+
+    let listener = TcpListener::bind(cfg.server.address)
+        .await
+        .with_context(|| format!("cannot listen on {} (server.address)", cfg.server.address))?;
+    let bound = listener.local_addr()?;
+    let client_config = dirs.write_client_config(&bound.to_string(), &pki)?;
+    dirs.write_server_json(&bound.to_string())?;
+    tracing::info!(address = %bound, state_dir = %dirs.root().display(), client_config = %client_config.display(), "joblet listening");
+    eprintln!(
+        "joblet {} listening on {bound} (mTLS); admin client config: {}",
+        env!("CARGO_PKG_VERSION"),
+        client_config.display()
+    );
+
+    let api = Api {
+        store,
+        engine,
+        dirs: dirs.clone(),
+        caps: capabilities(&cfg),
+        default_timeout: (!cfg.jobs.default_timeout.is_zero()).then_some(cfg.jobs.default_timeout),
+    };
+    let incoming = tls::incoming(listener, Arc::new(tls_config));
+    tonic::transport::Server::builder()
+        .add_service(joblet_proto::JobServiceServer::new(api))
+        .serve_with_incoming_shutdown(incoming, shutdown_signal())
+        .await
+        .context("gRPC server failed")?;
+    let _ = std::fs::remove_file(dirs.server_json());
+    tracing::info!("joblet stopped; running jobs keep running under their shims");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+}

@@ -1,0 +1,128 @@
+//! The mutual-TLS listener: accepts TCP connections, completes the TLS 1.3
+//! handshake (client certificate required, checked against our CA by
+//! rustls), and hands tonic a stream that carries the caller's identity.
+//!
+//! Handshakes run in their own tasks so a slow or hostile client cannot
+//! stall accepting others; failed handshakes are logged and dropped.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use joblet_pki::Identity;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::Connected;
+
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who is on the other end of a connection. `identity` is an error when the
+/// certificate chains to our CA but lacks a usable name or role.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    pub addr: SocketAddr,
+    pub identity: Result<Identity, String>,
+}
+
+/// A TLS stream that tells tonic who the peer is (request extension `PeerInfo`).
+pub struct PeerStream {
+    inner: TlsStream<TcpStream>,
+    info: PeerInfo,
+}
+
+impl Connected for PeerStream {
+    type ConnectInfo = PeerInfo;
+    fn connect_info(&self) -> PeerInfo {
+        self.info.clone()
+    }
+}
+
+impl AsyncRead for PeerStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for PeerStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Accepts connections on `listener` forever; yields authenticated streams.
+pub fn incoming(
+    listener: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+) -> ReceiverStream<Result<PeerStream, io::Error>> {
+    let (tx, rx) = mpsc::channel(128);
+    let acceptor = TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        loop {
+            let (tcp, addr) = match listener.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => {
+                        let identity = match tls.get_ref().1.peer_certificates() {
+                            Some([leaf, ..]) => joblet_pki::identity_from_der(leaf.as_ref())
+                                .map_err(|e| e.to_string()),
+                            _ => Err("no client certificate".to_owned()),
+                        };
+                        if let Err(e) = &identity {
+                            tracing::warn!(peer = %addr, error = %e, "client certificate lacks a usable identity");
+                        }
+                        let _ = tx
+                            .send(Ok(PeerStream {
+                                inner: tls,
+                                info: PeerInfo { addr, identity },
+                            }))
+                            .await;
+                    }
+                    Ok(Err(e)) => tracing::warn!(peer = %addr, error = %e, "TLS handshake refused"),
+                    Err(_) => tracing::warn!(peer = %addr, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
