@@ -1,1 +1,296 @@
-//! placeholder
+//! Harness for end-to-end tests and benchmarks: a real `joblet server`
+//! process in a temporary state dir, driven through the real `rnx` binary
+//! over real mutual TLS.
+//!
+//! A [`Node`] cleans up after itself: on drop it kills the daemon it
+//! started and the process groups of jobs still running under it (found
+//! through the job dirs of its own state dir), and nothing else.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+/// Directory holding the workspace's built binaries (`target/debug`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().expect("deps dir");
+    if dir.ends_with("deps") {
+        dir.parent().expect("profile dir").to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+pub fn joblet_bin() -> PathBuf {
+    bin_dir().join("joblet")
+}
+
+pub fn rnx_bin() -> PathBuf {
+    bin_dir().join("rnx")
+}
+
+/// A free TCP port on 127.0.0.1 (closed again, so a daemon can bind it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+pub struct NodeOptions {
+    pub max_running: usize,
+    pub extra_config: String,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            max_running: 64,
+            extra_config: String::new(),
+        }
+    }
+}
+
+pub struct Node {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    daemon: Option<Child>,
+}
+
+impl Node {
+    pub fn start() -> anyhow::Result<Node> {
+        Node::start_with(NodeOptions::default())
+    }
+
+    pub fn start_with(opts: NodeOptions) -> anyhow::Result<Node> {
+        let dir = tempfile::Builder::new().prefix("joblet-e2e-").tempdir()?;
+        let port = free_port();
+        let state = dir.path().join("state");
+        let config = format!(
+            "server:\n  address: \"127.0.0.1:{port}\"\n  state_dir: \"{}\"\njobs:\n  max_running: {}\n  stop_grace_period: 2s\n{}",
+            state.display(),
+            opts.max_running,
+            opts.extra_config
+        );
+        std::fs::write(dir.path().join("joblet-config.yml"), config)?;
+        let mut node = Node {
+            dir,
+            port,
+            daemon: None,
+        };
+        node.spawn_daemon()?;
+        Ok(node)
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub fn client_config(&self) -> PathBuf {
+        self.state_dir().join("rnx-config.yml")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("joblet-config.yml")
+    }
+
+    pub fn daemon_pid(&self) -> Option<i32> {
+        self.daemon.as_ref().map(|c| c.id() as i32)
+    }
+
+    fn spawn_daemon(&mut self) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("daemon.log"))?;
+        let _ = std::fs::remove_file(self.state_dir().join("server.json"));
+        let child = Command::new(joblet_bin())
+            .args(["server", "--config"])
+            .arg(self.config_path())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", joblet_bin().display()))?;
+        let pid = child.id();
+        self.daemon = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let server_json = self.state_dir().join("server.json");
+        while Instant::now() < deadline {
+            if let Ok(text) = std::fs::read_to_string(&server_json) {
+                if serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["pid"].as_u64())
+                    == Some(u64::from(pid))
+                {
+                    return Ok(());
+                }
+            }
+            if let Some(status) = self
+                .daemon
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                bail!(
+                    "joblet exited during start-up ({status}); log:\n{}",
+                    self.daemon_log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!(
+            "joblet did not become ready in 30s; log:\n{}",
+            self.daemon_log()
+        )
+    }
+
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// `kill -9` the daemon (jobs and shims keep running).
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM the daemon and wait for it.
+    pub fn stop_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.spawn_daemon()
+    }
+
+    /// An `rnx` command with this node's admin config.
+    pub fn rnx_cmd(&self) -> Command {
+        let mut c = Command::new(rnx_bin());
+        c.arg("--config")
+            .arg(self.client_config())
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn rnx(&self, args: &[&str]) -> Output {
+        self.rnx_cmd().args(args).output().expect("running rnx")
+    }
+
+    /// Runs rnx and requires success; returns stdout.
+    pub fn rnx_ok(&self, args: &[&str]) -> String {
+        let out = self.rnx(args);
+        assert!(
+            out.status.success(),
+            "rnx {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// `rnx --json ...` parsed.
+    pub fn rnx_json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.rnx_ok(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("rnx {args:?}: bad JSON ({e}): {out}"))
+    }
+
+    /// Submits a job, returns its id.
+    pub fn run(&self, args: &[&str]) -> String {
+        let mut all = vec!["job", "run"];
+        all.extend_from_slice(args);
+        self.rnx_ok(&all).trim().to_owned()
+    }
+
+    pub fn status(&self, id: &str) -> Value {
+        self.rnx_json(&["job", "status", id])
+    }
+
+    /// Waits until the job is in a final state; returns its status.
+    pub fn wait_done(&self, id: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let st = self.status(id);
+            if matches!(
+                st["state"].as_str(),
+                Some("COMPLETED" | "FAILED" | "STOPPED")
+            ) {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {id} not done after {timeout:?}: {st}\n{}",
+                self.daemon_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `pred(list)` holds for `rnx job list --json`.
+    pub fn wait_list(
+        &self,
+        timeout: Duration,
+        what: &str,
+        pred: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let list = self.rnx_json(&["job", "list"]);
+            let jobs = list.as_array().cloned().unwrap_or_default();
+            if pred(&jobs) {
+                return jobs;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {list}\n{}",
+                self.daemon_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the process groups of jobs of this node that still run, so a
+    /// failing test leaves nothing behind.
+    fn kill_jobs(&self) {
+        let Ok(entries) = std::fs::read_dir(self.state_dir().join("jobs")) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if let Some(pid) = read_pid_file(&e.path().join("job.pid")) {
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Reads a `{"pid": N, "start_time": T}` file and returns N if that process
+/// still exists with the same start time.
+pub fn read_pid_file(path: &Path) -> Option<i32> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let pid = v["pid"].as_i64()? as i32;
+    let start = v["start_time"].as_u64()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let st: u64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    (st == start).then_some(pid)
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill_daemon();
+        self.kill_jobs();
+    }
+}
