@@ -326,3 +326,54 @@ fn every_rpc_field_is_checked_by_the_server() {
         "only the valid job was recorded"
     );
 }
+
+#[test]
+fn a_bad_config_file_stops_start_up_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let table = [
+        (
+            format!(
+                "server:\n  state_dir: {}\njobs:\n  default_timeout: soon\n",
+                state.display()
+            ),
+            "jobs.default_timeout",
+        ),
+        (
+            format!("server:\n  state_dir: {}\n  adress: 1\n", state.display()),
+            "server.adress",
+        ),
+        (
+            format!(
+                "server:\n  state_dir: {}\n  address: \"localhost\"\n",
+                state.display()
+            ),
+            "server.address",
+        ),
+        (
+            format!(
+                "server:\n  state_dir: {}\ngpu:\n  enabled: perhaps\n",
+                state.display()
+            ),
+            "gpu.enabled",
+        ),
+    ];
+    for (text, key) in table {
+        let cfg = dir.path().join("joblet-config.yml");
+        std::fs::write(&cfg, &text).unwrap();
+        let out = std::process::Command::new(joblet_e2e::joblet_bin())
+            .args(["server", "--config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{text}");
+        assert!(err.contains(key), "{key}: {err}");
+        assert!(!state.exists(), "nothing is created when the config is bad");
+    }
+    let out = std::process::Command::new(joblet_e2e::joblet_bin())
+        .args(["server", "--config", "/nonexistent/joblet.yml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success() && stderr(&out).contains("/nonexistent/joblet.yml"));
+}

@@ -223,3 +223,19 @@ fn what_the_node_cannot_enforce_is_refused_and_nothing_is_recorded() {
         "refused jobs must not be recorded"
     );
 }
+
+#[test]
+fn the_node_default_timeout_applies_unless_the_job_gives_one() {
+    let node = Node::start_with(NodeOptions {
+        extra_config: "  default_timeout: 1s\n".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    let defaulted = node.run(&["--", "sleep", "30"]);
+    let unlimited = node.run(&["--timeout", "0", "--", "sleep", "2"]);
+    let st = node.wait_done(&defaulted, T);
+    assert_eq!(st["state"], "FAILED", "{st}");
+    assert!(st["reason"].as_str().unwrap().contains("timed out"), "{st}");
+    assert_eq!(st["timeout_seconds"], 1, "{st}");
+    assert_eq!(node.wait_done(&unlimited, T)["state"], "COMPLETED");
+}
