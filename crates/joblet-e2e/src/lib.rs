@@ -276,16 +276,16 @@ impl Node {
     }
 }
 
-/// Reads a `{"pid": N, "start_time": T}` file and returns N if that process
-/// still exists with the same start time.
+/// Reads a `{"pid": N, "start_time": T}` file (the shim's `shim.pid` /
+/// `job.pid`) and returns N if that process still exists with the same
+/// start time, so a recycled pid is never signalled.
 pub fn read_pid_file(path: &Path) -> Option<i32> {
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    let pid = v["pid"].as_i64()? as i32;
-    let start = v["start_time"].as_u64()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.rsplit_once(')')?.1;
-    let st: u64 = after.split_whitespace().nth(19)?.parse().ok()?;
-    (st == start).then_some(pid)
+    let rec: joblet_shim::PidRecord =
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let now =
+        joblet_shim::procstat::start_time(Path::new(joblet_shim::procstat::PROC_ROOT), rec.pid)
+            .ok()?;
+    (now == rec.start_time).then_some(rec.pid)
 }
 
 impl Drop for Node {

@@ -112,6 +112,16 @@ fn raw_client(node: &Node) -> (tokio::runtime::Runtime, rnx::client::Client) {
     (rt, client)
 }
 
+/// INVALID_ARGUMENT whose message starts with the field's name.
+fn assert_invalid(err: &tonic::Status, field: &str) {
+    assert_eq!(err.code(), Code::InvalidArgument, "{field}: {err:?}");
+    assert!(
+        err.message().starts_with(field),
+        "{field}: {}",
+        err.message()
+    );
+}
+
 #[test]
 fn every_rpc_field_is_checked_by_the_server() {
     let node = Node::start().unwrap();
@@ -257,12 +267,8 @@ fn every_rpc_field_is_checked_by_the_server() {
     ];
     for (req, field, needle) in cases {
         let err = rt.block_on(client.run_job(req.clone())).expect_err(field);
-        assert_eq!(err.code(), Code::InvalidArgument, "{field}: {err:?}");
-        assert!(
-            err.message().starts_with(field) && err.message().contains(needle),
-            "{field}: {}",
-            err.message()
-        );
+        assert_invalid(&err, field);
+        assert!(err.message().contains(needle), "{field}: {}", err.message());
     }
 
     let list = |limit| pb::ListJobsRequest {
@@ -270,20 +276,14 @@ fn every_rpc_field_is_checked_by_the_server() {
         limit,
     };
     let err = rt.block_on(client.list_jobs(list(-1))).unwrap_err();
-    assert!(
-        err.code() == Code::InvalidArgument && err.message().starts_with("limit"),
-        "{err:?}"
-    );
+    assert_invalid(&err, "limit");
     let err = rt
         .block_on(client.list_jobs(pb::ListJobsRequest {
             states: vec![42],
             limit: 0,
         }))
         .unwrap_err();
-    assert!(
-        err.code() == Code::InvalidArgument && err.message().starts_with("states"),
-        "{err:?}"
-    );
+    assert_invalid(&err, "states");
     let err = rt
         .block_on(client.stop_job(pb::StopJobRequest {
             job_id: "".into(),
@@ -308,10 +308,7 @@ fn every_rpc_field_is_checked_by_the_server() {
             grace_seconds: Some(-1),
         }))
         .unwrap_err();
-    assert!(
-        err.code() == Code::InvalidArgument && err.message().starts_with("grace_seconds"),
-        "{err:?}"
-    );
+    assert_invalid(&err, "grace_seconds");
     let err = rt
         .block_on(client.delete_job(pb::JobRef { job_id: id.clone() }))
         .unwrap_err();

@@ -92,6 +92,19 @@ fn encode_spec(id: &JobId, spec: &JobSpec) -> Result<String, StoreError> {
 }
 
 /// `?, ?, ?` with `n` placeholders.
+/// Whether job `id` has a record (inside a transaction or not).
+fn job_exists(conn: &Connection, path: &Path, id: &JobId) -> Result<bool, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM jobs WHERE id = ?1",
+            [id.as_str()],
+            |_| Ok(()),
+        )
+        .optional()
+        .during(path, || format!("look up job {id}"))?
+        .is_some())
+}
+
 fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
@@ -194,15 +207,7 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .during(path, || format!("begin creating job {id}"))?;
-        let exists = tx
-            .query_row(
-                "SELECT 1 FROM jobs WHERE id = ?1",
-                [id.as_str()],
-                |_| Ok(()),
-            )
-            .optional()
-            .during(path, || format!("look up job {id}"))?
-            .is_some();
+        let exists = job_exists(&tx, path, id)?;
         if exists {
             return Err(StoreError::AlreadyExists(id.clone()));
         }
@@ -336,15 +341,7 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .during(path, || format!("begin taking the secrets of job {id}"))?;
-        let exists = tx
-            .query_row(
-                "SELECT 1 FROM jobs WHERE id = ?1",
-                [id.as_str()],
-                |_| Ok(()),
-            )
-            .optional()
-            .during(path, || format!("look up job {id}"))?
-            .is_some();
+        let exists = job_exists(&tx, path, id)?;
         if !exists {
             return Err(StoreError::NotFound(id.clone()));
         }
@@ -385,15 +382,7 @@ impl Store {
     pub fn transitions(&self, id: &JobId) -> Result<Vec<TransitionRecord>, StoreError> {
         let path = &self.path;
         let conn = self.lock();
-        let exists = conn
-            .query_row(
-                "SELECT 1 FROM jobs WHERE id = ?1",
-                [id.as_str()],
-                |_| Ok(()),
-            )
-            .optional()
-            .during(path, || format!("look up job {id}"))?
-            .is_some();
+        let exists = job_exists(&conn, path, id)?;
         if !exists {
             return Err(StoreError::NotFound(id.clone()));
         }
