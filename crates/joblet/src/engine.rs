@@ -228,7 +228,17 @@ impl Engine {
                     secrets,
                     reply,
                 } => {
-                    let _ = reply.send(self.submit(owner, *spec, secrets));
+                    // The job is durably QUEUED: acknowledge before starting
+                    // it, so submitters never wait for a shim to fork.
+                    match self.submit(owner, *spec, secrets) {
+                        Ok((rec, actions)) => {
+                            let _ = reply.send(Ok(rec));
+                            self.apply(actions);
+                        }
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                        }
+                    }
                 }
                 Msg::Stop {
                     id,
@@ -260,17 +270,16 @@ impl Engine {
         owner: String,
         spec: JobSpec,
         secrets: BTreeMap<String, String>,
-    ) -> Result<JobRecord, ApiError> {
+    ) -> Result<(JobRecord, Vec<Action>), ApiError> {
         let now = now_ms();
         let id = JobId::parse(&uuid::Uuid::new_v4().to_string())?;
         self.store
             .create_job(&id, &owner, &spec, &secrets, now)
             .map_err(store_error)?;
-        self.transition(&id, JobState::Queued, now, "")?;
+        let rec = self.transition(&id, JobState::Queued, now, "")?;
         tracing::info!(job = %id, %owner, command = %spec.command, "job queued");
-        let actions = self.sched.handle(Event::Submit { job: id.clone() }, now);
-        self.apply(actions);
-        self.record(&id)
+        let actions = self.sched.handle(Event::Submit { job: id }, now);
+        Ok((rec, actions))
     }
 
     /// Carries out scheduler actions; failures to start feed back as exits.
