@@ -5,8 +5,8 @@
 //!   real local node (mTLS, store, shim), and `srun true` when a Slurm
 //!   cluster answers (`bench/slurm-up.sh`);
 //! - throughput: 1,000 jobs submitted through the `rnx` CLI (8 at a time),
-//!   through the API from one client (32 in flight), and with
-//!   `sbatch --wrap true` (8 at a time): submitted/s and completed/s.
+//!   through the API from one client (32 in flight), and `BENCH_SLURM_JOBS`
+//!   (200) with `sbatch --wrap true` (8 at a time): submitted/s and completed/s.
 //!
 //! Run it through `bench/run.sh`, which builds release binaries first.
 
@@ -99,6 +99,10 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    let slurm_jobs: usize = std::env::var("BENCH_SLURM_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let slurm = slurm_available();
     eprintln!(
         "joblet-bench: {runs} latency runs, {jobs} jobs per throughput test, slurm: {}",
@@ -242,7 +246,7 @@ fn main() -> anyhow::Result<()> {
     );
     if slurm {
         let t2 = Instant::now();
-        submit_all(jobs, 8, |_| {
+        submit_all(slurm_jobs, 8, |_| {
             quiet(Command::new("sbatch").args(["--wrap", "true", "-o", "/dev/null"]))
         });
         let s_acked = t2.elapsed();
@@ -254,18 +258,17 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or(false)
         });
         let s_done = t2.elapsed();
-        if drained {
-            println!(
-                "| Slurm `sbatch --wrap true`, 8 at a time | {:.0} | {:.1} |",
-                jobs as f64 / s_acked.as_secs_f64(),
-                jobs as f64 / s_done.as_secs_f64()
-            );
+        let sched = std::env::var("SLURM_BENCH_SCHED_PARAMS").unwrap_or_default();
+        let label = format!("Slurm `sbatch --wrap true`, 8 at a time ({slurm_jobs} jobs, SchedulerParameters={sched})");
+        let done = if drained {
+            format!("{:.1}", slurm_jobs as f64 / s_done.as_secs_f64())
         } else {
-            println!(
-                "| Slurm `sbatch --wrap true`, 8 at a time | {:.0} | did not drain in 20 min |",
-                jobs as f64 / s_acked.as_secs_f64()
-            );
-        }
+            "did not drain in 20 min".to_owned()
+        };
+        println!(
+            "| {label} | {:.0} | {done} |",
+            slurm_jobs as f64 / s_acked.as_secs_f64()
+        );
     }
     Ok(())
 }
