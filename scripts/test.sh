@@ -13,4 +13,14 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== build binaries (the end-to-end tests drive target/debug/{joblet,rnx})"
 cargo build --workspace --bins --locked
 echo "== cargo test"
-cargo test --workspace --locked -- --test-threads="${TEST_THREADS:-4}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked -- --test-threads="${TEST_THREADS:-4}" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole run (cargo's last line is often a doc-test
+# binary with nothing in it).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i; if ($(i+1) ~ /^ignored;?$/) g += $i } }
+     END { printf "%d passed, %d failed, %d skipped\n", p, f, g }' "$log"
+exit "$status"
