@@ -16,6 +16,10 @@ pub enum RunnerError {
     /// message, so it names the command and the OS error.
     #[error("failed to start: {source}: {command}")]
     Spawn { command: String, source: io::Error },
+    /// The isolation the job asked for could not be set up (a cgroup limit,
+    /// a device filter, a mount): the job was not started (fail closed).
+    #[error("failed to start: {0}")]
+    Isolation(String),
 }
 
 /// Starts a job's leader process.
@@ -26,6 +30,14 @@ pub enum RunnerError {
 /// not inherit any other descriptor of the shim.
 pub trait Runner {
     fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError>;
+
+    /// Called once after the job's leader has exited and its process group
+    /// is gone: releases what `spawn` set up (cgroups, filters) and, when the
+    /// runner knows why the job died better than its exit status does (an
+    /// out-of-memory kill), returns that reason.
+    fn finish(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Runs the job as a plain host process: exactly `spec.env` as environment,

@@ -24,6 +24,11 @@ pub struct ShimSpec {
     /// Grace between SIGTERM and SIGKILL when the timeout fires (and when the
     /// shim itself receives SIGTERM).
     pub stop_grace_ms: u64,
+    /// Settings for the [`Runner`](crate::Runner) that starts the job (the
+    /// sandbox's limits, device rules, mounts), opaque to the shim. `None`:
+    /// the runner's default (unisolated for [`HostRunner`](crate::HostRunner)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<serde_json::Value>,
 }
 
 /// Prints environment variable names only: values may be secrets.
@@ -37,6 +42,7 @@ impl fmt::Debug for ShimSpec {
             .field("cwd", &self.cwd)
             .field("timeout_ms", &self.timeout_ms)
             .field("stop_grace_ms", &self.stop_grace_ms)
+            .field("runner", &self.runner.is_some())
             .finish()
     }
 }
@@ -97,6 +103,7 @@ mod tests {
             cwd: PathBuf::from("/tmp"),
             timeout_ms: Some(30_000),
             stop_grace_ms: 5_000,
+            runner: None,
         }
     }
 

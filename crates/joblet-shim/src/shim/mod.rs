@@ -295,6 +295,7 @@ fn run_job(dir: &JobDir, ready: Ready, runner: &dyn Runner) -> ShimExit {
         tracing::warn!("processes of the job's group were still dying after {DRAIN:?}");
     }
     let written = capture.finish(deadline.saturating_duration_since(Instant::now()));
+    let death_reason = runner.finish();
 
     let (outcome, exit_code, signal, mut message) = match ended.status {
         Ok(status) => outcome::classify(status, ended.reason),
@@ -305,6 +306,9 @@ fn run_job(dir: &JobDir, ready: Ready, runner: &dyn Runner) -> ShimExit {
             format!("the job's exit status was lost: {e}"),
         ),
     };
+    if let Some(reason) = death_reason {
+        message = format!("{reason} ({message})");
+    }
     if let Some(err) = written.error {
         message.push_str(&format!(" (output incomplete: {err})"));
     }

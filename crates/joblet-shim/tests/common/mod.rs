@@ -35,6 +35,7 @@ pub fn spec(cwd: &Path, command: &str, args: &[&str]) -> ShimSpec {
         cwd: cwd.to_owned(),
         timeout_ms: None,
         stop_grace_ms: 5_000,
+        runner: None,
     }
 }
 
