@@ -1,0 +1,139 @@
+//! The job's `/dev`: a small tmpfs holding bind mounts of the host's
+//! minimal nodes ([`NODES`]) and of the configured extra devices (binding
+//! works where `mknod` would not, e.g. in user namespaces), the usual
+//! symlinks, a private devpts instance and a `/dev/shm` tmpfs; then the
+//! tmpfs itself is remounted read-only.
+
+use std::fs;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::mount::MsFlags;
+
+use super::config::InitConfig;
+use super::error::Stage;
+use super::report::{self, Context, SetupError};
+use super::rootfs::{host, mkdir_p, mnt, tmpfs, touch};
+
+/// Host device nodes every job gets.
+pub(crate) const NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Symlinks every job gets, name -> target.
+const LINKS: [(&str, &str); 5] = [
+    ("ptmx", "pts/ptmx"),
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
+
+/// The devpts options: a new instance (never the host's ptys); gid 5 is
+/// the conventional `tty` group.
+const DEVPTS_OPTS: &str = "newinstance,ptmxmode=0666,mode=0620,gid=5";
+const DEVPTS_OPTS_NO_GID: &str = "newinstance,ptmxmode=0666,mode=0620";
+
+pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
+    let dev = Path::new("/dev");
+    mkdir_p(dev).stage(Stage::Dev, || "creating /dev".into())?;
+    tmpfs(
+        dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "size=1m,mode=0755",
+    )
+    .stage(Stage::Dev, || "mounting the /dev tmpfs".into())?;
+    for name in NODES {
+        let path = dev.join(name);
+        bind_node(&path)?;
+    }
+    for path in &config.extra_devices {
+        let meta = fs::metadata(host(path)).stage(Stage::Dev, || {
+            format!(
+                "extra device {}: cannot stat it on the host",
+                path.display()
+            )
+        })?;
+        let ft = meta.file_type();
+        if !ft.is_char_device() && !ft.is_block_device() {
+            return Err(SetupError::new(
+                Stage::Dev,
+                format!(
+                    "extra device {} is not a device node on the host",
+                    path.display()
+                ),
+            ));
+        }
+        bind_node(path)?;
+    }
+    for (name, target) in LINKS {
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .stage(Stage::Dev, || format!("creating /dev/{name} -> {target}"))?;
+    }
+    devpts()?;
+    let shm = dev.join("shm");
+    mkdir_p(&shm).stage(Stage::Dev, || "creating /dev/shm".into())?;
+    tmpfs(
+        &shm,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        &format!("size={}m,mode=1777", config.tmp_size_mb),
+    )
+    .stage(Stage::Dev, || "mounting the /dev/shm tmpfs".into())?;
+    mnt(
+        None,
+        dev,
+        None,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NOEXEC,
+        None,
+    )
+    .stage(Stage::Dev, || "remounting /dev read-only".into())
+}
+
+/// Binds the host node at `path` onto an empty file at the same path
+/// (nosuid, noexec).
+fn bind_node(path: &Path) -> Result<(), SetupError> {
+    let source = host(path);
+    touch(path).stage(Stage::Dev, || {
+        format!("creating mount point {}", path.display())
+    })?;
+    mnt(Some(&source), path, None, MsFlags::MS_BIND, None).stage(Stage::Dev, || {
+        format!("binding host {} into the job", path.display())
+    })?;
+    mnt(
+        None,
+        path,
+        None,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        None,
+    )
+    .stage(Stage::Dev, || {
+        format!("remounting {} nosuid,noexec", path.display())
+    })
+}
+
+fn devpts() -> Result<(), SetupError> {
+    let pts = Path::new("/dev/pts");
+    mkdir_p(pts).stage(Stage::Dev, || "creating /dev/pts".into())?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    let source = Some(Path::new("devpts"));
+    match mnt(source, pts, Some("devpts"), flags, Some(DEVPTS_OPTS)) {
+        Ok(()) => Ok(()),
+        Err(Errno::EINVAL) => {
+            report::warn(
+                Stage::Dev,
+                &format!("devpts refused {DEVPTS_OPTS:?}; mounted without gid=5"),
+            );
+            mnt(source, pts, Some("devpts"), flags, Some(DEVPTS_OPTS_NO_GID))
+                .stage(Stage::Dev, || {
+                    format!("mounting devpts ({DEVPTS_OPTS_NO_GID})")
+                })
+        }
+        Err(e) => Err(SetupError::new(
+            Stage::Dev,
+            format!("mounting devpts ({DEVPTS_OPTS}): {e}"),
+        )),
+    }
+}

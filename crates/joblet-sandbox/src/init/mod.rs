@@ -1,0 +1,60 @@
+//! The process that becomes the job (runc-init style): the caller
+//! [`spawn`]s a re-exec of a binary whose `main` calls [`run_init`] first
+//! thing (before any thread exists); that process reads an [`InitConfig`]
+//! from standard input and blocks until [`PendingInit::release`], so the
+//! caller can first put it in the job's cgroups.
+//!
+//! Order of operations after release:
+//! 1. outer process (the job leader in the host pid namespace): block the
+//!    forwarded signals, `unshare` mount, UTS, IPC, cgroup, pid (and, for
+//!    [`NetMode::None`], network) namespaces, fork pid 1, forward signals
+//!    to it, wait, and end like the job (same exit code or same signal).
+//! 2. pid 1 (mini-init): `PR_SET_PDEATHSIG(SIGKILL)` + a pidfd check that
+//!    the outer process is still alive, non-dumpable, own process group;
+//!    `/` rslave; root tmpfs + `pivot_root` with the host root parked at
+//!    `/.oldroot`; read-only binds; `/work`; `/tmp`; `/dev`; `/proc`;
+//!    hostname; `lo` up; host root detached; `/` remounted read-only; fork
+//!    the job; keep only `CAP_KILL`; forward signals to the job's process
+//!    group; reap every child; exit with the job's status.
+//! 3. the job (pid 2): own process group; every signal to its default
+//!    action; `no_new_privs`; bounding and ambient capabilities dropped;
+//!    no supplementary groups, gid, uid; effective/permitted emptied (a
+//!    root job keeps a small set) and verified; `chdir /work`; `PATH`
+//!    lookup; seccomp filter; signals unblocked; `execve`.
+//!
+//! Setup failures are reported to the caller over a close-on-exec pipe, so
+//! `release` either returns an error naming the [`Stage`] (and the job
+//! never ran) or sees the pipe close because the job's `execve` succeeded.
+//!
+//! Process groups: the outer process leads its own group (as the shim
+//! expects); pid 1 and the job each lead a group of their own, so a
+//! `killpg` of the outer group reaches the job exactly once, through the
+//! forwarding chain. When the outer process dies, pid 1 dies with it, and
+//! with pid 1 the whole pid namespace.
+
+mod config;
+mod devfs;
+mod error;
+mod exec;
+mod job;
+mod outer;
+mod pid1;
+mod privileges;
+mod procfs;
+mod report;
+mod rootfs;
+mod seccomp;
+mod spawn;
+mod sys;
+
+pub use config::{ConfigError, InitConfig, NetMode};
+pub use error::{InitError, Stage};
+pub use outer::run_init;
+pub use seccomp::denied_syscalls;
+pub use spawn::{spawn, PendingInit, RELEASE_TIMEOUT};
+
+/// The descriptor on which the init process waits for the "go" byte.
+pub(crate) const GO_FD: i32 = 3;
+/// The descriptor on which the init process (and its descendants until the
+/// job's `execve`) report warnings and setup errors.
+pub(crate) const STATUS_FD: i32 = 4;

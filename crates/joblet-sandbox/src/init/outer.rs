@@ -1,0 +1,167 @@
+//! The re-exec'd init process itself ([`run_init`]): reads the config,
+//! waits to be released, unshares the namespaces, forks pid 1 of the new
+//! pid namespace, forwards signals to it and ends the way the job ended.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::IntoRawFd;
+
+use nix::fcntl::OFlag;
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
+
+use super::config::{InitConfig, NetMode};
+use super::error::Stage;
+use super::report::{self, Context, SetupError};
+use super::sys::{self, Forked};
+use super::{pid1, GO_FD, STATUS_FD};
+
+/// Signals passed on outer -> pid 1 -> the job's process group.
+pub(crate) const FORWARDED: [Signal; 6] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
+pub(crate) fn forwarded_set() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in FORWARDED {
+        set.add(s);
+    }
+    set
+}
+
+pub(crate) fn forwarded_raw() -> [libc::c_int; 6] {
+    FORWARDED.map(|s| s as libc::c_int)
+}
+
+/// Exit code when the init was started without its pipes.
+const EXIT_NOT_SPAWNED: i32 = 125;
+/// Exit code after a setup error was reported.
+pub(crate) const EXIT_SETUP_FAILED: i32 = 126;
+
+/// The whole life of the sandbox init process; call it first thing in the
+/// `main` of the binary given to [`super::spawn`], before starting any
+/// thread or async runtime. Never returns: exits with the job's exit code,
+/// or dies of the signal that killed the job.
+pub fn run_init() -> ! {
+    let status = match sys::take_inherited_fd(STATUS_FD) {
+        Ok(fd) => fd,
+        // Not started by `spawn`: nobody to report to.
+        Err(_) => std::process::exit(EXIT_NOT_SPAWNED),
+    };
+    report::set_status_fd(status.into_raw_fd());
+    report::hello();
+    std::panic::set_hook(Box::new(|info| {
+        report::error(Stage::Internal, &format!("sandbox init panicked: {info}"));
+    }));
+    match outer() {
+        Ok(never) => match never {},
+        Err(e) => {
+            report::error(e.stage, &e.message);
+            std::process::exit(EXIT_SETUP_FAILED)
+        }
+    }
+}
+
+fn outer() -> Result<std::convert::Infallible, SetupError> {
+    let go = sys::take_inherited_fd(GO_FD).stage(Stage::Config, || {
+        format!("descriptor {GO_FD} (release pipe) is not open; start the init through spawn()")
+    })?;
+    let config = read_config()?;
+    let null = File::open("/dev/null").stage(Stage::Config, || "opening /dev/null".into())?;
+    nix::unistd::dup2_stdin(&null)
+        .stage(Stage::Config, || "replacing stdin with /dev/null".into())?;
+    drop(null);
+
+    let mut byte = [0u8; 1];
+    let n = File::from(go)
+        .read(&mut byte)
+        .stage(Stage::Config, || "waiting for release".into())?;
+    if n == 0 {
+        // The caller aborted: the job never runs.
+        std::process::exit(1);
+    }
+
+    // Signals that arrive from here until the handlers exist stay pending.
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&forwarded_set()), None)
+        .stage(Stage::Config, || "blocking signals".into())?;
+
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWCGROUP
+        | CloneFlags::CLONE_NEWPID;
+    if config.net == NetMode::None {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
+
+    let me = sys::pidfd_open(std::process::id() as i32)
+        .stage(Stage::Fork, || "pidfd_open(self)".into())?;
+    let (exit_r, exit_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+        .stage(Stage::Fork, || "creating the exit status pipe".into())?;
+
+    match sys::fork_single_threaded().stage(Stage::Fork, || "forking pid 1".into())? {
+        Forked::Child => {
+            drop(exit_r);
+            pid1::run(&config, me, exit_w)
+        }
+        Forked::Parent { child } => {
+            drop(exit_w);
+            drop(me);
+            // Only pid 1 and the job report from now on.
+            report::close_status_fd();
+            supervise(child, exit_r)
+        }
+    }
+}
+
+fn read_config() -> Result<InitConfig, SetupError> {
+    let mut json = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut json)
+        .stage(Stage::Config, || "reading the config from stdin".into())?;
+    let config: InitConfig = serde_json::from_slice(&json).stage(Stage::Config, || {
+        "parsing the config JSON from stdin".into()
+    })?;
+    config
+        .validate()
+        .stage(Stage::Config, || "checking the config".into())?;
+    Ok(config)
+}
+
+/// Forwards signals to pid 1 until it ends, then ends like the job.
+fn supervise(pid1: i32, exit_r: std::os::fd::OwnedFd) -> ! {
+    // Failing to install forwarding leaves the default actions, which end
+    // this process and so (through PDEATHSIG) the sandbox: fail closed.
+    let _ = sys::install_forwarding(pid1, &forwarded_raw());
+    let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&forwarded_set()), None);
+    let pid1_status = match sys::wait_pid(pid1) {
+        Ok(s) => s,
+        Err(_) => std::process::exit(EXIT_SETUP_FAILED),
+    };
+    // pid 1 sends the job's raw wait status before it exits.
+    let mut raw = [0u8; 4];
+    let status = match File::from(exit_r).read(&mut raw) {
+        Ok(4) => i32::from_ne_bytes(raw),
+        _ => pid1_status,
+    };
+    end_like(status)
+}
+
+/// Exits with the code, or dies of the signal, in a raw wait status.
+pub(crate) fn end_like(status: i32) -> ! {
+    if libc::WIFEXITED(status) {
+        let _ = std::io::stdout().flush();
+        std::process::exit(libc::WEXITSTATUS(status))
+    }
+    if libc::WIFSIGNALED(status) {
+        sys::reraise(libc::WTERMSIG(status))
+    }
+    std::process::exit(EXIT_SETUP_FAILED)
+}

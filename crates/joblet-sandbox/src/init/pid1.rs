@@ -1,0 +1,119 @@
+//! Pid 1 of the job's pid namespace, a mini-init: dies with the outer
+//! process, builds the filesystem, forks the job, forwards signals to the
+//! job's process group, reaps every child and exits with the job's status.
+//! Once the job is forked, pid 1 keeps only `CAP_KILL` (to signal it).
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{sigprocmask, SigmaskHow, Signal};
+use nix::unistd::{sethostname, setpgid, Pid};
+
+use super::config::{InitConfig, NetMode};
+use super::error::Stage;
+use super::outer::{forwarded_raw, forwarded_set, EXIT_SETUP_FAILED};
+use super::report::{self, Context, SetupError};
+use super::sys::{self, Forked};
+use super::{job, privileges, rootfs};
+
+/// Runs pid 1; `outer` is a pidfd of the outer process, `exit_w` where the
+/// job's raw wait status goes.
+pub(crate) fn run(config: &InitConfig, outer: OwnedFd, exit_w: OwnedFd) -> ! {
+    match setup(config, &outer) {
+        Ok(job) => {
+            drop(outer);
+            reap(job, exit_w)
+        }
+        Err(e) => {
+            report::error(e.stage, &e.message);
+            std::process::exit(EXIT_SETUP_FAILED)
+        }
+    }
+}
+
+/// True if the process behind `pidfd` has exited.
+fn exited(pidfd: &OwnedFd) -> Result<bool, SetupError> {
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    let n = poll(&mut fds, PollTimeout::ZERO)
+        .stage(Stage::Fork, || "polling the outer process's pidfd".into())?;
+    Ok(n > 0)
+}
+
+fn setup(config: &InitConfig, outer: &OwnedFd) -> Result<i32, SetupError> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+        .stage(Stage::Fork, || "prctl(PR_SET_PDEATHSIG, SIGKILL)".into())?;
+    // getppid() is 0 for a namespace's pid 1, so the usual race check is
+    // done on a pidfd: if the outer process died before PDEATHSIG was
+    // armed, nobody would kill us.
+    if exited(outer)? {
+        std::process::exit(1);
+    }
+    // Not dumpable: a job running as root cannot ptrace or read /proc/1
+    // (the job itself becomes dumpable again at its execve).
+    nix::sys::prctl::set_dumpable(false)
+        .stage(Stage::Fork, || "prctl(PR_SET_DUMPABLE, 0)".into())?;
+    // Our own process group: a killpg of the outer's group must reach the
+    // job once, through forwarding, not also directly.
+    setpgid(Pid::from_raw(0), Pid::from_raw(0))
+        .stage(Stage::Fork, || "setpgid for pid 1".into())?;
+
+    rootfs::build(config)?;
+    sethostname(&config.hostname).stage(Stage::Hostname, || {
+        format!("sethostname({:?})", config.hostname)
+    })?;
+    if config.net == NetMode::None {
+        if let Err(e) = sys::loopback_up() {
+            report::warn(
+                Stage::Network,
+                &format!(
+                    "bringing lo up in the job's network namespace failed ({e}); it stays down"
+                ),
+            );
+        }
+    }
+    rootfs::finish()?;
+
+    match sys::fork_single_threaded().stage(Stage::Fork, || "forking the job".into())? {
+        Forked::Child => job::run(config),
+        Forked::Parent { child } => {
+            // The job does the same; whichever runs first wins, the other
+            // fails harmlessly (EACCES once the job has exec'd).
+            let _ = setpgid(Pid::from_raw(child), Pid::from_raw(child));
+            if let Err(e) = privileges::keep_only_kill() {
+                let _ = sys::kill_raw(child, libc::SIGKILL);
+                return Err(e);
+            }
+            Ok(child)
+        }
+    }
+}
+
+fn reap(job: i32, exit_w: OwnedFd) -> ! {
+    // Only the job reports from now on; its execve closes the last writer.
+    report::close_status_fd();
+    if sys::install_forwarding(-job, &forwarded_raw()).is_err() {
+        let _ = sys::kill_raw(job, libc::SIGKILL);
+        std::process::exit(EXIT_SETUP_FAILED);
+    }
+    let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&forwarded_set()), None);
+    loop {
+        match sys::wait_any() {
+            Ok((pid, status)) if pid == job => {
+                let _ = File::from(exit_w).write_all(&status.to_ne_bytes());
+                // Exiting kills whatever else is left in the namespace.
+                if libc::WIFEXITED(status) {
+                    std::process::exit(libc::WEXITSTATUS(status));
+                }
+                if libc::WIFSIGNALED(status) {
+                    // A namespace's init cannot die of its own signal.
+                    std::process::exit(128 + libc::WTERMSIG(status));
+                }
+                std::process::exit(EXIT_SETUP_FAILED);
+            }
+            Ok(_) => continue,
+            Err(_) => std::process::exit(EXIT_SETUP_FAILED),
+        }
+    }
+}

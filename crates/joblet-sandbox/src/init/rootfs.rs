@@ -1,0 +1,346 @@
+//! The job's root filesystem, built by pid 1 inside the new mount
+//! namespace: `/` made rslave, a small tmpfs pivoted to as the new root
+//! with the host root parked at [`OLD_ROOT`] while the tree is built from
+//! it, read-only host binds (symlinks such as merged-/usr's `/bin -> usr/bin`
+//! recreated as symlinks), `/work`, `/tmp`, `/dev` and `/proc`; then the
+//! host root is detached and `/` remounted read-only. `/sys` is not
+//! mounted: the job sees no sysfs at all.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::unistd::{chdir, pivot_root};
+
+use super::config::InitConfig;
+use super::error::Stage;
+use super::report::{self, Context, SetupError};
+use super::{devfs, procfs, sys};
+
+/// Where the host's root lives while the tree is being built.
+pub(crate) const OLD_ROOT: &str = "/.oldroot";
+
+/// The host directory the new root tmpfs is first mounted on (in the new
+/// mount namespace only; the host's own `/tmp` is untouched).
+const STAGING: &str = "/tmp";
+
+/// Options of the root tmpfs: it only holds mount points and symlinks.
+const ROOT_OPTS: &str = "size=1m,mode=0755";
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+/// `path` (absolute, on the host) as seen while building.
+pub(crate) fn host(path: &Path) -> PathBuf {
+    Path::new(OLD_ROOT).join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// `mount(2)` with paths and optional strings.
+pub(crate) fn mnt(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: MsFlags,
+    data: Option<&str>,
+) -> nix::Result<()> {
+    mount(source, target, fstype, flags, data)
+}
+
+/// A tmpfs at `target`.
+pub(crate) fn tmpfs(target: &Path, flags: MsFlags, opts: &str) -> nix::Result<()> {
+    mnt(
+        Some(Path::new("tmpfs")),
+        target,
+        Some("tmpfs"),
+        flags,
+        Some(opts),
+    )
+}
+
+/// Creates `dir` and its parents (mode 0755).
+pub(crate) fn mkdir_p(dir: &Path) -> io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+}
+
+/// Creates an empty file at `path` to bind a non-directory onto.
+pub(crate) fn touch(path: &Path) -> io::Result<()> {
+    if let Some(parent) = path.parent() {
+        mkdir_p(parent)?;
+    }
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map(drop)
+}
+
+static WARNED_NO_SETATTR: AtomicBool = AtomicBool::new(false);
+
+/// Sets mount flags on the bind mount at `target` and every mount below
+/// it, with `mount_setattr(AT_RECURSIVE)`. Without that system call (kernels
+/// before 5.12) the bind is redone non-recursively, so no submount can stay
+/// writable, and remounted.
+fn set_flags(
+    target: &Path,
+    source: &Path,
+    attrs: u64,
+    remount: MsFlags,
+    stage: Stage,
+) -> Result<(), SetupError> {
+    match sys::mount_setattr(target, attrs, 0, true) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {}
+        Err(e) => {
+            return Err(SetupError::new(
+                stage,
+                format!(
+                    "mount_setattr({}, {attrs:#x}, recursive): {e}",
+                    target.display()
+                ),
+            ))
+        }
+    }
+    if !WARNED_NO_SETATTR.swap(true, Ordering::SeqCst) {
+        report::warn(
+            stage,
+            "kernel lacks mount_setattr: binds are not recursive, submounts of bound host paths are not visible",
+        );
+    }
+    umount2(target, MntFlags::MNT_DETACH).stage(stage, || {
+        format!("unmounting {} to rebind it", target.display())
+    })?;
+    mnt(Some(source), target, None, MsFlags::MS_BIND, None).stage(stage, || {
+        format!("binding {} on {}", source.display(), target.display())
+    })?;
+    mnt(
+        None,
+        target,
+        None,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | remount,
+        None,
+    )
+    .stage(stage, || {
+        format!("remounting {} with {remount:?}", target.display())
+    })
+}
+
+/// Binds `source` (recursively) on `target` read-only, nosuid, nodev.
+pub(crate) fn bind_readonly(source: &Path, target: &Path, stage: Stage) -> Result<(), SetupError> {
+    mnt(
+        Some(source),
+        target,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    )
+    .stage(stage, || {
+        format!("binding {} on {}", source.display(), target.display())
+    })?;
+    set_flags(
+        target,
+        source,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        stage,
+    )
+}
+
+/// Builds the tree (everything but the final steps of [`finish`]).
+pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
+    mnt(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None,
+    )
+    .stage(Stage::Rootfs, || "making / rslave".into())?;
+    enter_staging_root()?;
+    for path in ordered(&config.ro_mounts) {
+        ro_mount(path)?;
+    }
+    work(&config.work_dir)?;
+    let tmp = Path::new("/tmp");
+    mkdir_p(tmp).stage(Stage::Rootfs, || "creating /tmp".into())?;
+    tmpfs(
+        tmp,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        &format!("size={}m,mode=1777", config.tmp_size_mb),
+    )
+    .stage(Stage::Rootfs, || {
+        format!("mounting a {} MiB tmpfs on /tmp", config.tmp_size_mb)
+    })?;
+    devfs::build(config)?;
+    procfs::build()?;
+    Ok(())
+}
+
+/// Mounts the new root tmpfs and pivots into it, parking the host root at
+/// [`OLD_ROOT`].
+fn enter_staging_root() -> Result<(), SetupError> {
+    let staging = Path::new(STAGING);
+    tmpfs(staging, MsFlags::MS_NOSUID | MsFlags::MS_NODEV, ROOT_OPTS)
+        .stage(Stage::Rootfs, || {
+            format!("mounting the root tmpfs on {STAGING}")
+        })?;
+    let old = staging.join(OLD_ROOT.trim_start_matches('/'));
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&old)
+        .stage(Stage::Rootfs, || format!("creating {}", old.display()))?;
+    chdir(staging).stage(Stage::Rootfs, || format!("chdir {STAGING}"))?;
+    pivot_root(".", OLD_ROOT.trim_start_matches('/')).stage(Stage::Rootfs, || {
+        format!("pivot_root({STAGING}, {OLD_ROOT})")
+    })?;
+    chdir("/").stage(Stage::Rootfs, || "chdir / after pivot_root".into())
+}
+
+/// The read-only mounts without duplicates, parents before children.
+fn ordered(paths: &[PathBuf]) -> Vec<&Path> {
+    let mut v: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    v.sort_by(|a, b| {
+        a.components()
+            .count()
+            .cmp(&b.components().count())
+            .then(a.cmp(b))
+    });
+    v.dedup();
+    v
+}
+
+/// One entry of `ro_mounts`: a symlink on the host is recreated as the
+/// same symlink; anything else is bound read-only at the same path.
+fn ro_mount(path: &Path) -> Result<(), SetupError> {
+    let source = host(path);
+    let meta = fs::symlink_metadata(&source).stage(Stage::Rootfs, || {
+        format!(
+            "read-only mount {}: cannot stat it on the host",
+            path.display()
+        )
+    })?;
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(&source).stage(Stage::Rootfs, || {
+            format!("reading the host symlink {}", path.display())
+        })?;
+        if fs::symlink_metadata(path).is_ok() {
+            return Ok(());
+        }
+        if let Some(parent) = path.parent() {
+            mkdir_p(parent).stage(Stage::Rootfs, || format!("creating {}", parent.display()))?;
+        }
+        return std::os::unix::fs::symlink(&target, path).stage(Stage::Rootfs, || {
+            format!(
+                "creating symlink {} -> {}",
+                path.display(),
+                target.display()
+            )
+        });
+    }
+    if meta.is_dir() {
+        mkdir_p(path)
+    } else {
+        touch(path)
+    }
+    .stage(Stage::Rootfs, || {
+        format!("creating mount point {}", path.display())
+    })?;
+    bind_readonly(&source, path, Stage::Rootfs)
+}
+
+/// The host work directory, read-write (nosuid, nodev) at `/work`.
+fn work(dir: &Path) -> Result<(), SetupError> {
+    let source = host(dir);
+    let meta = fs::metadata(&source).stage(Stage::Rootfs, || {
+        format!("work directory {}", dir.display())
+    })?;
+    if !meta.is_dir() {
+        return Err(SetupError::new(
+            Stage::Rootfs,
+            format!("work directory {} is not a directory", dir.display()),
+        ));
+    }
+    let target = Path::new("/work");
+    mkdir_p(target).stage(Stage::Rootfs, || "creating /work".into())?;
+    mnt(
+        Some(&source),
+        target,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    )
+    .stage(Stage::Rootfs, || {
+        format!("binding {} on /work", dir.display())
+    })?;
+    set_flags(
+        target,
+        &source,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Stage::Rootfs,
+    )
+}
+
+/// Detaches the host root and makes `/` read-only.
+pub(crate) fn finish() -> Result<(), SetupError> {
+    umount2(OLD_ROOT, MntFlags::MNT_DETACH).stage(Stage::Rootfs, || {
+        format!("detaching the host root at {OLD_ROOT}")
+    })?;
+    fs::remove_dir(OLD_ROOT).stage(Stage::Rootfs, || format!("removing {OLD_ROOT}"))?;
+    mnt(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None,
+    )
+    .stage(Stage::Rootfs, || "remounting / read-only".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_paths_live_under_the_parked_root() {
+        assert_eq!(host(Path::new("/usr")), Path::new("/.oldroot/usr"));
+        assert_eq!(
+            host(Path::new("/dev/nvidia0")),
+            Path::new("/.oldroot/dev/nvidia0")
+        );
+    }
+
+    #[test]
+    fn mounts_are_ordered_parents_first_without_duplicates() {
+        let paths: Vec<PathBuf> = [
+            "/usr/local",
+            "/usr",
+            "/bin",
+            "/usr",
+            "/etc/ssl/certs",
+            "/etc",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let got: Vec<&str> = ordered(&paths)
+            .iter()
+            .map(|p| p.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            got,
+            ["/bin", "/etc", "/usr", "/usr/local", "/etc/ssl/certs"]
+        );
+    }
+}

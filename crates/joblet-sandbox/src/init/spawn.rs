@@ -1,0 +1,218 @@
+//! The caller's side: start the sandbox init blocked ([`spawn`]), then let
+//! it go and learn whether the job started ([`PendingInit::release`]).
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::OFlag;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use super::config::InitConfig;
+use super::error::InitError;
+use super::report::{decode, StatusLine, HELLO};
+use super::{sys, GO_FD, STATUS_FD};
+
+/// How long [`PendingInit::release`] waits for the sandbox to be built
+/// and the job's `execve` to happen.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The byte that releases the init.
+const GO: u8 = b'G';
+
+/// Starts `program args…` (a binary whose `main` calls
+/// [`super::run_init`] before anything else) as the sandbox init for
+/// `config`: standard input carries the JSON config (and is `/dev/null`
+/// once read), `stdout`/`stderr` become the job's, the process leads its own
+/// process group, its environment is empty, and it inherits no other
+/// descriptor than its two private pipes. It blocks until
+/// [`PendingInit::release`]; put it in its cgroups first.
+pub fn spawn(
+    program: &Path,
+    args: &[OsString],
+    config: &InitConfig,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+) -> Result<PendingInit, InitError> {
+    config.validate()?;
+    // Validation guarantees UTF-8 paths, so encoding cannot fail; should it
+    // anyway, the message says where.
+    let json = serde_json::to_vec(config).map_err(|e| {
+        InitError::Pipe(io::Error::other(format!(
+            "encoding the sandbox config as JSON: {e}"
+        )))
+    })?;
+    let (go_r, go_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
+    let (status_r, status_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
+
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .process_group(0);
+    sys::inherit_fds(
+        &mut cmd,
+        [(go_r.as_raw_fd(), GO_FD), (status_w.as_raw_fd(), STATUS_FD)],
+    );
+    let mut child = cmd.spawn().map_err(|source| InitError::Spawn {
+        program: program.to_path_buf(),
+        source,
+    })?;
+    drop(go_r);
+    drop(status_w);
+    // Pids are positive pid_t values, so the cast is exact.
+    let pid = child.id() as i32;
+    let stdin = child.stdin.take();
+    // From here on, dropping `pending` kills and reaps the init. Dropping
+    // `child` neither waits for nor kills it.
+    let pending = PendingInit {
+        pid,
+        program: program.to_path_buf(),
+        go: Some(go_w),
+        status: Some(File::from(status_r)),
+        armed: true,
+    };
+    let Some(mut stdin) = stdin else {
+        return Err(InitError::SendConfig {
+            pid,
+            source: io::Error::other("standard input pipe missing"),
+        });
+    };
+    stdin
+        .write_all(&json)
+        .map_err(|source| InitError::SendConfig { pid, source })?;
+    drop(stdin);
+    Ok(pending)
+}
+
+/// A sandbox init that is waiting to be released. Dropping it (or
+/// [`PendingInit::abort`]) kills and reaps the process. Do not reap the
+/// pid yourself before `release` has returned.
+#[derive(Debug)]
+pub struct PendingInit {
+    pid: i32,
+    program: PathBuf,
+    go: Option<OwnedFd>,
+    status: Option<File>,
+    armed: bool,
+}
+
+impl PendingInit {
+    /// The init's pid: the future job leader, in the caller's pid namespace.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Lets the init build the sandbox and start the job; waits up to
+    /// [`RELEASE_TIMEOUT`]. `Ok(pid)` means the job's `execve` succeeded
+    /// (or the process was killed meanwhile: its exit status tells); the
+    /// caller now owns (and must reap) `pid`. On error the init has been
+    /// killed and reaped, and the job never ran.
+    pub fn release(self) -> Result<i32, InitError> {
+        self.release_within(RELEASE_TIMEOUT)
+    }
+
+    /// [`PendingInit::release`] with a chosen time limit.
+    pub fn release_within(mut self, limit: Duration) -> Result<i32, InitError> {
+        let pid = self.pid;
+        let release_err = |source| InitError::Release { pid, source };
+        if let Some(go) = self.go.take() {
+            File::from(go).write_all(&[GO]).map_err(release_err)?;
+        }
+        let Some(mut status) = self.status.take() else {
+            return Err(release_err(io::Error::other(
+                "status pipe already consumed",
+            )));
+        };
+        let deadline = Instant::now() + limit;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        let mut greeted = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(InitError::Timeout { pid, after: limit });
+            }
+            let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+            let mut fds = [PollFd::new(status.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(release_err(e.into())),
+            }
+            let n = match status.read(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(release_err(e)),
+            };
+            if n > 0 {
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            while let Some(end) = buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=end).collect();
+                let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+                match decode(&text) {
+                    Some(StatusLine::Hello { name }) if name == HELLO => greeted = true,
+                    Some(StatusLine::Hello { .. }) => {
+                        return Err(InitError::Protocol { pid, line: text })
+                    }
+                    Some(StatusLine::Warning { stage, message }) => {
+                        tracing::warn!(pid, %stage, "sandbox init: {message}");
+                    }
+                    Some(StatusLine::Error { stage, message }) => {
+                        return Err(InitError::Setup {
+                            pid,
+                            stage,
+                            message,
+                        });
+                    }
+                    None => return Err(InitError::Protocol { pid, line: text }),
+                }
+            }
+            if n == 0 {
+                if !buf.is_empty() {
+                    let line = String::from_utf8_lossy(&buf).into_owned();
+                    return Err(InitError::Protocol { pid, line });
+                }
+                if !greeted {
+                    return Err(InitError::NotInit {
+                        pid,
+                        program: self.program.clone(),
+                    });
+                }
+                // Every writer is gone: the job's execve closed the last one.
+                self.armed = false;
+                return Ok(pid);
+            }
+        }
+    }
+
+    /// Kills and reaps the init without starting the job.
+    pub fn abort(self) {
+        drop(self);
+    }
+}
+
+impl Drop for PendingInit {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Err(e) = sys::kill_raw(self.pid, libc::SIGKILL) {
+            tracing::warn!(pid = self.pid, "killing sandbox init: {e}");
+        }
+        if let Err(e) = sys::wait_pid(self.pid) {
+            tracing::warn!(pid = self.pid, "reaping sandbox init: {e}");
+        }
+    }
+}

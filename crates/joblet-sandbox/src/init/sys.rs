@@ -1,0 +1,368 @@
+//! The `unsafe` system calls the init needs, each behind a safe wrapper:
+//! fork, signal handlers and dispositions, raw waits, descriptor plumbing
+//! across `exec`, `pidfd_open`, `mount_setattr`, `close_range` and the
+//! `SIOCSIFFLAGS` ioctl that brings `lo` up.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Closes a raw descriptor this process owns by number; errors are moot.
+pub(crate) fn close_raw(fd: RawFd) {
+    // SAFETY: closing a descriptor number touches no memory; callers only
+    // pass numbers they own and no longer use.
+    unsafe { libc::close(fd) };
+}
+
+/// Writes all of `buf` to the raw descriptor `fd`, retrying on EINTR.
+pub(crate) fn write_all_raw(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is a valid readable slice of `buf.len()` bytes.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        // n >= 0 and at most buf.len().
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// Takes ownership of descriptor `fd` inherited from the parent and makes
+/// it close-on-exec. Fails if nothing is open there.
+pub(crate) fn take_inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_GETFD only queries the flags of a descriptor number.
+    check(unsafe { libc::fcntl(fd, libc::F_GETFD) }.into())?;
+    // SAFETY: F_SETFD only sets the close-on-exec flag of that descriptor.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }.into())?;
+    // SAFETY: the descriptor is open (checked above), was inherited rather
+    // than opened by this process's code, and each caller takes a distinct
+    // fixed number exactly once at start-up.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Makes each `(from, to)` descriptor appear as `to`, without
+/// close-on-exec, in the program `cmd` runs, and marks every descriptor
+/// above the highest `to` close-on-exec there. `from` descriptors stay
+/// close-on-exec in this process.
+pub(crate) fn inherit_fds(cmd: &mut Command, fds: [(RawFd, RawFd); 2]) {
+    let highest = fds.iter().map(|&(_, to)| to).max().unwrap_or(2);
+    let hook = move || -> io::Result<()> {
+        // First move every source above all targets so that no dup2 below
+        // overwrites a source that happens to sit on another's target.
+        let mut moved = [(0, 0); 2];
+        for (slot, &(from, to)) in moved.iter_mut().zip(fds.iter()) {
+            // SAFETY: F_DUPFD duplicates a descriptor number; it touches no
+            // memory and is async-signal-safe, as required after fork.
+            let high = unsafe { libc::fcntl(from, libc::F_DUPFD, highest + 1) };
+            check(high.into())?;
+            *slot = (high, to);
+        }
+        for (high, to) in moved {
+            // SAFETY: dup2 touches no memory and is async-signal-safe; the
+            // new descriptor has close-on-exec cleared.
+            check(unsafe { libc::dup2(high, to) }.into())?;
+        }
+        close_range_cloexec(highest + 1)
+    };
+    // SAFETY: the hook runs in the forked child before exec and only makes
+    // the async-signal-safe calls above; it allocates nothing and takes no
+    // locks. Standard I/O is already in place when hooks run.
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// Marks every descriptor from `first` up close-on-exec. Async-signal-safe.
+pub(crate) fn close_range_cloexec(first: RawFd) -> io::Result<()> {
+    let first =
+        libc::c_uint::try_from(first).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on the
+    // descriptors in the range; it passes no memory.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// The two sides of a fork.
+pub(crate) enum Forked {
+    Parent { child: i32 },
+    Child,
+}
+
+fn thread_count() -> io::Result<usize> {
+    Ok(std::fs::read_dir("/proc/self/task")?.count())
+}
+
+/// Forks, refusing unless this process has exactly one thread: only then
+/// may the child go on running arbitrary code (allocating, locking).
+pub(crate) fn fork_single_threaded() -> io::Result<Forked> {
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "the sandbox init must be single-threaded to fork, but it has {threads} threads; call run_init before starting any thread"
+        )));
+    }
+    // SAFETY: this process has a single thread (checked above, and only
+    // this thread could have started another since), so the child inherits
+    // no lock held by a thread that does not exist in it.
+    let pid = unsafe { libc::fork() };
+    match check(pid.into())? {
+        0 => Ok(Forked::Child),
+        child => Ok(Forked::Parent {
+            child: child as i32,
+        }),
+    }
+}
+
+/// Where forwarded signals go: a pid (> 0), a process group (< 0), or
+/// nowhere yet (0).
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let target = FORWARD_TO.load(Ordering::SeqCst);
+    if target != 0 {
+        // SAFETY: kill is async-signal-safe and passes no memory; a failure
+        // (the target is gone) needs no handling here.
+        unsafe { libc::kill(target, sig) };
+    }
+}
+
+/// Forwards each of `signals` received by this process to `target` (a pid,
+/// or a process group when negative) from now on.
+pub(crate) fn install_forwarding(target: i32, signals: &[libc::c_int]) -> io::Result<()> {
+    FORWARD_TO.store(target, Ordering::SeqCst);
+    for &sig in signals {
+        // SAFETY: sigaction is plain old data; all-zero bytes are valid.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = forward as extern "C" fn(libc::c_int) as *const () as libc::sighandler_t;
+        act.sa_flags = libc::SA_RESTART;
+        // SAFETY: `act.sa_mask` is a valid sigset to fill.
+        unsafe { libc::sigfillset(&mut act.sa_mask) };
+        // SAFETY: `act` is valid; the handler only reads an atomic and
+        // calls kill, both async-signal-safe.
+        check(unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) }.into())?;
+    }
+    Ok(())
+}
+
+/// The highest signal number on Linux (`_NSIG - 1`).
+const SIG_MAX: libc::c_int = 64;
+
+/// Sets every signal, real-time ones included, to its default action, so
+/// the job starts with no ignored signal (Rust ignores SIGPIPE; a parent
+/// may ignore others, even glibc-reserved 32 and 33) and no handler of
+/// ours. Uses the raw system call, since glibc refuses its reserved signals.
+pub(crate) fn reset_signal_dispositions() -> io::Result<()> {
+    // A zeroed kernel `struct sigaction` (SIG_DFL, no flags, empty mask);
+    // 32 bytes cover every architecture's layout.
+    let dfl = [0u64; 4];
+    for sig in 1..=SIG_MAX {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: `dfl` is a valid, zeroed kernel sigaction that outlives
+        // the call; the old action is not asked for; the mask size is the
+        // kernel's (8 bytes). SIG_DFL installs no handler.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                dfl.as_ptr(),
+                std::ptr::null_mut::<libc::c_void>(),
+                8usize,
+            )
+        };
+        check(ret)?;
+    }
+    Ok(())
+}
+
+/// Sends `sig` to `pid` (or a group, when negative).
+pub(crate) fn kill_raw(pid: i32, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill passes no memory.
+    check(unsafe { libc::kill(pid, sig) }.into()).map(drop)
+}
+
+/// Waits for any child to end; returns its pid and raw wait status.
+/// Retries on EINTR; ECHILD when there is none.
+pub(crate) fn wait_any() -> io::Result<(i32, i32)> {
+    wait(-1)
+}
+
+/// Waits for `pid` to end; returns its raw wait status.
+pub(crate) fn wait_pid(pid: i32) -> io::Result<i32> {
+    wait(pid).map(|(_, status)| status)
+}
+
+fn wait(pid: i32) -> io::Result<(i32, i32)> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid, writable int.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret >= 0 {
+            return Ok((ret, status));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// A pidfd for `pid` (always close-on-exec).
+pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and passes no memory.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    // SAFETY: the kernel just returned this new descriptor; nothing else
+    // owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `mount_setattr(2)`: sets and clears `MOUNT_ATTR_*` flags on the mount
+/// at `path` (and every mount below it if `recursive`).
+pub(crate) fn mount_setattr(path: &Path, set: u64, clear: u64, recursive: bool) -> io::Result<()> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: `c` is a NUL-terminated path and `attr` a valid mount_attr
+    // (version 0 layout, 32 bytes) that outlive the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            flags as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// Brings the interface `lo` of this process's network namespace up.
+pub(crate) fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket takes integers and returns a new descriptor.
+    let sock = check(
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }.into(),
+    )?;
+    // SAFETY: the kernel just returned this descriptor; nothing else owns it.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock as RawFd) };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&sock);
+    // SAFETY: ifreq is plain old data; all-zero bytes are valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: `req` is a valid ifreq naming "lo"; SIOCGIFFLAGS fills its
+    // flags member.
+    check(unsafe { libc::ioctl(raw, libc::SIOCGIFFLAGS, &mut req) }.into())?;
+    // SAFETY: SIOCGIFFLAGS just initialised the flags member of the union.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+    // SAFETY: `req` is a valid ifreq with the new flags.
+    check(unsafe { libc::ioctl(raw, libc::SIOCSIFFLAGS, &req) }.into())?;
+    Ok(())
+}
+
+/// Ends this process the way a child ended by `sig` did: default action,
+/// no core file, signal unblocked, sent to itself. Exits 128+sig should
+/// the signal not end it.
+pub(crate) fn reraise(sig: libc::c_int) -> ! {
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+    // SAFETY: sigaction is plain old data; all-zero bytes are valid.
+    let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+    dfl.sa_sigaction = libc::SIG_DFL;
+    // SAFETY: `dfl` installs no handler. A failure leaves the exit below.
+    unsafe { libc::sigaction(sig, &dfl, std::ptr::null_mut()) };
+    // SAFETY: sigset_t is plain old data; sigemptyset/sigaddset initialise
+    // it and sigprocmask reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+    // SAFETY: raise passes no memory.
+    unsafe { libc::raise(sig) };
+    std::process::exit(128 + sig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn inherited_descriptors_arrive_at_their_numbers_and_nothing_else_leaks() {
+        let (r1, w1) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let (r2, _w2) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "ls /proc/$$/fd"]);
+        inherit_fds(&mut cmd, [(r1.as_raw_fd(), 3), (r2.as_raw_fd(), 4)]);
+        let out = cmd.output().unwrap();
+        drop(w1);
+        let text = String::from_utf8(out.stdout).unwrap();
+        let fds: Vec<&str> = text.lines().collect();
+        assert_eq!(fds, ["0", "1", "2", "3", "4"], "{text}");
+    }
+
+    #[test]
+    fn taking_a_closed_descriptor_fails() {
+        // A descriptor number far above anything the test harness opens.
+        assert!(take_inherited_fd(100_000).is_err());
+    }
+
+    #[test]
+    fn raw_write_reaches_the_pipe() {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        write_all_raw(w.as_raw_fd(), b"hello").unwrap();
+        drop(w);
+        let mut s = String::new();
+        std::fs::File::from(r).read_to_string(&mut s).unwrap();
+        assert_eq!(s, "hello");
+    }
+
+    #[test]
+    fn pidfd_of_self_opens() {
+        pidfd_open(std::process::id() as i32).unwrap();
+    }
+}

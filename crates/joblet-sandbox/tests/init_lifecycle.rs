@@ -1,0 +1,323 @@
+//! The sandboxed job's life: exit codes and signals come back through the
+//! outer process, signals sent to it reach the job, setup failures stop
+//! the job before it runs, and nothing (process or mount) outlives it.
+
+mod init_common;
+
+use std::fs;
+use std::path::Path;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use init_common::*;
+use joblet_sandbox::init::{InitError, Stage};
+
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        sleep(Duration::from_millis(10));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[test]
+fn exit_code_output_environment_and_descriptors_are_the_jobs() {
+    let work = work_dir();
+    let cfg = config(
+        work.path(),
+        "sh",
+        &[
+            "-c",
+            "cat; env | sort; ls /proc/self/fd; grep -E '^Sig(Ign|Blk)' /proc/self/status; echo oops >&2; exit 3",
+        ],
+    );
+    let ended = run(&cfg);
+    assert_eq!(ended.code(), Some(3), "stderr: {}", ended.logs.stderr());
+    let out = ended.logs.stdout();
+    // stdin is /dev/null (cat ends at once); the environment is exactly
+    // the config's, plus what sh itself adds (PWD, SHLVL, _).
+    assert!(out.contains("JOB_MARK=x y\n"), "{out}");
+    assert!(out.contains("PATH=/usr/bin:/bin\n"), "{out}");
+    for line in out.lines().filter(|l| l.contains('=')) {
+        let key = line.split('=').next().unwrap();
+        assert!(
+            ["JOB_MARK", "PATH", "PWD", "SHLVL", "_", "OLDPWD"].contains(&key),
+            "{line}"
+        );
+    }
+    // ls's own descriptors: 0, 1, 2 and the directory it reads (3).
+    let fds: Vec<&str> = out.lines().filter(|l| l.parse::<u32>().is_ok()).collect();
+    assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+    // No signal ignored (Rust ignores SIGPIPE in the init) or blocked.
+    assert!(out.contains("SigIgn:\t0000000000000000\n"), "{out}");
+    assert!(out.contains("SigBlk:\t0000000000000000\n"), "{out}");
+    assert_eq!(ended.logs.stderr(), "oops\n");
+}
+
+#[test]
+fn a_job_killed_by_a_signal_kills_the_outer_process_with_it() {
+    let work = work_dir();
+    let cfg = config(work.path(), "sh", &["-c", "kill -USR1 $$; sleep 5"]);
+    let ended = run(&cfg);
+    assert_eq!(
+        ended.signal(),
+        Some(libc::SIGUSR1),
+        "status {:#x}",
+        ended.status
+    );
+}
+
+#[test]
+fn sigterm_to_the_outer_process_reaches_the_job() {
+    let work = work_dir();
+    let cfg = config(
+        work.path(),
+        "sh",
+        &[
+            "-c",
+            "trap 'exit 7' TERM; touch /work/ready; while :; do sleep 0.05; done",
+        ],
+    );
+    let (pid, logs) = start(&cfg);
+    let pid = pid.unwrap();
+    wait_for(&work.path().join("ready"));
+    // SAFETY: signalling the child we started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = wait(pid);
+    assert!(
+        libc::WIFEXITED(status),
+        "status {status:#x}, stderr {}",
+        logs.stderr()
+    );
+    assert_eq!(libc::WEXITSTATUS(status), 7);
+}
+
+#[test]
+fn sigterm_to_the_process_group_reaches_the_job_once() {
+    // The shim signals the leader's group; pid 1 and the job lead groups
+    // of their own, so the job sees one SIGTERM, not three.
+    let work = work_dir();
+    let cfg = config(
+        work.path(),
+        "sh",
+        &[
+            "-c",
+            "n=0; trap 'n=$((n+1)); echo term >> /work/terms' TERM; touch /work/ready; \
+             while [ ! -e /work/stop ]; do sleep 0.05; done; exit $n",
+        ],
+    );
+    let (pid, _logs) = start(&cfg);
+    let pid = pid.unwrap();
+    wait_for(&work.path().join("ready"));
+    // SAFETY: signalling the process group we created.
+    assert_eq!(unsafe { libc::killpg(pid, libc::SIGTERM) }, 0);
+    wait_for(&work.path().join("terms"));
+    sleep(Duration::from_millis(300));
+    fs::write(work.path().join("stop"), "").unwrap();
+    let status = wait(pid);
+    assert!(libc::WIFEXITED(status), "status {status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 1, "SIGTERMs counted");
+}
+
+#[test]
+fn a_missing_read_only_mount_fails_release_and_nothing_runs() {
+    let work = work_dir();
+    let mut cfg = config(work.path(), "sh", &["-c", "touch /work/ran"]);
+    cfg.ro_mounts.push("/no-such-dir-for-joblet-test".into());
+    let (pending, _logs) = spawn(&cfg);
+    let pending = pending.unwrap();
+    let pid = pending.pid();
+    match pending.release() {
+        Err(InitError::Setup { stage, message, .. }) => {
+            assert_eq!(stage, Stage::Rootfs);
+            assert!(
+                message.contains("/no-such-dir-for-joblet-test"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a setup error, got {other:?}"),
+    }
+    assert!(!work.path().join("ran").exists());
+    assert!(!alive(pid), "init {pid} was killed and reaped");
+}
+
+#[test]
+fn a_missing_command_fails_release_at_the_exec_stage() {
+    let work = work_dir();
+    let cfg = config(work.path(), "no-such-command-xyz", &[]);
+    let (pid, _logs) = start(&cfg);
+    match pid {
+        Err(InitError::Setup { stage, message, .. }) => {
+            assert_eq!(stage, Stage::Exec);
+            assert!(message.contains("command not found"), "{message}");
+            assert!(message.contains("no-such-command-xyz"), "{message}");
+        }
+        other => panic!("expected a setup error, got {other:?}"),
+    }
+    let cfg = config(work.path(), "/work/not-there", &[]);
+    let (pid, _logs) = start(&cfg);
+    assert!(
+        matches!(
+            pid,
+            Err(InitError::Setup {
+                stage: Stage::Exec,
+                ..
+            })
+        ),
+        "{pid:?}"
+    );
+}
+
+#[test]
+fn a_missing_extra_device_fails_release_at_the_dev_stage() {
+    let work = work_dir();
+    let mut cfg = config(work.path(), "true", &[]);
+    cfg.extra_devices = vec!["/dev/joblet-test-missing".into()];
+    let (pid, _logs) = start(&cfg);
+    match pid {
+        Err(InitError::Setup { stage, message, .. }) => {
+            assert_eq!(stage, Stage::Dev);
+            assert!(message.contains("/dev/joblet-test-missing"), "{message}");
+        }
+        other => panic!("expected a setup error, got {other:?}"),
+    }
+}
+
+#[test]
+fn abort_kills_the_waiting_init_and_the_job_never_runs() {
+    let work = work_dir();
+    let cfg = config(work.path(), "sh", &["-c", "touch /work/ran"]);
+    let (pending, _logs) = spawn(&cfg);
+    let pending = pending.unwrap();
+    let pid = pending.pid();
+    assert!(alive(pid));
+    pending.abort();
+    assert!(!alive(pid));
+    assert!(!work.path().join("ran").exists());
+}
+
+#[test]
+fn invalid_config_is_refused_before_anything_starts() {
+    let work = work_dir();
+    let mut cfg = config(work.path(), "true", &[]);
+    cfg.uid = 0;
+    let (pending, _logs) = spawn(&cfg);
+    assert!(
+        matches!(pending, Err(InitError::InvalidConfig(_))),
+        "{pending:?}"
+    );
+}
+
+fn ns_of(pid: &str) -> Option<String> {
+    fs::read_link(format!("/proc/{pid}/ns/pid"))
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
+fn members_of(ns: &str) -> Vec<String> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.parse::<u32>().is_ok())
+        .filter(|n| ns_of(n).as_deref() == Some(ns))
+        .collect()
+}
+
+#[test]
+fn no_process_or_mount_outlives_the_job() {
+    let before = host_mounts();
+    let work = work_dir();
+    let cfg = config(
+        work.path(),
+        "sh",
+        &[
+            "-c",
+            "sleep 1000 & sleep 1000 & touch /work/ready; \
+             while [ ! -e /work/stop ]; do sleep 0.05; done",
+        ],
+    );
+    let (pid, _logs) = start(&cfg);
+    let pid = pid.unwrap();
+    wait_for(&work.path().join("ready"));
+    let ns = fs::read_link(format!("/proc/{pid}/ns/pid_for_children"))
+        .unwrap()
+        .display()
+        .to_string();
+    // pid 1, sh, two sleeps (and maybe a short-lived sleep 0.05).
+    assert!(members_of(&ns).len() >= 4, "{:?}", members_of(&ns));
+    fs::write(work.path().join("stop"), "").unwrap();
+    let status = wait(pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{status:#x}"
+    );
+    assert_eq!(
+        members_of(&ns),
+        Vec::<String>::new(),
+        "processes left in {ns}"
+    );
+    assert_eq!(
+        host_mounts(),
+        before,
+        "the sandbox's mounts leaked to the host"
+    );
+}
+
+#[test]
+fn killing_the_outer_process_takes_the_whole_sandbox_down() {
+    let work = work_dir();
+    let cfg = config(
+        work.path(),
+        "sh",
+        &["-c", "sleep 1000 & touch /work/ready; sleep 1000"],
+    );
+    let (pid, _logs) = start(&cfg);
+    let pid = pid.unwrap();
+    wait_for(&work.path().join("ready"));
+    let ns = fs::read_link(format!("/proc/{pid}/ns/pid_for_children"))
+        .unwrap()
+        .display()
+        .to_string();
+    // SAFETY: killing the child we started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let status = wait(pid);
+    assert_eq!(libc::WTERMSIG(status), libc::SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !members_of(&ns).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {:?}",
+            members_of(&ns)
+        );
+        sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_program_that_is_not_the_init_is_never_taken_for_a_started_job() {
+    let work = work_dir();
+    let cfg = config(work.path(), "true", &[]);
+    let (logs, out, err) = Logs::new();
+    let pending =
+        joblet_sandbox::init::spawn(Path::new("/bin/sleep"), &["0.2".into()], &cfg, out, err);
+    drop(logs);
+    // sleep never reads its stdin, but the config fits in the pipe.
+    let pending = pending.unwrap();
+    let pid = pending.pid();
+    match pending.release() {
+        Err(InitError::NotInit { program, .. }) => assert_eq!(program, Path::new("/bin/sleep")),
+        Err(InitError::Release { .. }) => {}
+        other => panic!("expected NotInit, got {other:?}"),
+    }
+    assert!(!alive(pid));
+}
