@@ -16,7 +16,7 @@ echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --locked -- --test-threads="${TEST_THREADS:-4}" 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast -- --test-threads="${TEST_THREADS:-4}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run (cargo's last line is often a doc-test

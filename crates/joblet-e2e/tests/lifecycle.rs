@@ -193,19 +193,8 @@ fn queued_jobs_wait_for_a_slot_and_can_be_cancelled() {
     assert_eq!(node.wait_done(&third, T)["state"], "COMPLETED");
 }
 
-#[test]
-fn what_the_node_cannot_enforce_is_refused_and_nothing_is_recorded() {
-    let node = Node::start().unwrap();
-    for flags in [
-        &["--gpu=1"][..],
-        &["--gpu=2", "--gpu-memory=8GB"],
-        &["--max-memory=512"],
-        &["--max-cpu=50"],
-        &["--cpu-cores=0"],
-        &["--max-iobps=1000000"],
-        &["--runtime=python-3.11-ml"],
-        &["--volume=data-lake"],
-    ] {
+fn assert_refused(node: &Node, flag_sets: &[&[&str]]) {
+    for flags in flag_sets {
         let mut args = vec!["job", "run"];
         args.extend_from_slice(flags);
         args.extend(["--", "true"]);
@@ -221,6 +210,40 @@ fn what_the_node_cannot_enforce_is_refused_and_nothing_is_recorded() {
         node.rnx_json(&["job", "list"]).as_array().unwrap().len(),
         0,
         "refused jobs must not be recorded"
+    );
+}
+
+#[test]
+fn what_the_node_cannot_enforce_is_refused_and_nothing_is_recorded() {
+    let node = Node::start().unwrap();
+    assert_refused(
+        &node,
+        &[
+            &["--gpu=1"],
+            &["--gpu=2", "--gpu-memory=8GB"],
+            &["--runtime=python-3.11-ml"],
+            &["--volume=data-lake"],
+        ],
+    );
+    // Without the sandbox no limit can be enforced, so none is accepted.
+    let bare = Node::start_with(NodeOptions {
+        extra_config: "sandbox:\n  enabled: false\n".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_refused(
+        &bare,
+        &[
+            &["--max-memory=512"],
+            &["--max-cpu=50"],
+            &["--cpu-cores=0"],
+            &["--max-iobps=1000000"],
+        ],
+    );
+    let who = bare.rnx_ok(&["whoami"]);
+    assert!(
+        who.contains("env, secret_env, timeout") && !who.contains("max_memory"),
+        "{who}"
     );
 }
 

@@ -11,15 +11,14 @@ use joblet_e2e::{read_pid_file, Node, NodeOptions};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
-/// Job `i` prints a line, waits for `gate` to exist (created once the daemon
-/// is dead), then prints more. Even jobs finish while the daemon is down;
-/// odd ones outlive its restart.
-fn script(i: usize, gate: &std::path::Path) -> (String, String) {
+/// Job `i` prints a line, waits for a file `gate` in its working directory
+/// (created once the daemon is dead), then prints more. Even jobs finish
+/// while the daemon is down; odd ones outlive its restart.
+fn script(i: usize) -> (String, String) {
     let loops = if i.is_multiple_of(2) { 3 } else { 25 };
     let cmd = format!(
-        "echo start-{i}; while [ ! -e {gate} ]; do sleep 0.05; done; for k in $(seq 1 {loops}); do echo line-{i}-$k; sleep 0.2; done; echo end-{i}; exit {}",
-        i % 5,
-        gate = gate.display()
+        "echo start-{i}; while [ ! -e gate ]; do sleep 0.05; done; for k in $(seq 1 {loops}); do echo line-{i}-$k; sleep 0.2; done; echo end-{i}; exit {}",
+        i % 5
     );
     let mut expect = format!("start-{i}\n");
     for k in 1..=loops {
@@ -36,10 +35,9 @@ fn forty_jobs_survive_kill_9_of_the_daemon() {
         ..Default::default()
     })
     .unwrap();
-    let gate = node.dir.path().join("gate");
     let mut jobs = Vec::new();
     for i in 0..40 {
-        let (cmd, expect) = script(i, &gate);
+        let (cmd, expect) = script(i);
         let id = node.run(&["--", "sh", "-c", &cmd]);
         jobs.push((id, expect, i));
     }
@@ -66,7 +64,12 @@ fn forty_jobs_survive_kill_9_of_the_daemon() {
     let shim_pid = read_pid_file(&lost_dir.join("shim.pid")).expect("job 3's shim is running");
     kill(Pid::from_raw(shim_pid), Signal::SIGKILL).unwrap();
     killpg(Pid::from_raw(job_pid), Signal::SIGKILL).unwrap();
-    std::fs::write(&gate, "").unwrap();
+    // Open every job's gate (queued jobs find theirs when they start).
+    for (id, _, _) in &jobs {
+        let work = node.state_dir().join("jobs").join(id).join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::write(work.join("gate"), "").unwrap();
+    }
     std::thread::sleep(Duration::from_millis(1500));
     node.restart().unwrap();
 

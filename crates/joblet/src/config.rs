@@ -17,6 +17,8 @@ pub struct Config {
     pub version: String,
     pub server: ServerConfig,
     pub jobs: JobsConfig,
+    pub filesystem: FilesystemConfig,
+    pub sandbox: SandboxConfig,
     pub gpu: GpuConfig,
     pub logging: LoggingConfig,
 }
@@ -45,6 +47,39 @@ pub struct JobsConfig {
     /// Jobs running at once; the rest wait in the queue (FIFO).
     #[serde(deserialize_with = "de_max_running")]
     pub max_running: usize,
+    /// Who jobs run as: a user name from the host's passwd, `UID` or `UID:GID`.
+    pub user: String,
+    /// Lets `jobs.user` be root (uid 0). Off: a root job is a config error.
+    pub allow_root: bool,
+    /// Processes (and threads) a job may have at once (`pids.max`).
+    #[serde(deserialize_with = "de_pids_max")]
+    pub pids_max: u64,
+}
+
+/// The job's filesystem view.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FilesystemConfig {
+    /// Host directories bound read-only into every job (merged-/usr symlinks
+    /// such as `/bin -> usr/bin` are recreated as symlinks). Paths that do
+    /// not exist on this host are skipped.
+    pub allowed_mounts: Vec<PathBuf>,
+    /// Size of the job's private `/tmp` (tmpfs, charged to its memory).
+    pub tmp_size_mb: u64,
+}
+
+/// Isolation switches.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Run jobs in the sandbox (namespaces, cgroups, device filter,
+    /// seccomp, unprivileged user). Needs root. Off: jobs run as plain
+    /// processes of their shim and limits are refused as unsupported.
+    pub enabled: bool,
+    /// The daemon's subtree in each cgroup hierarchy.
+    pub cgroup_base: String,
+    /// Seccomp filter for jobs (Docker-like deny list).
+    pub seccomp: bool,
 }
 
 /// Seed 001's `gpu:` section. Accepted now; GPU jobs are refused until the
@@ -70,6 +105,8 @@ impl Default for Config {
             version: "1".into(),
             server: ServerConfig::default(),
             jobs: JobsConfig::default(),
+            filesystem: FilesystemConfig::default(),
+            sandbox: SandboxConfig::default(),
             gpu: GpuConfig::default(),
             logging: LoggingConfig::default(),
         }
@@ -92,6 +129,33 @@ impl Default for JobsConfig {
             default_timeout: Duration::ZERO,
             stop_grace_period: Duration::from_secs(10),
             max_running: 64,
+            user: "nobody".into(),
+            allow_root: false,
+            pids_max: 1024,
+        }
+    }
+}
+
+impl Default for FilesystemConfig {
+    fn default() -> Self {
+        FilesystemConfig {
+            allowed_mounts: [
+                "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc",
+            ]
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
+            tmp_size_mb: 256,
+        }
+    }
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            enabled: true,
+            cgroup_base: "joblet".into(),
+            seccomp: true,
         }
     }
 }
@@ -177,6 +241,7 @@ impl Config {
                 ),
             ));
         }
+        check_sandbox_settings(&cfg).map_err(|(key, message)| invalid(key, message))?;
         if cfg
             .logging
             .level
@@ -193,6 +258,46 @@ impl Config {
         }
         Ok(cfg)
     }
+}
+
+/// `filesystem.*` and `sandbox.*` values serde cannot check by type.
+fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
+    for (i, m) in cfg.filesystem.allowed_mounts.iter().enumerate() {
+        let reserved = ["/", "/dev", "/proc", "/sys", "/tmp", "/work"]
+            .iter()
+            .any(|r| m == Path::new(r));
+        let parent = m
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir));
+        if m.is_relative() || reserved || parent {
+            return Err((
+                format!("filesystem.allowed_mounts[{i}]"),
+                format!("{m:?} is not allowed: expected an absolute host directory such as /usr or /opt/tools, not /, /dev, /proc, /sys, /tmp or /work"),
+            ));
+        }
+    }
+    if !(1..=1_048_576).contains(&cfg.filesystem.tmp_size_mb) {
+        return Err((
+            "filesystem.tmp_size_mb".into(),
+            format!(
+                "invalid value {}: expected 1 to 1048576 (MiB)",
+                cfg.filesystem.tmp_size_mb
+            ),
+        ));
+    }
+    let base = &cfg.sandbox.cgroup_base;
+    if base.is_empty()
+        || base.starts_with('.')
+        || !base
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err((
+            "sandbox.cgroup_base".into(),
+            format!("invalid value {base:?}: expected a single directory name such as joblet"),
+        ));
+    }
+    Ok(())
 }
 
 fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -223,6 +328,17 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     let s = String::deserialize(d)?;
     s.parse().map_err(|_| serde::de::Error::custom(format!("invalid value {s:?}: expected IP:PORT like 127.0.0.1:50051 or 0.0.0.0:50051 ([::]:50051 for IPv6)")))
+}
+
+fn de_pids_max<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let n = i64::deserialize(d)?;
+    if (8..=4_194_304).contains(&n) {
+        Ok(n as u64)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "invalid value {n}: expected a number of processes from 8 to 4194304"
+        )))
+    }
 }
 
 fn de_max_running<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
@@ -301,6 +417,28 @@ mod tests {
             ("bogus: 1\n", "bogus", "unknown field"),
             ("version: \"2\"\n", "version", "expected \"1\""),
             ("logging:\n  level: \"[[\"\n", "logging.level", "filter"),
+            ("jobs:\n  pids_max: 2\n", "jobs.pids_max", "from 8 to"),
+            (
+                "filesystem:\n  allowed_mounts: [/proc]\n",
+                "filesystem.allowed_mounts[0]",
+                "absolute host directory",
+            ),
+            (
+                "filesystem:\n  allowed_mounts: [usr]\n",
+                "filesystem.allowed_mounts[0]",
+                "absolute host directory",
+            ),
+            (
+                "filesystem:\n  tmp_size_mb: 0\n",
+                "filesystem.tmp_size_mb",
+                "1 to 1048576",
+            ),
+            (
+                "sandbox:\n  cgroup_base: a/b\n",
+                "sandbox.cgroup_base",
+                "single directory name",
+            ),
+            ("sandbox:\n  enabled: sure\n", "sandbox.enabled", "bool"),
         ];
         for (text, key, needle) in table {
             let e = parse(text).unwrap_err();

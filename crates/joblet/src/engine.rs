@@ -20,6 +20,7 @@ use joblet_store::{JobRecord, Store, TransitionExtra};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::outcome::{self, Final};
+use crate::sandbox::NodeSandbox;
 use crate::state_dir::StateDir;
 use crate::{jobenv, store_error};
 
@@ -57,6 +58,8 @@ pub struct EngineConfig {
     /// (`joblet shim --job-dir DIR`; the dir is appended).
     pub shim_program: PathBuf,
     pub shim_args: Vec<OsString>,
+    /// `None`: jobs run unisolated (`sandbox.enabled: false`).
+    pub sandbox: Option<NodeSandbox>,
 }
 
 /// Cheap to clone; every API handler holds one.
@@ -334,14 +337,35 @@ impl Engine {
                 workdir.display()
             ))
         })?;
+        // In the sandbox the job sees its work dir as /work and runs as the
+        // node's job user, who must own it.
+        let (home, runner) = match &self.cfg.sandbox {
+            Some(sb) => {
+                let uid = nix::unistd::Uid::from_raw(sb.uid);
+                let gid = nix::unistd::Gid::from_raw(sb.gid);
+                nix::unistd::chown(&workdir, Some(uid), Some(gid)).map_err(|e| {
+                    fail(format!(
+                        "cannot give {} to uid {}: {e}",
+                        workdir.display(),
+                        sb.uid
+                    ))
+                })?;
+                let job = sb.job(id, &rec.spec, &workdir);
+                let value = serde_json::to_value(&job)
+                    .map_err(|e| fail(format!("cannot encode the sandbox settings: {e}")))?;
+                (PathBuf::from("/work"), Some(value))
+            }
+            None => (workdir.clone(), None),
+        };
         let spec = ShimSpec {
             job_id: id.to_string(),
             command: rec.spec.command.clone(),
             args: rec.spec.args.clone(),
-            env: jobenv::build(id, &rec.spec, &secrets, &workdir),
+            env: jobenv::build(id, &rec.spec, &secrets, &home),
             cwd: workdir,
             timeout_ms: rec.spec.timeout.map(|t| t.as_millis() as u64),
             stop_grace_ms: self.cfg.stop_grace.as_millis() as u64,
+            runner,
         };
         self.transition(id, JobState::Running, now_ms(), "")
             .map_err(|e| fail(e.to_string()))?;

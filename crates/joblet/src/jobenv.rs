@@ -12,11 +12,11 @@ pub fn build(
     id: &JobId,
     spec: &JobSpec,
     secrets: &BTreeMap<String, String>,
-    workdir: &Path,
+    home: &Path,
 ) -> BTreeMap<String, String> {
     let mut env = BTreeMap::from([
         ("PATH".to_owned(), DEFAULT_PATH.to_owned()),
-        ("HOME".to_owned(), workdir.display().to_string()),
+        ("HOME".to_owned(), home.display().to_string()),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ("JOBLET_JOB_ID".to_owned(), id.to_string()),
     ]);

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod jobenv;
 pub mod logs;
 pub mod outcome;
+pub mod sandbox;
 pub mod server;
 pub mod state_dir;
 pub mod tls;

@@ -41,6 +41,9 @@ enum Command {
         #[arg(long)]
         job_dir: PathBuf,
     },
+    /// (internal) The process that becomes a sandboxed job; started by the shim.
+    #[command(hide = true)]
+    SandboxInit,
 }
 
 #[derive(Subcommand)]
@@ -90,11 +93,24 @@ fn init_tracing(level: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        // Its descriptors 3 and 4 are the sandbox's pipes: nothing may run first.
+        Command::SandboxInit => joblet_sandbox::init::run_init(),
         Command::Shim { job_dir } => {
             // First thing, before any file is opened: fd 3 is the inherited
             // shim lock. The shim is sync (no runtime) and its stderr is shim.log.
             init_tracing("info");
-            return match joblet_shim::run_shim(&job_dir) {
+            let runner = match std::env::current_exe() {
+                Ok(exe) => joblet_sandbox::SandboxRunner::new(
+                    exe,
+                    vec!["sandbox-init".into()],
+                    Default::default(),
+                ),
+                Err(e) => {
+                    eprintln!("joblet shim: cannot locate the joblet binary: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            return match joblet_shim::run_shim_with(&job_dir, &runner) {
                 Ok(_exit) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("joblet shim: {e}");

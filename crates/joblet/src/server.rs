@@ -11,13 +11,15 @@ use tokio::net::TcpListener;
 use crate::api::Api;
 use crate::config::Config;
 use crate::engine::{Engine, EngineConfig};
+use crate::sandbox::NodeSandbox;
 use crate::state_dir::{self, StateDir};
 use crate::tls;
 
-/// What this build enforces. Everything else a job asks for is refused
-/// with "not supported yet on this node" (isolation and GPUs land later).
-pub fn capabilities(_cfg: &Config) -> NodeCapabilities {
-    NodeCapabilities::default()
+/// What this node enforces: the limits its sandbox can apply, nothing when
+/// jobs run unisolated. Everything else a job asks for is refused with "not
+/// supported yet on this node".
+pub fn capabilities(sandbox: Option<&NodeSandbox>) -> NodeCapabilities {
+    sandbox.map(NodeSandbox::capabilities).unwrap_or_default()
 }
 
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
@@ -26,6 +28,15 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     if cfg.gpu.enabled {
         tracing::warn!("gpu.enabled is true, but this joblet build has no GPU support yet: GPU jobs will be refused");
     }
+    let sandbox = if cfg.sandbox.enabled {
+        let sb = NodeSandbox::prepare(&cfg)?;
+        tracing::info!(uid = sb.uid, gid = sb.gid, mounts = ?sb.ro_mounts, support = ?sb.support, "jobs run in the sandbox");
+        Some(sb)
+    } else {
+        tracing::warn!("sandbox.enabled is false: jobs run unisolated as children of their shims");
+        None
+    };
+    let caps = capabilities(sandbox.as_ref());
     let pki = dirs.ensure_pki(&state_dir::server_hosts(
         cfg.server.address,
         &cfg.server.tls_hosts,
@@ -44,6 +55,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             stop_grace: cfg.jobs.stop_grace_period,
             shim_program,
             shim_args: vec!["shim".into(), "--job-dir".into()],
+            sandbox,
         },
     )?;
 
@@ -64,7 +76,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         store,
         engine,
         dirs: dirs.clone(),
-        caps: capabilities(&cfg),
+        caps,
         default_timeout: (!cfg.jobs.default_timeout.is_zero()).then_some(cfg.jobs.default_timeout),
     };
     let incoming = tls::incoming(listener, Arc::new(tls_config));

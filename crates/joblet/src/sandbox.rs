@@ -1,0 +1,157 @@
+//! The node's sandbox settings, resolved once at start-up, and what they
+//! mean for one job (the [`JobSandbox`] the shim's runner carries out).
+
+use std::path::{Path, PathBuf};
+
+use joblet_core::{JobId, JobSpec, NodeCapabilities};
+use joblet_sandbox::cgroup::{self, Layout, Limits, Support};
+use joblet_sandbox::devices::DeviceRules;
+use joblet_sandbox::init::{InitConfig, NetMode};
+use joblet_sandbox::JobSandbox;
+
+use crate::config::Config;
+
+/// What every job on this node gets.
+#[derive(Debug, Clone)]
+pub struct NodeSandbox {
+    pub cgroup_base: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub allow_root: bool,
+    pub ro_mounts: Vec<PathBuf>,
+    pub tmp_size_mb: u64,
+    pub pids_max: u64,
+    pub seccomp: bool,
+    pub support: Support,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxSetupError {
+    #[error("sandbox.enabled: the job sandbox needs root (namespaces, cgroups, device filters); run joblet as root, or set sandbox.enabled: false to run jobs unisolated")]
+    NotRoot,
+    #[error("jobs.user: {0}")]
+    User(String),
+    #[error("cgroups: {0}")]
+    Cgroup(#[from] joblet_sandbox::cgroup::CgroupError),
+}
+
+/// `jobs.user`: a passwd name, `UID` or `UID:GID`.
+pub fn resolve_user(spec: &str) -> Result<(u32, u32), String> {
+    let num = |s: &str| {
+        s.parse::<u32>().map_err(|_| format!("invalid value {spec:?}: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)"))
+    };
+    if let Some((u, g)) = spec.split_once(':') {
+        return Ok((num(u)?, num(g)?));
+    }
+    if spec.chars().all(|c| c.is_ascii_digit()) && !spec.is_empty() {
+        let uid = num(spec)?;
+        return Ok((uid, uid));
+    }
+    match nix::unistd::User::from_name(spec) {
+        Ok(Some(u)) => Ok((u.uid.as_raw(), u.gid.as_raw())),
+        Ok(None) => Err(format!("no user named {spec:?} on this host: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)")),
+        Err(e) => Err(format!("cannot look up user {spec:?}: {e}")),
+    }
+}
+
+impl NodeSandbox {
+    /// Checks that this node can sandbox jobs as configured, and removes
+    /// empty job cgroups a previous daemon left behind.
+    pub fn prepare(cfg: &Config) -> Result<NodeSandbox, SandboxSetupError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(SandboxSetupError::NotRoot);
+        }
+        let (uid, gid) = resolve_user(&cfg.jobs.user).map_err(SandboxSetupError::User)?;
+        if (uid == 0 || gid == 0) && !cfg.jobs.allow_root {
+            return Err(SandboxSetupError::User(format!(
+                "{:?} is root; set jobs.allow_root: true to run jobs as root (not recommended)",
+                cfg.jobs.user
+            )));
+        }
+        let layout = Layout::detect(Path::new("/proc/self/mountinfo"))?;
+        let support = layout.support()?;
+        for busy in cgroup::cleanup_stale(&layout, &cfg.sandbox.cgroup_base)? {
+            tracing::warn!(cgroup = %busy.display(), "a job cgroup from an earlier run still holds processes; left alone");
+        }
+        let ro_mounts = cfg
+            .filesystem
+            .allowed_mounts
+            .iter()
+            .filter(|p| p.exists())
+            .cloned()
+            .collect();
+        Ok(NodeSandbox {
+            cgroup_base: cfg.sandbox.cgroup_base.clone(),
+            uid,
+            gid,
+            allow_root: cfg.jobs.allow_root,
+            ro_mounts,
+            tmp_size_mb: cfg.filesystem.tmp_size_mb,
+            pids_max: cfg.jobs.pids_max,
+            seccomp: cfg.sandbox.seccomp,
+            support,
+        })
+    }
+
+    /// The limits this node can enforce (GPUs, uploads, runtimes and volumes
+    /// land with their own capabilities).
+    pub fn capabilities(&self) -> NodeCapabilities {
+        NodeCapabilities {
+            cpu_limit: self.support.cpu_limit,
+            cpu_pinning: self.support.cpu_pinning,
+            memory_limit: self.support.memory_limit,
+            io_limit: self.support.io_limit,
+            ..NodeCapabilities::default()
+        }
+    }
+
+    /// The sandbox for one job whose host working directory is `workdir`.
+    pub fn job(&self, id: &JobId, spec: &JobSpec, workdir: &Path) -> JobSandbox {
+        let r = &spec.resources;
+        JobSandbox {
+            cgroup_base: self.cgroup_base.clone(),
+            cgroup_name: id.to_string(),
+            limits: Limits {
+                cpu_percent: r.max_cpu_percent,
+                cpuset: r.cpu_cores.clone(),
+                memory_mb: r.max_memory_mb,
+                io_bps: r.max_iobps,
+                io_path: r.max_iobps.map(|_| workdir.to_owned()),
+                pids_max: self.pids_max,
+            },
+            devices: DeviceRules::minimal(),
+            init: InitConfig {
+                // Filled from the shim spec by the runner.
+                command: String::new(),
+                args: Vec::new(),
+                env: Default::default(),
+                hostname: format!("job-{}", id.short()),
+                uid: self.uid,
+                gid: self.gid,
+                allow_root: self.allow_root,
+                ro_mounts: self.ro_mounts.clone(),
+                extra_devices: Vec::new(),
+                work_dir: workdir.to_owned(),
+                tmp_size_mb: self.tmp_size_mb,
+                net: NetMode::None,
+                seccomp: self.seccomp,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn users_by_number_pair_and_name() {
+        assert_eq!(resolve_user("1000").unwrap(), (1000, 1000));
+        assert_eq!(resolve_user("1000:50").unwrap(), (1000, 50));
+        assert_eq!(resolve_user("root").unwrap(), (0, 0));
+        assert!(resolve_user("no-such-user-here")
+            .unwrap_err()
+            .contains("UID:GID"));
+        assert!(resolve_user("1:x").unwrap_err().contains("UID:GID"));
+    }
+}
