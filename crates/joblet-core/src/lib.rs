@@ -14,10 +14,12 @@ pub mod parse;
 pub mod scheduler;
 pub mod spec;
 pub mod state;
+pub mod upload;
 
 pub use id::{JobId, PrefixError};
 pub use spec::{FieldError, JobRequest, JobSpec, NodeCapabilities, Resources, Unsupported};
 pub use state::{JobState, TransitionError};
+pub use upload::{UploadEntry, UploadKind};
 
 /// Milliseconds since the Unix epoch: the core's only notion of time.
 pub type UnixMillis = i64;

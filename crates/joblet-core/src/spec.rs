@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::parse::{self, ParseError};
+use crate::upload::UploadEntry;
 
 /// A request field that is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,7 +67,8 @@ pub struct JobRequest {
     pub gpu_memory_mb: i64,
     pub env: Vec<(String, String)>,
     pub secret_env: Vec<(String, String)>,
-    pub uploads: Vec<String>,
+    /// Manifest of files to place in the job's `/work` (contents travel separately).
+    pub uploads: Vec<UploadEntry>,
     pub volumes: Vec<String>,
     pub runtime: String,
     /// `None` = the node's default; `Some(0)` = no limit.
@@ -94,7 +96,11 @@ pub struct JobSpec {
     pub env: BTreeMap<String, String>,
     /// Names of the secret variables (values elsewhere).
     pub secret_env_keys: Vec<String>,
-    pub uploads: Vec<String>,
+    /// Entries and bytes uploaded into `/work` before the job started.
+    #[serde(default)]
+    pub upload_entries: u64,
+    #[serde(default)]
+    pub upload_bytes: u64,
     pub volumes: Vec<String>,
     pub runtime: Option<String>,
     /// `None` = no time limit.
@@ -242,15 +248,8 @@ impl JobRequest {
         check_env("secret_env", &self.secret_env, &mut all)?;
         let secrets: BTreeMap<String, String> = self.secret_env.iter().cloned().collect();
 
-        for (i, u) in self.uploads.iter().enumerate() {
-            if u.is_empty() {
-                return Err(FieldError::new(
-                    format!("uploads[{i}]"),
-                    "is empty; give a file or directory path",
-                ));
-            }
-            check_text(&format!("uploads[{i}]"), u)?;
-        }
+        // The node's size limit is checked by the daemon; the shape here.
+        let upload_bytes = crate::upload::check_manifest(&self.uploads, u64::MAX)?;
 
         for (i, v) in self.volumes.iter().enumerate() {
             if !is_name(v) {
@@ -287,7 +286,8 @@ impl JobRequest {
             },
             env,
             secret_env_keys: secrets.keys().cloned().collect(),
-            uploads: self.uploads.clone(),
+            upload_entries: self.uploads.len() as u64,
+            upload_bytes,
             volumes: self.volumes.clone(),
             runtime,
             timeout,
@@ -390,7 +390,7 @@ impl JobSpec {
                 "a GPU memory requirement",
             ),
             (
-                !self.uploads.is_empty(),
+                self.upload_entries > 0,
                 caps.uploads,
                 "uploads",
                 "--upload",
@@ -503,7 +503,19 @@ mod tests {
                 },
                 "twice",
             ),
-            ("uploads[0]", |r| r.uploads = vec!["".into()], "empty"),
+            (
+                "uploads[0].path",
+                |r| {
+                    r.uploads = vec![UploadEntry {
+                        path: "../x".into(),
+                        kind: crate::UploadKind::File,
+                        mode: 0o644,
+                        size: 1,
+                        target: String::new(),
+                    }]
+                },
+                "no '..'",
+            ),
             (
                 "runtime",
                 |r| r.runtime = "py thon".into(),

@@ -226,11 +226,15 @@ fn every_rpc_field_is_checked_by_the_server() {
         ),
         (
             pb::RunJobRequest {
-                uploads: vec!["".into()],
+                uploads: vec![pb::UploadEntry {
+                    path: "x".into(),
+                    kind: pb::UploadKind::File as i32,
+                    ..Default::default()
+                }],
                 ..base()
             },
-            "uploads[0]",
-            "empty",
+            "uploads",
+            "SubmitJob",
         ),
         (
             pb::RunJobRequest {

@@ -49,10 +49,46 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
         gpu_memory_mb: res.gpu_memory_mb,
         env,
         secret_env,
-        uploads: r.uploads,
+        uploads: r.uploads.into_iter().map(upload_from_pb).collect(),
         volumes: r.volumes,
         runtime: r.runtime,
         timeout_seconds: r.timeout_seconds,
+    }
+}
+
+/// An unspecified or unknown kind maps to `Unknown`, which the manifest
+/// check refuses by name.
+pub fn upload_from_pb(e: pb::UploadEntry) -> joblet_core::UploadEntry {
+    use joblet_core::UploadKind;
+    let kind = match pb::UploadKind::try_from(e.kind) {
+        Ok(pb::UploadKind::File) => UploadKind::File,
+        Ok(pb::UploadKind::Dir) => UploadKind::Dir,
+        Ok(pb::UploadKind::Symlink) => UploadKind::Symlink,
+        _ => UploadKind::Unknown,
+    };
+    joblet_core::UploadEntry {
+        path: e.path,
+        kind,
+        mode: e.mode,
+        size: e.size,
+        target: e.target,
+    }
+}
+
+pub fn upload_to_pb(e: &joblet_core::UploadEntry) -> pb::UploadEntry {
+    use joblet_core::UploadKind;
+    let kind = match e.kind {
+        UploadKind::File => pb::UploadKind::File,
+        UploadKind::Dir => pb::UploadKind::Dir,
+        UploadKind::Symlink => pb::UploadKind::Symlink,
+        UploadKind::Unknown => pb::UploadKind::Unspecified,
+    };
+    pb::UploadEntry {
+        path: e.path.clone(),
+        kind: kind as i32,
+        mode: e.mode,
+        size: e.size,
+        target: e.target.clone(),
     }
 }
 

@@ -15,7 +15,7 @@ mod convert;
 mod error;
 
 pub use client_file::{ClientConfigFile, ClientFileError, NodeEntry, ResolvedNode};
-pub use convert::{job_request_from_pb, state_from_pb, state_to_pb};
+pub use convert::{job_request_from_pb, state_from_pb, state_to_pb, upload_from_pb, upload_to_pb};
 pub use error::ApiError;
 pub use pb::job_service_client::JobServiceClient;
 pub use pb::job_service_server::{JobService, JobServiceServer};

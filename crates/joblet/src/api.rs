@@ -18,6 +18,8 @@ use crate::tls::PeerInfo;
 use crate::{logs, store_error};
 
 pub struct Api {
+    /// `jobs.max_upload_mb` in bytes.
+    pub max_upload_bytes: u64,
     pub store: Arc<Store>,
     pub engine: EngineHandle,
     pub dirs: StateDir,
@@ -129,20 +131,75 @@ fn grace(secs: Option<i64>) -> Result<Option<Duration>, ApiError> {
     }
 }
 
+impl Api {
+    /// Checks a job request the same way for RunJob and SubmitJob.
+    fn accept(
+        &self,
+        raw: &joblet_core::JobRequest,
+    ) -> Result<
+        (
+            joblet_core::JobSpec,
+            std::collections::BTreeMap<String, String>,
+        ),
+        ApiError,
+    > {
+        let (mut spec, secrets) = raw.validate()?;
+        joblet_core::upload::check_manifest(&raw.uploads, self.max_upload_bytes)?;
+        spec.check_supported(&self.caps)?;
+        if raw.uses_default_timeout() {
+            spec.timeout = self.default_timeout;
+        }
+        Ok((spec, secrets))
+    }
+}
+
 #[tonic::async_trait]
 impl joblet_proto::JobService for Api {
+    async fn submit_job(
+        &self,
+        req: Request<tonic::Streaming<pb::SubmitJobMessage>>,
+    ) -> Result<Response<pb::RunJobResponse>, Status> {
+        let who = require_admin(&req, "run jobs")?;
+        let mut stream = req.into_inner();
+        let first = stream.message().await?;
+        let Some(pb::SubmitJobMessage {
+            msg: Some(pb::submit_job_message::Msg::Job(job)),
+        }) = first
+        else {
+            return Err(ApiError::from(joblet_core::FieldError::new(
+                "job",
+                "SubmitJob must start with the job (a RunJobRequest), then file data",
+            ))
+            .into());
+        };
+        let raw = joblet_proto::job_request_from_pb(job);
+        let (spec, secrets) = self.accept(&raw)?;
+        let staged = crate::uploads::receive(
+            &raw.uploads,
+            stream,
+            &crate::uploads::staging_root(self.dirs.root()),
+        )
+        .await?;
+        let rec = self
+            .engine
+            .submit(who.name, spec, secrets, Some(staged))
+            .await?;
+        Ok(Response::new(pb::RunJobResponse {
+            job: Some(self.job_pb(&rec, false)?),
+        }))
+    }
+
     async fn run_job(
         &self,
         req: Request<pb::RunJobRequest>,
     ) -> Result<Response<pb::RunJobResponse>, Status> {
         let who = require_admin(&req, "run jobs")?;
         let raw = joblet_proto::job_request_from_pb(req.into_inner());
-        let (mut spec, secrets) = raw.validate().map_err(ApiError::from)?;
-        spec.check_supported(&self.caps).map_err(ApiError::from)?;
-        if raw.uses_default_timeout() {
-            spec.timeout = self.default_timeout;
+        if !raw.uploads.is_empty() {
+            return Err(ApiError::from(joblet_core::FieldError::new("uploads", "RunJob carries no file data: send jobs with uploads through SubmitJob (rnx --upload does)")).into());
         }
-        let rec = self.engine.submit(who.name, spec, secrets).await?;
+        let (spec, secrets) = self.accept(&raw)?;
+        let rec = self.engine.submit(who.name, spec, secrets, None).await?;
         Ok(Response::new(pb::RunJobResponse {
             job: Some(self.job_pb(&rec, false)?),
         }))

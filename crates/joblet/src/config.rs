@@ -54,6 +54,8 @@ pub struct JobsConfig {
     /// Processes (and threads) a job may have at once (`pids.max`).
     #[serde(deserialize_with = "de_pids_max")]
     pub pids_max: u64,
+    /// Largest total of `--upload` files per job, in MiB.
+    pub max_upload_mb: u64,
 }
 
 /// The job's filesystem view.
@@ -132,6 +134,7 @@ impl Default for JobsConfig {
             user: "nobody".into(),
             allow_root: false,
             pids_max: 1024,
+            max_upload_mb: 1024,
         }
     }
 }

@@ -31,6 +31,8 @@ enum Msg {
         owner: String,
         spec: Box<JobSpec>,
         secrets: BTreeMap<String, String>,
+        /// Uploaded files, staged; they become the job's work dir.
+        work: Option<PathBuf>,
         reply: Reply<JobRecord>,
     },
     Stop {
@@ -80,16 +82,19 @@ impl EngineHandle {
     }
 
     /// Records a validated job and schedules it; returns its record.
+    /// `work`: a staged upload that becomes the job's working directory.
     pub async fn submit(
         &self,
         owner: String,
         spec: JobSpec,
         secrets: BTreeMap<String, String>,
+        work: Option<PathBuf>,
     ) -> Result<JobRecord, ApiError> {
         self.call(|reply| Msg::Submit {
             owner,
             spec: Box::new(spec),
             secrets,
+            work,
             reply,
         })
         .await
@@ -229,11 +234,12 @@ impl Engine {
                     owner,
                     spec,
                     secrets,
+                    work,
                     reply,
                 } => {
                     // The job is durably QUEUED: acknowledge before starting
                     // it, so submitters never wait for a shim to fork.
-                    match self.submit(owner, *spec, secrets) {
+                    match self.submit(owner, *spec, secrets, work) {
                         Ok((rec, actions)) => {
                             let _ = reply.send(Ok(rec));
                             self.apply(actions);
@@ -273,12 +279,29 @@ impl Engine {
         owner: String,
         spec: JobSpec,
         secrets: BTreeMap<String, String>,
+        work: Option<PathBuf>,
     ) -> Result<(JobRecord, Vec<Action>), ApiError> {
         let now = now_ms();
         let id = JobId::parse(&uuid::Uuid::new_v4().to_string())?;
-        self.store
-            .create_job(&id, &owner, &spec, &secrets, now)
-            .map_err(store_error)?;
+        let dir = self.dirs.job(&id);
+        if let Some(staged) = work {
+            // Uploads move in whole before the job exists, so a recorded job
+            // always has all its files.
+            let moved =
+                std::fs::create_dir(&dir).and_then(|()| std::fs::rename(&staged, dir.join("work")));
+            if let Err(e) = moved {
+                let _ = std::fs::remove_dir_all(&staged);
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(ApiError::Internal(format!(
+                    "cannot move the upload into {}: {e}",
+                    dir.display()
+                )));
+            }
+        }
+        if let Err(e) = self.store.create_job(&id, &owner, &spec, &secrets, now) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(store_error(e));
+        }
         let rec = self.transition(&id, JobState::Queued, now, "")?;
         tracing::info!(job = %id, %owner, command = %spec.command, "job queued");
         let actions = self.sched.handle(Event::Submit { job: id }, now);
@@ -338,12 +361,10 @@ impl Engine {
             ))
         })?;
         // In the sandbox the job sees its work dir as /work and runs as the
-        // node's job user, who must own it.
+        // node's job user, who must own it (uploads included).
         let (home, runner) = match &self.cfg.sandbox {
             Some(sb) => {
-                let uid = nix::unistd::Uid::from_raw(sb.uid);
-                let gid = nix::unistd::Gid::from_raw(sb.gid);
-                nix::unistd::chown(&workdir, Some(uid), Some(gid)).map_err(|e| {
+                crate::uploads::chown_tree(&workdir, sb.uid, sb.gid).map_err(|e| {
                     fail(format!(
                         "cannot give {} to uid {}: {e}",
                         workdir.display(),

@@ -19,6 +19,7 @@ pub mod sandbox;
 pub mod server;
 pub mod state_dir;
 pub mod tls;
+pub mod uploads;
 
 use joblet_core::PrefixError;
 use joblet_proto::ApiError;

@@ -93,7 +93,7 @@ impl NodeSandbox {
         })
     }
 
-    /// The limits this node can enforce (GPUs, uploads, runtimes and volumes
+    /// The limits this node's cgroups can enforce (GPUs, runtimes and volumes
     /// land with their own capabilities).
     pub fn capabilities(&self) -> NodeCapabilities {
         NodeCapabilities {

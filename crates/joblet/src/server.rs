@@ -15,11 +15,15 @@ use crate::sandbox::NodeSandbox;
 use crate::state_dir::{self, StateDir};
 use crate::tls;
 
-/// What this node enforces: the limits its sandbox can apply, nothing when
-/// jobs run unisolated. Everything else a job asks for is refused with "not
-/// supported yet on this node".
+/// What this node enforces: the limits its sandbox can apply (none when
+/// jobs run unisolated), and uploads either way. Everything else a job asks
+/// for is refused with "not supported yet on this node".
 pub fn capabilities(sandbox: Option<&NodeSandbox>) -> NodeCapabilities {
-    sandbox.map(NodeSandbox::capabilities).unwrap_or_default()
+    let limits = sandbox.map(NodeSandbox::capabilities).unwrap_or_default();
+    NodeCapabilities {
+        uploads: true,
+        ..limits
+    }
 }
 
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
@@ -72,7 +76,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         client_config.display()
     );
 
+    crate::uploads::clean_staging(dirs.root());
     let api = Api {
+        max_upload_bytes: cfg.jobs.max_upload_mb.saturating_mul(1024 * 1024),
         store,
         engine,
         dirs: dirs.clone(),

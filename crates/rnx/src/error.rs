@@ -38,6 +38,9 @@ pub enum Error {
     Output(#[source] io::Error),
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] io::Error),
+    /// An `--upload` path that cannot be sent.
+    #[error(transparent)]
+    Upload(#[from] crate::upload::UploadError),
 }
 
 impl Error {

@@ -22,6 +22,7 @@ pub mod follow;
 pub mod parsers;
 pub mod printer;
 pub mod settings;
+pub mod upload;
 pub mod view;
 
 use args::Cli;

@@ -56,6 +56,8 @@ pub struct RunSettings {
     pub request: JobRequest,
     /// `Some` with `--follow`.
     pub follow: Option<ReconnectPolicy>,
+    /// `--upload` paths, scanned into the request's manifest when it is sent.
+    pub uploads: Vec<std::path::PathBuf>,
 }
 
 impl Settings {
@@ -126,7 +128,8 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
             .iter()
             .map(|p| (p.key.clone(), p.value.clone()))
             .collect(),
-        uploads: a.uploads.clone(),
+        // The manifest is built from the files when the job is sent.
+        uploads: Vec::new(),
         volumes: a.volumes.clone(),
         runtime: a.runtime.clone().unwrap_or_default(),
         timeout_seconds: a.timeout,
@@ -138,6 +141,7 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
     Ok(RunSettings {
         request,
         follow: a.follow.then(|| ReconnectPolicy::new(a.reconnect_timeout)),
+        uploads: a.uploads.iter().map(std::path::PathBuf::from).collect(),
     })
 }
 
@@ -178,7 +182,7 @@ pub fn request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
         }),
         env: r.env.iter().cloned().collect(),
         secret_env: r.secret_env.iter().cloned().collect(),
-        uploads: r.uploads.clone(),
+        uploads: r.uploads.iter().map(joblet_proto::upload_to_pb).collect(),
         runtime: r.runtime.clone(),
         timeout_seconds: r.timeout_seconds,
         volumes: r.volumes.clone(),

@@ -49,6 +49,8 @@ struct Fake {
     /// `(from_seq, follow)` of each GetJobLogs call.
     log_calls: Mutex<Vec<(u64, bool)>>,
     last_run: Mutex<Option<pb::RunJobRequest>>,
+    /// The job and the file bytes of the last SubmitJob.
+    last_upload: Mutex<Option<(pb::RunJobRequest, Vec<u8>)>>,
     /// What the JobEnded event reports.
     exit_code: Option<i32>,
 }
@@ -110,6 +112,27 @@ fn total() -> u64 {
 
 #[tonic::async_trait]
 impl JobService for Fake {
+    async fn submit_job(
+        &self,
+        request: Request<tonic::Streaming<pb::SubmitJobMessage>>,
+    ) -> Result<Response<pb::RunJobResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut first = None;
+        let mut bytes = Vec::new();
+        while let Some(m) = stream.message().await? {
+            match m.msg {
+                Some(pb::submit_job_message::Msg::Job(j)) => first = Some(j),
+                Some(pb::submit_job_message::Msg::Data(d)) => bytes.extend(d.data),
+                None => {}
+            }
+        }
+        let job_req = first.ok_or_else(|| Status::invalid_argument("no job"))?;
+        *self.last_upload.lock().unwrap() = Some((job_req, bytes));
+        Ok(Response::new(pb::RunJobResponse {
+            job: Some(job(pb::JobState::Queued)),
+        }))
+    }
+
     async fn run_job(
         &self,
         request: Request<pb::RunJobRequest>,
@@ -393,6 +416,42 @@ async fn run_prints_the_id_and_sends_the_request() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["id"], JOB_ID);
     assert_eq!(v["secret_env"]["TOKEN"], "***");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn uploads_stream_the_manifest_then_the_bytes() {
+    let node = start(Fake::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("dataset");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("a.csv"), "1,2\n").unwrap();
+    std::fs::write(dir.path().join("model.py"), "print(1)\n").unwrap();
+    let model = dir.path().join("model.py");
+    let up1 = format!("--upload={}", model.display());
+    let up2 = format!("--upload={}/", data.display());
+    let out = node
+        .rnx(&["job", "run", &up1, &up2, "python", "model.py"])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (job, bytes) = node.fake.last_upload.lock().unwrap().clone().unwrap();
+    let paths: Vec<&str> = job.uploads.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["model.py", "dataset", "dataset/a.csv"]);
+    assert_eq!(job.command, "python");
+    assert_eq!(bytes, b"print(1)\n1,2\n");
+    assert!(
+        node.fake.last_run.lock().unwrap().is_none(),
+        "uploads go through SubmitJob"
+    );
+
+    // A symlink out of the upload is refused before anything is sent.
+    std::os::unix::fs::symlink("/etc/shadow", data.join("shadow")).unwrap();
+    let out = node.rnx(&["job", "run", &up2, "true"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("symlink to /etc/shadow"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

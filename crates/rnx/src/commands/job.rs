@@ -12,6 +12,7 @@ use crate::exit;
 use crate::follow::{self, GrpcLogs, ReconnectPolicy};
 use crate::printer::Printer;
 use crate::settings::{request_to_pb, states_to_pb, RunSettings};
+use crate::upload;
 use crate::view::{state_name, JobView};
 
 fn printer(ctx: &Ctx) -> Printer<std::io::Stdout> {
@@ -24,19 +25,43 @@ fn job_ref(id: &str) -> pb::JobRef {
     }
 }
 
-pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
+/// Sends the job: RunJob, or SubmitJob streaming the `--upload` files.
+async fn send(ctx: &mut Ctx, run: &RunSettings) -> Result<pb::RunJobResponse, Error> {
     let address = ctx.node.address.clone();
-    let job = ctx
-        .client
-        .run_job(request_to_pb(&run.request))
-        .await
-        .map_err(|s| Error::from_status(&address, s))?
-        .into_inner()
-        .job
-        .ok_or(Error::BadResponse {
-            call: "RunJob",
-            missing: "job",
-        })?;
+    let plan = upload::scan(&run.uploads)?;
+    if plan.entries.is_empty() {
+        return ctx
+            .client
+            .run_job(request_to_pb(&run.request))
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| Error::from_status(&address, s));
+    }
+    let mut request = run.request.clone();
+    request.uploads = plan.entries.clone();
+    let (stream, reader) = upload::stream(request_to_pb(&request), plan);
+    let answer = ctx.client.submit_job(stream).await;
+    // A local read failure ends the stream early; say that, not the node's
+    // "incomplete upload" answer to it.
+    match reader.join() {
+        Ok(Err(e)) => return Err(e.into()),
+        Ok(Ok(())) => {}
+        Err(_) => {
+            return Err(Error::Output(std::io::Error::other(
+                "the upload reader thread panicked",
+            )))
+        }
+    }
+    answer
+        .map(|r| r.into_inner())
+        .map_err(|s| Error::from_status(&address, s))
+}
+
+pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
+    let job = send(&mut ctx, &run).await?.job.ok_or(Error::BadResponse {
+        call: "RunJob",
+        missing: "job",
+    })?;
     let Some(policy) = run.follow else {
         printer(&ctx)
             .job_started(&JobView::from(&job))

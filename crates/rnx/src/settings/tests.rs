@@ -86,7 +86,7 @@ fn seed_001_command_lines_parse_verbatim() {
                 gpu_memory_mb: 16384,
                 max_memory_mb: 65536,
                 runtime: "python-3.11-ml".into(),
-                uploads: strings(&["model.py", "dataset/"]),
+                // Upload paths stay in RunSettings until the files are scanned.
                 ..base()
             },
         ),
@@ -201,12 +201,13 @@ fn all_run_flags_reach_the_request() {
         gpu_memory_mb: 4096,
         env: vec![("A".into(), "1".into()), ("B".into(), "x=y".into())],
         secret_env: vec![("TOKEN".into(), "s3cret".into()), ("PW".into(), "".into())],
-        uploads: strings(&["a.txt"]),
+        uploads: Vec::new(),
         volumes: strings(&["v1", "v2"]),
         runtime: "rt".into(),
         timeout_seconds: Some(5400),
     };
     assert_eq!(run.request, want);
+    assert_eq!(run.uploads, [std::path::PathBuf::from("a.txt")]);
     assert_eq!(
         run.follow,
         Some(ReconnectPolicy::new(Duration::from_secs(5)))
