@@ -17,7 +17,9 @@ pub mod state;
 pub mod upload;
 
 pub use id::{JobId, PrefixError};
-pub use spec::{FieldError, JobRequest, JobSpec, NodeCapabilities, Resources, Unsupported};
+pub use spec::{
+    FieldError, JobRequest, JobSpec, Network, NodeCapabilities, Resources, Unsupported,
+};
 pub use state::{JobState, TransitionError};
 pub use upload::{UploadEntry, UploadKind};
 

@@ -71,6 +71,8 @@ pub struct JobRequest {
     pub uploads: Vec<UploadEntry>,
     pub volumes: Vec<String>,
     pub runtime: String,
+    /// `""` or `none`: loopback only; `host`: the host's network (if the node allows it).
+    pub network: String,
     /// `None` = the node's default; `Some(0)` = no limit.
     pub timeout_seconds: Option<i64>,
 }
@@ -84,6 +86,24 @@ pub struct Resources {
     pub max_iobps: Option<u64>,
     pub gpu_count: u32,
     pub gpu_memory_mb: Option<u64>,
+}
+
+/// A job's network: its own namespace with only loopback (the default), or
+/// the host's network stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Network {
+    #[default]
+    None,
+    Host,
+}
+
+impl Network {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Host => "host",
+        }
+    }
 }
 
 /// A validated job. Secret values are not part of it: they travel beside
@@ -103,6 +123,8 @@ pub struct JobSpec {
     pub upload_bytes: u64,
     pub volumes: Vec<String>,
     pub runtime: Option<String>,
+    #[serde(default)]
+    pub network: Network,
     /// `None` = no time limit.
     pub timeout: Option<Duration>,
 }
@@ -263,6 +285,17 @@ impl JobRequest {
             r => return Err(FieldError::new("runtime", format!("invalid runtime name {r:?}: expected letters, digits, '.', '-' and '_', like python-3.11-ml"))),
         };
 
+        let network = match self.network.trim() {
+            "" | "none" => Network::None,
+            "host" => Network::Host,
+            other => {
+                return Err(FieldError::new(
+                    "network",
+                    format!("invalid value {other:?}: expected none (own namespace, loopback only; the default) or host"),
+                ))
+            }
+        };
+
         let timeout = match self.timeout_seconds {
             None => None,
             Some(s) => {
@@ -290,6 +323,7 @@ impl JobRequest {
             upload_bytes,
             volumes: self.volumes.clone(),
             runtime,
+            network,
             timeout,
         };
         Ok((spec, secrets))
@@ -525,6 +559,11 @@ mod tests {
                 "volumes[0]",
                 |r| r.volumes = vec!["../etc".into()],
                 "data-lake",
+            ),
+            (
+                "network",
+                |r| r.network = "bridge".into(),
+                "none (own namespace",
             ),
             (
                 "timeout_seconds",

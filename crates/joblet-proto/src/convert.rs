@@ -51,6 +51,7 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
         secret_env,
         uploads: r.uploads.into_iter().map(upload_from_pb).collect(),
         volumes: r.volumes,
+        network: r.network,
         runtime: r.runtime,
         timeout_seconds: r.timeout_seconds,
     }

@@ -27,6 +27,14 @@ pub enum ApiError {
     /// The client certificate lacks what Joblet needs.
     #[error("client certificate rejected: {0}")]
     BadIdentity(String),
+    /// A valid request this node's configuration does not allow.
+    #[error(
+        "{what} are not allowed on this node; an admin can enable {setting} in joblet-config.yml"
+    )]
+    NotAllowed {
+        what: &'static str,
+        setting: &'static str,
+    },
     /// The job is in a state where the call makes no sense.
     #[error("job {id} is {state}: {hint}")]
     WrongState {
@@ -51,7 +59,9 @@ impl ApiError {
             ApiError::InvalidField(_) => Code::InvalidArgument,
             ApiError::JobRef(PrefixError::NotFound(_)) => Code::NotFound,
             ApiError::JobRef(_) => Code::InvalidArgument,
-            ApiError::Unsupported(_) | ApiError::WrongState { .. } => Code::FailedPrecondition,
+            ApiError::Unsupported(_)
+            | ApiError::WrongState { .. }
+            | ApiError::NotAllowed { .. } => Code::FailedPrecondition,
             ApiError::PermissionDenied { .. } => Code::PermissionDenied,
             ApiError::BadIdentity(_) => Code::Unauthenticated,
             ApiError::Transition { .. } | ApiError::Internal(_) => Code::Internal,

@@ -18,6 +18,8 @@ use crate::tls::PeerInfo;
 use crate::{logs, store_error};
 
 pub struct Api {
+    /// `sandbox.allow_host_network`.
+    pub allow_host_network: bool,
     /// `jobs.max_upload_mb` in bytes.
     pub max_upload_bytes: u64,
     pub store: Arc<Store>,
@@ -116,6 +118,7 @@ pub fn to_pb(rec: &JobRecord, transitions: Vec<pb::Transition>, log_bytes: u64) 
         runtime: rec.spec.runtime.clone().unwrap_or_default(),
         transitions,
         log_bytes,
+        network: rec.spec.network.as_str().to_owned(),
     }
 }
 
@@ -146,6 +149,12 @@ impl Api {
         let (mut spec, secrets) = raw.validate()?;
         joblet_core::upload::check_manifest(&raw.uploads, self.max_upload_bytes)?;
         spec.check_supported(&self.caps)?;
+        if spec.network == joblet_core::Network::Host && !self.allow_host_network {
+            return Err(ApiError::NotAllowed {
+                what: "network host: jobs on the host network",
+                setting: "sandbox.allow_host_network",
+            });
+        }
         if raw.uses_default_timeout() {
             spec.timeout = self.default_timeout;
         }

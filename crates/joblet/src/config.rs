@@ -82,6 +82,9 @@ pub struct SandboxConfig {
     pub cgroup_base: String,
     /// Seccomp filter for jobs (Docker-like deny list).
     pub seccomp: bool,
+    /// Lets jobs ask for `--network=host` (the host's network stack).
+    /// Off: every job gets its own network namespace with loopback only.
+    pub allow_host_network: bool,
 }
 
 /// Seed 001's `gpu:` section. Accepted now; GPU jobs are refused until the
@@ -159,6 +162,7 @@ impl Default for SandboxConfig {
             enabled: true,
             cgroup_base: "joblet".into(),
             seccomp: true,
+            allow_host_network: false,
         }
     }
 }

@@ -133,7 +133,10 @@ impl NodeSandbox {
                 extra_devices: Vec::new(),
                 work_dir: workdir.to_owned(),
                 tmp_size_mb: self.tmp_size_mb,
-                net: NetMode::None,
+                net: match spec.network {
+                    joblet_core::Network::None => NetMode::None,
+                    joblet_core::Network::Host => NetMode::Host,
+                },
                 seccomp: self.seccomp,
             },
         }

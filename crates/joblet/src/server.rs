@@ -78,6 +78,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     crate::uploads::clean_staging(dirs.root());
     let api = Api {
+        allow_host_network: cfg.sandbox.allow_host_network,
         max_upload_bytes: cfg.jobs.max_upload_mb.saturating_mul(1024 * 1024),
         store,
         engine,

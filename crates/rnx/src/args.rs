@@ -122,6 +122,9 @@ pub struct RunArgs {
     /// Named volume to mount into the job (repeatable), e.g. --volume=data-lake
     #[arg(long = "volume", value_name = "NAME", value_parser = parsers::volume_name)]
     pub volumes: Vec<String>,
+    /// Network: none (own namespace, loopback only) or host (the host's network; the node must allow it) [default: none]
+    #[arg(long, value_name = "MODE", value_parser = ["none", "host"])]
+    pub network: Option<String>,
     /// Runtime environment to run in, e.g. --runtime=python-3.11-ml
     #[arg(long, value_name = "NAME", value_parser = parsers::runtime_name)]
     pub runtime: Option<String>,

@@ -158,6 +158,9 @@ pub fn write_status(
     if let Some(runtime) = &job.runtime {
         writeln!(o, "Runtime: {runtime}")?;
     }
+    if job.network == "host" {
+        writeln!(o, "Network: host")?;
+    }
     if let Some(t) = job.timeout_seconds {
         writeln!(
             o,
@@ -313,6 +316,7 @@ mod tests {
             ended_unix_ms: T0 + 1_500 + 330_000,
             timeout_seconds: 3600,
             runtime: "python-3.11-ml".into(),
+            network: "none".into(),
             transitions: vec![
                 transition(Unspecified, Pending, T0, "submitted"),
                 transition(Pending, Queued, T0 + 10, ""),

@@ -131,6 +131,7 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         // The manifest is built from the files when the job is sent.
         uploads: Vec::new(),
         volumes: a.volumes.clone(),
+        network: a.network.clone().unwrap_or_default(),
         runtime: a.runtime.clone().unwrap_or_default(),
         timeout_seconds: a.timeout,
     };
@@ -161,6 +162,7 @@ pub fn flag_for_field(e: &FieldError) -> &'static str {
         ("secret_env", _) => "--secret-env",
         ("uploads", _) => "--upload",
         ("volumes", _) => "--volume",
+        ("network", _) => "--network",
         ("runtime", _) => "--runtime",
         ("timeout_seconds", _) => "--timeout",
         _ => "request",
@@ -186,6 +188,7 @@ pub fn request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
         runtime: r.runtime.clone(),
         timeout_seconds: r.timeout_seconds,
         volumes: r.volumes.clone(),
+        network: r.network.clone(),
     }
 }
 

@@ -30,6 +30,8 @@ pub struct JobView {
     /// `null` = no time limit.
     pub timeout_seconds: Option<i64>,
     pub runtime: Option<String>,
+    /// `none` (loopback only) or `host`.
+    pub network: String,
     pub resources: ResourcesView,
     pub env: BTreeMap<String, String>,
     /// Keys of the secret environment; every value is `***`.
@@ -124,6 +126,11 @@ impl From<&pb::Job> for JobView {
             ended_unix_ms: positive(j.ended_unix_ms),
             timeout_seconds: positive(j.timeout_seconds),
             runtime: non_empty(&j.runtime),
+            network: if j.network.is_empty() {
+                "none".to_owned()
+            } else {
+                j.network.clone()
+            },
             resources: ResourcesView {
                 max_cpu_percent: positive(r.max_cpu),
                 cpu_cores: non_empty(&r.cpu_cores),

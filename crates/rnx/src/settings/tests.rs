@@ -202,6 +202,7 @@ fn all_run_flags_reach_the_request() {
         env: vec![("A".into(), "1".into()), ("B".into(), "x=y".into())],
         secret_env: vec![("TOKEN".into(), "s3cret".into()), ("PW".into(), "".into())],
         uploads: Vec::new(),
+        network: String::new(),
         volumes: strings(&["v1", "v2"]),
         runtime: "rt".into(),
         timeout_seconds: Some(5400),
