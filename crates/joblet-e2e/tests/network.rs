@@ -49,13 +49,7 @@ fn jobs_get_loopback_only_and_host_network_needs_the_admin() {
     seen.sort();
     host.sort();
     assert_eq!(seen, host);
-    assert_eq!(
-        open.status(
-            &open.rnx_json(&["job", "list"])[0]["id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        )["network"],
-        "host"
-    );
+    let list = open.rnx_json(&["job", "list"]);
+    let id = list[0]["id"].as_str().unwrap();
+    assert_eq!(open.status(id)["network"], "host");
 }
