@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks for BENCHMARKS.md: builds release binaries, brings up a
 # single-node Slurm (bench/slurm-up.sh) so it is measured in the same run,
-# and prints markdown tables.
+# measures bwrap / crun / runc (bench/isolation-peers.sh), and prints
+# markdown tables. Run it as root on an otherwise idle machine.
 #   bench/run.sh [--no-slurm]
 #   BENCH_RUNS (default 100)        latency runs per command
 #   BENCH_JOBS (default 1000)       jobs per joblet throughput test
@@ -20,3 +21,7 @@ if [ "${1:-}" != "--no-slurm" ]; then
 fi
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r), $(date -u +%F); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 ./target/release/joblet-bench
+echo
+echo "### Isolation peers (same run; compare with the rnx row above, which runs the full sandbox)"
+echo
+bench/isolation-peers.sh

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The project's main job (README "Try it"): builds joblet and rnx, starts a
-# local node with embedded defaults in a throw-away state dir, runs a few
-# jobs through the real mTLS API, shows status/list/logs, and stops the node.
+# The project's main job (README "Two commands"): builds joblet and rnx,
+# starts a local node with embedded defaults in a throw-away state dir, runs
+# a few jobs through the real mTLS API (one shows its sandbox from inside),
+# shows status/list/logs, and stops the node. Run as root (the sandbox
+# needs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "demo.sh: run as root (the job sandbox needs namespaces and cgroups)" >&2; exit 1; }
 
 cargo build --release --locked --bins
 BIN="$PWD/target/release"
@@ -30,6 +33,15 @@ say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 say rnx whoami;                                   rnx whoami
 say rnx job run --follow -- sh -c 'echo hello from job \$JOBLET_JOB_ID; uname -sr'
 rnx job run --follow -- sh -c 'echo hello from job $JOBLET_JOB_ID; uname -sr'
+say "rnx job run -f --max-memory=64 --max-cpu=50 -- sh -c '<what does the sandbox let me see?>'"
+rnx job run -f --max-memory=64 --max-cpu=50 -- sh -c '
+  echo "I am: $(id)   on host $(hostname)   my pid: $$"
+  echo "processes I can see: $(ls /proc | grep -c "^[0-9]")"
+  echo "/ holds: $(ls / | tr "\n" " ")"
+  echo "/dev holds: $(ls /dev | tr "\n" " ")"
+  grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status | tr "\n" " "; echo
+  touch /usr/evil 2>&1 || true
+  echo "network interfaces: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | tr "\n" " ")"'
 say 'ID=$(rnx job run -e NAME=demo -s TOKEN=s3cret -- sh -c "sleep 1; echo \$NAME done")'
 ID=$(rnx job run -e NAME=demo -s TOKEN=s3cret -- sh -c 'sleep 1; echo $NAME done')
 echo "$ID"

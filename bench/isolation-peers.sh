@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted backticks/$@ are meant literally (markdown labels, sh -c scripts)
+# Measures the start-to-exit latency of `true` in the isolation tools that
+# joblet's sandbox is compared with, so BENCHMARKS.md can show them beside
+# joblet-bench's `rnx job run --follow -- true` row from the same run:
+#   - bubblewrap: `bwrap --unshare-all` with a read-only /usr;
+#   - crun and runc: `crun run` / `runc run` of one minimal OCI bundle
+#     (static busybox rootfs, read-only, no terminal, `/bin/true`).
+# A `fork/exec true` row, timed by the same harness, lets the reader line
+# this table up with joblet-bench's own fork/exec row.
+#
+# Each command is timed like joblet-bench times `rnx`: wall time of the
+# whole process from spawn to exit (python3 `time.perf_counter()` around
+# `subprocess.run`, stdio to /dev/null), after PEERS_WARMUP untimed runs;
+# median = sorted[n/2], p90 = sorted[n*9/10], as in joblet-bench.
+#
+# crun 1.8 refuses hybrid cgroups (v1 controllers plus a cgroup2 hierarchy
+# at /sys/fs/cgroup/unified). On such a host crun runs inside a private
+# mount namespace where /sys/fs/cgroup/unified is unmounted (the host's
+# mounts are not touched). The `crun run` row is timed *inside* one such
+# namespace, so it holds crun alone, as on a pure-v1 or pure-v2 host where
+# crun needs no wrapper. Two more rows make the wrapper explicit: the
+# wrapper alone (`unshare … sh -c 'umount … && exec /bin/true'`) and
+# `crun run` with the wrapper paid on every run.
+#
+# Usage: bench/isolation-peers.sh    (as root)
+#   PEERS_RUNS   (default 50)  timed runs per command
+#   PEERS_WARMUP (default 3)   untimed runs before them (at least 1; the first
+#                              one's stderr becomes the reason of a failed row)
+#   PEERS_DIR    (default ${TMPDIR:-/tmp}/joblet-bench-peers) our scratch dir
+# Installs what is missing of bubblewrap, crun, runc, busybox-static with
+# apt-get (`apt-get update` only if the install fails; never removes a
+# package). Prints the markdown table on stdout, progress on stderr. A peer
+# that cannot run gets a "failed: <reason>" row; exit status is 0 only if
+# at least bwrap was measured. Cleans up its directory, containers and
+# cgroups on exit; a re-run first clears what an interrupted run left.
+set -euo pipefail
+
+RUNS="${PEERS_RUNS:-50}"
+WARMUP="${PEERS_WARMUP:-3}"
+DIR="${PEERS_DIR:-${TMPDIR:-/tmp}/joblet-bench-peers}"
+MARKER="$DIR/.joblet-bench-peers" # proves the directory is ours
+PREFIX="joblet-peers-"            # every container id (and so cgroup) we create starts with this
+UNIFIED=/sys/fs/cgroup/unified    # hybrid layout's cgroup2 mount
+
+log() { echo "isolation-peers: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# --- preconditions -----------------------------------------------------------
+[ "$(id -u)" -eq 0 ] || die "must run as root (crun/runc create namespaces and cgroups)"
+[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "PEERS_RUNS must be a positive number, got '$RUNS'"
+[[ "$WARMUP" =~ ^[1-9][0-9]*$ ]] || die "PEERS_WARMUP must be at least 1, got '$WARMUP'"
+command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (Debian: python3)"
+export PEERS_RUNS="$RUNS" PEERS_WARMUP="$WARMUP"
+
+# --- packages ----------------------------------------------------------------
+# A static busybox: the rootfs is just this one file plus applet symlinks.
+static_busybox() {
+  local bb
+  for bb in /usr/bin/busybox /bin/busybox; do
+    # ldd fails on a static executable ("not a dynamic executable").
+    if [ -x "$bb" ] && ! ldd "$bb" >/dev/null 2>&1; then echo "$bb"; return 0; fi
+  done
+  return 1
+}
+need_pkgs=()
+for bin_pkg in bwrap:bubblewrap crun:crun runc:runc; do
+  command -v "${bin_pkg%%:*}" >/dev/null 2>&1 || need_pkgs+=("${bin_pkg#*:}")
+done
+static_busybox >/dev/null || need_pkgs+=(busybox-static)
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+  log "installing ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # --no-remove: busybox-static conflicts with the dynamic `busybox`
+  # package; rather fail (the bundle peers then show as failed) than remove it.
+  apt_install() { apt-get install -y -q --no-install-recommends --no-remove "${need_pkgs[@]}" >&2; }
+  if ! apt_install; then
+    log "apt-get install failed; running apt-get update once and retrying"
+    if ! { apt-get update -q >&2 && apt_install; }; then
+      log "WARNING: could not install ${need_pkgs[*]}; peers that need them will show as failed"
+    fi
+  fi
+fi
+
+# --- cgroup layout -----------------------------------------------------------
+# Hybrid = v1 hierarchies under a tmpfs /sys/fs/cgroup plus cgroup2 at
+# /sys/fs/cgroup/unified; crun needs that cgroup2 mount out of its sight.
+HYBRID=0
+if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ] && mountpoint -q "$UNIFIED" 2>/dev/null; then
+  HYBRID=1
+fi
+# crun_ns CMD...: runs CMD where crun accepts the cgroup layout.
+crun_ns() {
+  if [ "$HYBRID" = 1 ]; then
+    unshare -m --propagation private sh -c 'umount "$0" && exec "$@"' "$UNIFIED" "$@"
+  else
+    "$@"
+  fi
+}
+
+# --- cleanup (also run first, to clear an interrupted run) -------------------
+cleanup() {
+  local id
+  # `runc run`/`crun run` without --detach/--keep delete their container when
+  # it exits; this only catches runs that were killed half-way.
+  if command -v runc >/dev/null 2>&1; then
+    for id in $(runc list -q 2>/dev/null | grep "^$PREFIX" || true); do
+      runc delete -f "$id" >/dev/null 2>&1 || log "WARNING: runc delete -f $id failed"
+    done
+  fi
+  if command -v crun >/dev/null 2>&1; then
+    for id in $(crun list -q 2>/dev/null | grep "^$PREFIX" || true); do
+      crun_ns crun delete -f "$id" >/dev/null 2>&1 || log "WARNING: crun delete -f $id failed"
+    done
+  fi
+  # Empty cgroups named after our containers (runc puts them under each
+  # hierarchy, relative to its own cgroup); rmdir never removes a busy one.
+  find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -depth -type d -name "${PREFIX}*" \
+    -exec rmdir {} \; 2>/dev/null || true
+  if [ -e "$MARKER" ]; then rm -rf "$DIR"; fi
+}
+if [ -e "$DIR" ] && [ ! -e "$MARKER" ] && [ -n "$(ls -A "$DIR" 2>/dev/null)" ]; then
+  die "$DIR exists, is not empty and was not created by this script; set PEERS_DIR"
+fi
+cleanup
+trap cleanup EXIT
+mkdir -p "$DIR"
+touch "$MARKER"
+
+# --- timing harness ----------------------------------------------------------
+# harness.py LABEL CMD...: "{i}" in CMD becomes a unique run tag (container
+# ids). Prints one line: "LABEL<TAB>ok<TAB>median<TAB>p90" or
+# "LABEL<TAB>failed<TAB>reason".
+cat >"$DIR/harness.py" <<'EOF'
+import os, signal, subprocess, sys, time
+
+label, argv = sys.argv[1], sys.argv[2:]
+runs, warmup = int(os.environ["PEERS_RUNS"]), int(os.environ["PEERS_WARMUP"])
+TIMEOUT_S = 30
+
+# Hung-run guard. Not subprocess.run(timeout=...): with a timeout, Popen.wait
+# polls with growing sleeps, which adds up to ~1 ms per run and quantizes
+# the times. SIGALRM interrupts the blocking waitpid instead, and
+# subprocess.run kills the child when the handler raises.
+class Hung(Exception):
+    pass
+
+def on_alarm(signum, frame):
+    raise Hung(f"no exit within {TIMEOUT_S} s")
+
+signal.signal(signal.SIGALRM, on_alarm)
+
+def cmd(tag):
+    return [a.replace("{i}", f"{os.getpid()}-{tag}") for a in argv]
+
+def fail(reason):
+    print(f"{label}\tfailed\t{reason[:120]}")
+    sys.exit(0)
+
+# Untimed warm-up runs (page cache, first-use setup); their stderr names
+# the reason if the command cannot run at all.
+for w in range(warmup):
+    try:
+        p = subprocess.run(cmd(f"w{w}"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as e:
+        fail(str(e))
+    if p.returncode != 0:
+        lines = [l.strip() for l in p.stderr.decode(errors="replace").splitlines() if l.strip()]
+        fail(lines[-1] if lines else f"exit status {p.returncode}")
+
+times = []
+for i in range(runs):
+    c = cmd(i)
+    signal.alarm(TIMEOUT_S)
+    try:
+        t = time.perf_counter()
+        rc = subprocess.run(c, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL).returncode
+        d = time.perf_counter() - t
+    except (OSError, Hung) as e:
+        fail(f"run {i}: {e}")
+    finally:
+        signal.alarm(0)
+    if rc != 0:
+        fail(f"run {i}: exit status {rc}")
+    times.append(d)
+times.sort()
+print(f"{label}\tok\t{times[len(times) // 2] * 1000:.2f}\t{times[len(times) * 9 // 10] * 1000:.2f}")
+EOF
+
+rows=()
+# measure LABEL [RUNNER...] -- CMD...: RUNNER wraps the harness (crun_ns).
+measure() {
+  local label="$1" line
+  shift
+  local runner=()
+  while [ "$1" != -- ]; do runner+=("$1"); shift; done
+  shift
+  log "timing $label ($WARMUP warm-up + $RUNS runs)"
+  line="$("${runner[@]}" python3 "$DIR/harness.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
+  if [ -z "$line" ]; then # the runner (e.g. the umount wrapper) failed before the harness
+    line="$label"$'\tfailed\t'"$(grep . "$DIR/harness.err" | tail -n 1 | cut -c1-120 || true)"
+  fi
+  rows+=("$line")
+}
+fail_row() { rows+=("$1"$'\tfailed\t'"$2"); }
+
+# --- baseline ----------------------------------------------------------------
+measure 'fork/exec `true` (same harness)' -- true
+
+# --- bubblewrap --------------------------------------------------------------
+# Read-only /usr; the top-level dirs are recreated as they are on the host:
+# symlinks on a merged-/usr system (/bin -> usr/bin), read-only binds otherwise.
+BWRAP_LABEL='`bwrap --unshare-all` … `true`'
+if command -v bwrap >/dev/null 2>&1; then
+  bwrap_args=(--unshare-all --ro-bind /usr /usr)
+  for d in bin sbin lib lib32 lib64 libx32; do
+    if [ -L "/$d" ]; then
+      bwrap_args+=(--symlink "$(readlink "/$d")" "/$d")
+    elif [ -d "/$d" ]; then
+      bwrap_args+=(--ro-bind "/$d" "/$d")
+    fi
+  done
+  bwrap_args+=(--proc /proc --dev /dev --tmpfs /tmp)
+  log "bwrap ${bwrap_args[*]} true"
+  measure "$BWRAP_LABEL" -- bwrap "${bwrap_args[@]}" true
+else
+  fail_row "$BWRAP_LABEL" "bwrap not installed"
+fi
+
+# --- OCI bundle for crun and runc --------------------------------------------
+BUNDLE="$DIR/bundle"
+bundle_err=""
+if ! BB="$(static_busybox)"; then
+  bundle_err="no static busybox (install busybox-static)"
+elif command -v runc >/dev/null 2>&1 || command -v crun >/dev/null 2>&1; then
+  mkdir -p "$BUNDLE/rootfs/bin"
+  cp "$BB" "$BUNDLE/rootfs/bin/busybox"
+  ln -s busybox "$BUNDLE/rootfs/bin/true"
+  # Default spec of whichever runtime is there (both give the same shape).
+  spec_tool=runc
+  command -v runc >/dev/null 2>&1 || spec_tool=crun
+  if (cd "$BUNDLE" && "$spec_tool" spec >/dev/null 2>&1); then
+    python3 - "$BUNDLE/config.json" <<'EOF'
+import json, sys
+path = sys.argv[1]
+with open(path) as f:
+    spec = json.load(f)
+spec["process"]["terminal"] = False
+spec["process"]["args"] = ["/bin/true"]
+spec["root"] = {"path": "rootfs", "readonly": True}
+with open(path, "w") as f:
+    json.dump(spec, f, indent=2)
+EOF
+  else
+    bundle_err="\`$spec_tool spec\` failed"
+  fi
+else
+  bundle_err="neither crun nor runc installed"
+fi
+
+# --- crun --------------------------------------------------------------------
+CRUN_LABEL='`crun run` (busybox bundle)'
+WRAP_CMD=(unshare -m --propagation private sh -c 'umount "$0" && exec "$@"' "$UNIFIED")
+if [ "$HYBRID" = 1 ]; then
+  CRUN_LABEL='`crun run` (busybox bundle; timed inside one private mount ns, wrapper not counted)'
+fi
+if [ -n "$bundle_err" ]; then
+  fail_row "$CRUN_LABEL" "$bundle_err"
+elif ! command -v crun >/dev/null 2>&1; then
+  fail_row "$CRUN_LABEL" "crun not installed"
+else
+  measure "$CRUN_LABEL" crun_ns -- crun run --bundle "$BUNDLE" "${PREFIX}crun-{i}"
+  if [ "$HYBRID" = 1 ]; then
+    measure '`unshare -m --propagation private` + `umount` wrapper alone (`exec /bin/true`)' \
+      -- "${WRAP_CMD[@]}" /bin/true
+    measure '`crun run` with that wrapper on every run' \
+      -- "${WRAP_CMD[@]}" crun run --bundle "$BUNDLE" "${PREFIX}crunw-{i}"
+  fi
+fi
+
+# --- runc --------------------------------------------------------------------
+RUNC_LABEL='`runc run` (busybox bundle)'
+if [ -n "$bundle_err" ]; then
+  fail_row "$RUNC_LABEL" "$bundle_err"
+elif ! command -v runc >/dev/null 2>&1; then
+  fail_row "$RUNC_LABEL" "runc not installed"
+else
+  measure "$RUNC_LABEL" -- runc run --bundle "$BUNDLE" "${PREFIX}runc-{i}"
+fi
+
+# --- table -------------------------------------------------------------------
+echo "| peer | median ms | p90 ms |"
+echo "|---|---:|---:|"
+bwrap_ok=0
+for row in "${rows[@]}"; do
+  IFS=$'\t' read -r label status a b <<<"$row"
+  if [ "$status" = ok ]; then
+    echo "| $label | $a | $b |"
+    [ "$label" != "$BWRAP_LABEL" ] || bwrap_ok=1
+  else
+    echo "| $label | failed: ${a//|/\\|} | |"
+  fi
+done
+log "done in ${SECONDS}s"
+[ "$bwrap_ok" = 1 ] || { log "bwrap could not be measured"; exit 1; }
