@@ -270,18 +270,14 @@ impl Config {
 /// `filesystem.*` and `sandbox.*` values serde cannot check by type.
 fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
     for (i, m) in cfg.filesystem.allowed_mounts.iter().enumerate() {
-        let reserved = ["/", "/dev", "/proc", "/sys", "/tmp", "/work"]
-            .iter()
-            .any(|r| m == Path::new(r));
-        let parent = m
-            .components()
-            .any(|c| matches!(c, std::path::Component::ParentDir));
-        if m.is_relative() || reserved || parent {
-            return Err((
+        // The sandbox's own rule, so the daemon never starts with a mount
+        // every job would refuse.
+        joblet_sandbox::init::check_ro_mount(m).map_err(|e| {
+            (
                 format!("filesystem.allowed_mounts[{i}]"),
-                format!("{m:?} is not allowed: expected an absolute host directory such as /usr or /opt/tools, not /, /dev, /proc, /sys, /tmp or /work"),
-            ));
-        }
+                format!("{e}; expected an absolute host directory such as /usr or /opt/tools"),
+            )
+        })?;
     }
     if !(1..=1_048_576).contains(&cfg.filesystem.tmp_size_mb) {
         return Err((
@@ -434,6 +430,11 @@ mod tests {
                 "filesystem:\n  allowed_mounts: [usr]\n",
                 "filesystem.allowed_mounts[0]",
                 "absolute host directory",
+            ),
+            (
+                "filesystem:\n  allowed_mounts: [/usr, /tmp/tools]\n",
+                "filesystem.allowed_mounts[1]",
+                "lies under",
             ),
             (
                 "filesystem:\n  tmp_size_mb: 0\n",

@@ -59,7 +59,7 @@ pub enum ConfigError {
     RootNotAllowed { uid: u32, gid: u32 },
     #[error("{field} path {path} must be absolute and must not contain '..' or '.'")]
     BadPath { field: &'static str, path: PathBuf },
-    #[error("ro_mounts path {0} would cover a path the sandbox provides or keeps out itself (/, /dev, /proc, /tmp, /work, /sys)")]
+    #[error("ro_mounts path {0} is, or lies under, a path the sandbox provides or keeps out itself (/, /dev, /proc, /tmp, /work, /sys)")]
     ReservedMount(PathBuf),
     #[error("extra device {0} must be a path under /dev/")]
     DeviceOutsideDev(PathBuf),
@@ -70,6 +70,17 @@ pub enum ConfigError {
 /// Paths the sandbox mounts itself; a read-only host bind may not replace
 /// them (nested paths such as `/tmp/x` are refused too).
 const RESERVED: [&str; 5] = ["/dev", "/proc", "/tmp", "/work", "/sys"];
+
+/// Whether `p` may be bound read-only into jobs: absolute, clean, and not
+/// `/` nor at or under a path the sandbox provides itself. The daemon checks
+/// its `filesystem.allowed_mounts` with this same rule at start-up.
+pub fn check_ro_mount(p: &Path) -> Result<(), ConfigError> {
+    clean_absolute("ro_mounts", p)?;
+    if p == Path::new("/") || RESERVED.iter().any(|r| p.starts_with(r)) {
+        return Err(ConfigError::ReservedMount(p.to_owned()));
+    }
+    Ok(())
+}
 
 impl InitConfig {
     /// Checks everything that can be checked without touching the system.
@@ -98,10 +109,7 @@ impl InitConfig {
             });
         }
         for p in &self.ro_mounts {
-            clean_absolute("ro_mounts", p)?;
-            if p == Path::new("/") || RESERVED.iter().any(|r| p.starts_with(r)) {
-                return Err(ConfigError::ReservedMount(p.clone()));
-            }
+            check_ro_mount(p)?;
         }
         for p in &self.extra_devices {
             clean_absolute("extra_devices", p)?;

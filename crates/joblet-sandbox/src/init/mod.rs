@@ -47,7 +47,7 @@ mod seccomp;
 mod spawn;
 mod sys;
 
-pub use config::{ConfigError, InitConfig, NetMode};
+pub use config::{check_ro_mount, ConfigError, InitConfig, NetMode};
 pub use error::{InitError, Stage};
 pub use outer::run_init;
 pub use seccomp::denied_syscalls;
