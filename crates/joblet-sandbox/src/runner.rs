@@ -161,9 +161,11 @@ impl Runner for SandboxRunner {
                 None
             }
         };
+        let t0 = std::time::Instant::now();
         if let Err(e) = active.cgroup.destroy() {
             tracing::error!(error = %e, "cannot remove the job's cgroup");
         }
+        tracing::debug!(elapsed_us = t0.elapsed().as_micros() as u64, "cgroup destroyed");
         reason
     }
 }
