@@ -43,19 +43,7 @@ pub(crate) fn apply(config: &InitConfig) -> Result<(), SetupError> {
     nix::sys::prctl::set_no_new_privs().stage(st, || "prctl(PR_SET_NO_NEW_PRIVS)".into())?;
     let keep = kept(config);
     // Dropping from the bounding set needs CAP_SETPCAP: before setuid.
-    for cap in caps::runtime::thread_all_supported() {
-        if keep.contains(&cap) {
-            continue;
-        }
-        if caps::has_cap(None, CapSet::Bounding, cap)
-            .stage(st, || format!("reading bounding {cap}"))?
-        {
-            caps::drop(None, CapSet::Bounding, cap)
-                .stage(st, || format!("dropping {cap} from the bounding set"))?;
-        }
-    }
-    caps::clear(None, CapSet::Ambient).stage(st, || "clearing the ambient set".into())?;
-    caps::clear(None, CapSet::Inheritable).stage(st, || "clearing the inheritable set".into())?;
+    drop_all_but(&keep, st, "")?;
 
     let gid = Gid::from_raw(config.gid);
     let uid = Uid::from_raw(config.uid);
@@ -76,23 +64,29 @@ pub(crate) fn apply(config: &InitConfig) -> Result<(), SetupError> {
 pub(crate) fn keep_only_kill() -> Result<(), SetupError> {
     let st = Stage::Fork;
     let keep: HashSet<Capability> = [Capability::CAP_KILL].into_iter().collect();
+    drop_all_but(&keep, st, "pid 1 ")?;
+    caps::set(None, CapSet::Effective, &keep)
+        .stage(st, || "pid 1 setting the effective set".into())?;
+    caps::set(None, CapSet::Permitted, &keep).stage(st, || "pid 1 setting the permitted set".into())
+}
+
+/// Drops every capability not in `keep` from the bounding set and clears
+/// the ambient and inheritable sets; `who` prefixes the error context.
+fn drop_all_but(keep: &HashSet<Capability>, st: Stage, who: &str) -> Result<(), SetupError> {
     for cap in caps::runtime::thread_all_supported() {
         if keep.contains(&cap) {
             continue;
         }
         if caps::has_cap(None, CapSet::Bounding, cap)
-            .stage(st, || format!("reading bounding {cap}"))?
+            .stage(st, || format!("{who}reading bounding {cap}"))?
         {
             caps::drop(None, CapSet::Bounding, cap)
-                .stage(st, || format!("pid 1 dropping {cap} from the bounding set"))?;
+                .stage(st, || format!("{who}dropping {cap} from the bounding set"))?;
         }
     }
-    caps::clear(None, CapSet::Ambient).stage(st, || "pid 1 clearing the ambient set".into())?;
+    caps::clear(None, CapSet::Ambient).stage(st, || format!("{who}clearing the ambient set"))?;
     caps::clear(None, CapSet::Inheritable)
-        .stage(st, || "pid 1 clearing the inheritable set".into())?;
-    caps::set(None, CapSet::Effective, &keep)
-        .stage(st, || "pid 1 setting the effective set".into())?;
-    caps::set(None, CapSet::Permitted, &keep).stage(st, || "pid 1 setting the permitted set".into())
+        .stage(st, || format!("{who}clearing the inheritable set"))
 }
 
 fn verify(keep: &HashSet<Capability>) -> Result<(), SetupError> {
