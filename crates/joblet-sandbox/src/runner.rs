@@ -165,7 +165,10 @@ impl Runner for SandboxRunner {
         if let Err(e) = active.cgroup.destroy() {
             tracing::error!(error = %e, "cannot remove the job's cgroup");
         }
-        tracing::debug!(elapsed_us = t0.elapsed().as_micros() as u64, "cgroup destroyed");
+        tracing::debug!(
+            elapsed_us = t0.elapsed().as_micros() as u64,
+            "cgroup destroyed"
+        );
         reason
     }
 }
