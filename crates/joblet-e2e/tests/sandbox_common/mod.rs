@@ -1,0 +1,337 @@
+//! Shared by the sandbox end-to-end tests: a node whose jobs can run
+//! `joblet-probe`, a cgroup base of their own removed after each test, and
+//! helpers to run and read probes. Each test binary uses a subset.
+#![allow(dead_code)]
+
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use joblet_e2e::{Node, NodeOptions};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+pub const T: Duration = Duration::from_secs(30);
+
+/// Where jobs find `joblet-probe`: a copy in a directory of its own under
+/// `/var/tmp`, bound read-only into every job. The build directory itself
+/// cannot be bound when it lies under a path the sandbox provides itself
+/// (`/work`, `/tmp`: the init refuses such mounts), so the copy is made
+/// for every node, wherever the workspace is.
+pub struct ProbeDir(pub tempfile::TempDir);
+
+impl ProbeDir {
+    pub fn new() -> ProbeDir {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("joblet-e2e-probe-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy(
+            joblet_e2e::bin_dir().join("joblet-probe"),
+            dir.path().join("joblet-probe"),
+        )
+        .unwrap();
+        ProbeDir(dir)
+    }
+
+    pub fn bin(&self) -> String {
+        self.0
+            .path()
+            .join("joblet-probe")
+            .to_str()
+            .expect("utf-8 temp path")
+            .to_owned()
+    }
+}
+
+/// The mount point of every cgroup hierarchy on this host (v1 and v2).
+pub fn cgroup_mounts() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let fstype = right.split(' ').next()?;
+            let point = left.split(' ').nth(4)?;
+            matches!(fstype, "cgroup" | "cgroup2").then(|| PathBuf::from(point))
+        })
+        .collect()
+}
+
+pub fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A cgroup base of one test's node (`sandbox.cgroup_base`). On drop its
+/// directories are removed from every hierarchy (killing any process of
+/// that node's jobs still in them), so a failed test leaves nothing.
+pub struct CgroupBase(pub String);
+
+impl CgroupBase {
+    pub fn new() -> CgroupBase {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        CgroupBase(format!(
+            "joblet-e2e-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+
+    /// `<hierarchy>/<base>` wherever it exists.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        cgroup_mounts()
+            .into_iter()
+            .map(|m| m.join(&self.0))
+            .filter(|d| d.is_dir())
+            .collect()
+    }
+
+    /// Every cgroup below the base, in any hierarchy.
+    pub fn children(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut todo: Vec<PathBuf> = self.dirs().iter().flat_map(|d| subdirs(d)).collect();
+        while let Some(d) = todo.pop() {
+            todo.extend(subdirs(&d));
+            out.push(d);
+        }
+        out
+    }
+
+    /// The job cgroup `<hierarchy>/<base>/<job>` in each hierarchy.
+    pub fn job_dirs(&self, job: &str) -> Vec<PathBuf> {
+        self.dirs()
+            .into_iter()
+            .map(|d| d.join(job))
+            .filter(|d| d.is_dir())
+            .collect()
+    }
+}
+
+pub fn remove_cgroup_tree(dir: &Path) {
+    for sub in subdirs(dir) {
+        remove_cgroup_tree(&sub);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) if Instant::now() > deadline => {
+                eprintln!("cannot remove cgroup {}: {e}", dir.display());
+                return;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+impl Drop for CgroupBase {
+    fn drop(&mut self) {
+        for dir in self.dirs() {
+            remove_cgroup_tree(&dir);
+        }
+    }
+}
+
+/// A node whose jobs can run the probe, with a cgroup base of its own.
+/// Fields drop in order: the node (daemon and jobs killed) before the base.
+pub struct SandboxNode {
+    pub node: Node,
+    pub base: CgroupBase,
+    pub probe: ProbeDir,
+}
+
+impl SandboxNode {
+    /// The probe's path, the same on the host and in jobs.
+    pub fn probe_bin(&self) -> String {
+        self.probe.bin()
+    }
+}
+
+impl Deref for SandboxNode {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        &self.node
+    }
+}
+
+/// `jobs_keys` lands in the `jobs:` block (two-space indented lines).
+pub fn start(jobs_keys: &str) -> SandboxNode {
+    start_with(jobs_keys, 64)
+}
+
+pub fn start_with(jobs_keys: &str, max_running: usize) -> SandboxNode {
+    let base = CgroupBase::new();
+    let probe = ProbeDir::new();
+    let mounts: Vec<String> = [
+        "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc",
+    ]
+    .iter()
+    .map(|m| format!("\"{m}\""))
+    .chain([format!("\"{}\"", probe.0.path().display())])
+    .collect();
+    let extra_config = format!(
+        "{jobs_keys}filesystem:\n  allowed_mounts: [{}]\nsandbox:\n  cgroup_base: {}\n",
+        mounts.join(", "),
+        base.0
+    );
+    let node = Node::start_with(NodeOptions {
+        max_running,
+        extra_config,
+    })
+    .unwrap();
+    SandboxNode { node, base, probe }
+}
+
+pub struct Done {
+    pub id: String,
+    pub status: Value,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs a job to its end; returns its status and output.
+pub fn run_job(node: &Node, args: &[&str]) -> Done {
+    let id = node.run(args);
+    let status = node.wait_done(&id, T);
+    let out = node.rnx(&["job", "log", &id]);
+    assert!(out.status.success(), "rnx job log {id}: {out:?}");
+    Done {
+        id,
+        status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs the probe as a job with `args`; returns its report and the job id.
+pub fn probe(node: &SandboxNode, args: &[&str]) -> (Value, String) {
+    let probe = node.probe_bin();
+    let mut all = vec!["--", probe.as_str()];
+    all.extend_from_slice(args);
+    let done = run_job(node, &all);
+    assert_eq!(
+        done.status["state"],
+        "COMPLETED",
+        "probe job: {}\nstderr: {}\n{}",
+        done.status,
+        done.stderr,
+        node.daemon_log()
+    );
+    let report = serde_json::from_str(done.stdout.trim())
+        .unwrap_or_else(|e| panic!("probe output is not JSON ({e}): {}", done.stdout));
+    (report, done.id)
+}
+
+/// The outcome (`ok` or an errno name) of the probe's attempt `op`.
+pub fn tried(report: &Value, op: &str) -> String {
+    report["tries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["op"] == op)
+        .unwrap_or_else(|| panic!("no attempt {op:?} in {report}"))["result"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The outcome of the probe's attempt `op` on `target`.
+pub fn tried_on(report: &Value, op: &str, target: &str) -> String {
+    report["tries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["op"] == op && t["target"] == target)
+        .unwrap_or_else(|| panic!("no attempt {op:?} on {target:?} in {report}"))["result"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Host pids of the processes whose parent is `ppid`.
+pub fn children_of(ppid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+                s.lines()
+                    .any(|l| l.strip_prefix("PPid:").map(str::trim) == Some(&ppid.to_string()))
+            })
+        })
+        .collect()
+}
+
+pub fn status_line(pid: i32, key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(key)
+                .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .unwrap_or_default()
+}
+
+/// Starts `sh -c 'wait for ./gate; exec probe args'` and waits until it
+/// runs in its cgroups; returns the job id and the gate's host path.
+pub fn start_gated_probe(node: &SandboxNode, args: &str) -> (String, PathBuf) {
+    let script = format!(
+        "while [ ! -e gate ]; do sleep 0.05; done; exec {} {args}",
+        node.probe_bin()
+    );
+    let id = node.run(&["--", "sh", "-c", &script]);
+    let deadline = Instant::now() + T;
+    while node.status(&id)["state"] != "RUNNING"
+        || node.base.job_dirs(&id).is_empty()
+        || joblet_e2e::read_pid_file(&node.state_dir().join("jobs").join(&id).join("job.pid"))
+            .is_none()
+    {
+        assert!(Instant::now() < deadline, "job {id} did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let gate = node
+        .state_dir()
+        .join("jobs")
+        .join(&id)
+        .join("work")
+        .join("gate");
+    (id, gate)
+}
+
+/// Removes the files it names on drop.
+pub struct RemoveOnDrop(pub Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+pub fn open_rw(path: &Path) -> Option<i32> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .err()
+        .map(|e| e.raw_os_error().unwrap())
+}
