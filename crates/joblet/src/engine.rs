@@ -196,12 +196,14 @@ impl Engine {
                                 finished += 1;
                             }
                             Ok(None) | Err(_) => {
+                                self.reap_lost(&id);
                                 self.finish(&id, outcome::lost(true), now);
                                 lost += 1;
                             }
                         },
                         Err(e) => {
                             tracing::error!(job = %id, error = %e, "cannot check the job's shim; marking it lost");
+                            self.reap_lost(&id);
                             self.finish(&id, outcome::lost(true), now);
                             lost += 1;
                         }
@@ -222,6 +224,16 @@ impl Engine {
         );
         self.sched = Scheduler::restore(self.cfg.max_running, running, queued);
         Ok(())
+    }
+
+    /// A job whose shim vanished may still have processes: in the sandbox,
+    /// its cgroup holds them all; kill them and remove it.
+    fn reap_lost(&self, id: &JobId) {
+        if let Some(sb) = &self.cfg.sandbox {
+            if let Err(e) = sb.destroy_job_cgroup(id) {
+                tracing::error!(job = %id, error = %e, "cannot clean up the cgroup of a lost job");
+            }
+        }
     }
 
     async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
@@ -263,6 +275,7 @@ impl Engine {
                         Ok(exit) => outcome::from_shim(&exit),
                         Err(e) => {
                             tracing::error!(job = %id, error = %e, "job's shim ended without an exit record");
+                            self.reap_lost(&id);
                             outcome::lost(false)
                         }
                     };

@@ -23,6 +23,7 @@ pub struct NodeSandbox {
     pub pids_max: u64,
     pub seccomp: bool,
     pub support: Support,
+    layout: Layout,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +91,17 @@ impl NodeSandbox {
             pids_max: cfg.jobs.pids_max,
             seccomp: cfg.sandbox.seccomp,
             support,
+            layout,
         })
+    }
+
+    /// Kills whatever is left of a job whose shim is gone (it would otherwise
+    /// run on outside any supervision) and removes its cgroups.
+    pub fn destroy_job_cgroup(
+        &self,
+        id: &JobId,
+    ) -> Result<(), joblet_sandbox::cgroup::CgroupError> {
+        cgroup::JobCgroup::open(&self.layout, &self.cgroup_base, id.as_str())?.destroy()
     }
 
     /// The limits this node's cgroups can enforce (GPUs, runtimes and volumes
