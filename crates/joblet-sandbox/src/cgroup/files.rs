@@ -42,9 +42,20 @@ pub(crate) fn read(path: &Path) -> Result<String, CgroupError> {
 /// Writes `value`, reads the file back and requires it to equal `value`
 /// (whitespace around it ignored).
 pub(crate) fn write_verified(path: &Path, value: &str) -> Result<(), CgroupError> {
+    write_checked(path, value, |back| back.trim() == value.trim())
+}
+
+/// Writes `value`, reads the file back and requires `accepted(read_back)`:
+/// for files whose read-back form differs from what was written (one line
+/// among several, reordered keys).
+pub(crate) fn write_checked(
+    path: &Path,
+    value: &str,
+    accepted: impl Fn(&str) -> bool,
+) -> Result<(), CgroupError> {
     write(path, value)?;
     let back = read(path)?;
-    if back.trim() != value.trim() {
+    if !accepted(&back) {
         return Err(CgroupError::Verify {
             path: path.to_path_buf(),
             wrote: value.to_string(),

@@ -84,17 +84,10 @@ pub(crate) fn apply(
                         "blkio.throttle.read_bps_device",
                         "blkio.throttle.write_bps_device",
                     ] {
-                        let path = dir.join(f);
                         let value = format!("{dev} {bps}");
-                        files::write(&path, &value)?;
-                        let back = files::read(&path)?;
-                        if !back.lines().any(|l| l.trim() == value) {
-                            return Err(CgroupError::Verify {
-                                path,
-                                wrote: value,
-                                read_back: back.trim().to_string(),
-                            });
-                        }
+                        files::write_checked(&dir.join(f), &value, |back| {
+                            back.lines().any(|l| l.trim() == value)
+                        })?;
                     }
                 }
             }

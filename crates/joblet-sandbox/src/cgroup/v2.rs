@@ -65,23 +65,15 @@ pub(crate) fn apply(
             }
             Controller::Io => {
                 if let Some((dev, bps)) = plan.io {
-                    let path = dir.join("io.max");
                     let value = format!("{dev} rbps={bps} wbps={bps}");
-                    files::write(&path, &value)?;
-                    let back = files::read(&path)?;
                     let prefix = format!("{dev} ");
-                    let ok = back.lines().any(|l| {
-                        l.starts_with(&prefix)
-                            && l.split_whitespace().any(|t| t == format!("rbps={bps}"))
-                            && l.split_whitespace().any(|t| t == format!("wbps={bps}"))
-                    });
-                    if !ok {
-                        return Err(CgroupError::Verify {
-                            path,
-                            wrote: value,
-                            read_back: back.trim().to_string(),
-                        });
-                    }
+                    files::write_checked(&dir.join("io.max"), &value, |back| {
+                        back.lines().any(|l| {
+                            l.starts_with(&prefix)
+                                && l.split_whitespace().any(|t| t == format!("rbps={bps}"))
+                                && l.split_whitespace().any(|t| t == format!("wbps={bps}"))
+                        })
+                    })?;
                 }
             }
             Controller::Pids => {
