@@ -83,26 +83,8 @@ mkdir -p "$DIR"/{etc,state,spool/slurmd,log,run}
 chmod 755 "$DIR"
 touch "$MARKER"
 
-# PID helpers: a PID file counts only if the process is alive and still the
-# program we started (guards against PID reuse).
-pid_alive() { # <pidfile> <comm>
-  local pid
-  [ -s "$1" ] || return 1
-  pid="$(cat "$1")"
-  [ -r "/proc/$pid/comm" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
-  # A zombie (state Z) has exited; its parent (often init) has not reaped it yet.
-  [ "$(sed -n 's/^.*) \(.\).*$/\1/p' "/proc/$pid/stat" 2>/dev/null)" != Z ]
-}
-stop_pid() { # <pidfile> <comm>: TERM, wait up to 10 s, then KILL
-  local pid
-  if pid_alive "$1" "$2"; then
-    pid="$(cat "$1")"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do pid_alive "$1" "$2" || break; sleep 0.1; done
-    if pid_alive "$1" "$2"; then kill -KILL "$pid" 2>/dev/null || true; fi
-  fi
-  rm -f "$1"
-}
+# shellcheck source=bench/slurm-pids.sh
+source "$(dirname "$0")/slurm-pids.sh"
 # Starts "$@" detached (own session, no terminal, output to <log>) and writes
 # its PID. setsid execs without forking here (a non-interactive script's
 # background job is not a process-group leader), so $! is the daemon itself.
