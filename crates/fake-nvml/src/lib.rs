@@ -1,0 +1,1 @@
+//! A fake `libnvidia-ml.so` (see the crate description).
