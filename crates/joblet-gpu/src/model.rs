@@ -51,7 +51,7 @@ pub struct CudaVersion {
 impl CudaVersion {
     /// From NVML's integer form: `major * 1000 + minor * 10`.
     pub fn from_nvml(v: i32) -> Option<CudaVersion> {
-        (v > 0).then(|| CudaVersion {
+        (v > 0).then_some(CudaVersion {
             major: (v / 1000) as u32,
             minor: ((v % 1000) / 10) as u32,
         })
