@@ -8,6 +8,7 @@
 //! runtime. Time and ids are inputs, so every decision is a plain function
 //! that tests call directly. It must not depend on tokio, nix, std::fs or NVML.
 
+pub mod gpu;
 pub mod id;
 pub mod joblog;
 pub mod parse;

@@ -89,6 +89,18 @@ pub enum StoreError {
     #[error("job {id}: stored data is corrupt: {what}")]
     Corrupt { id: String, what: String },
 
+    /// A stored GPU record could not be read back.
+    #[error("GPU {uuid}: stored data is corrupt: {what}")]
+    GpuCorrupt { uuid: String, what: String },
+
+    /// A GPU record could not be encoded for storage.
+    #[error("GPU {uuid}: could not encode its job list: {source}")]
+    GpuEncode {
+        uuid: String,
+        #[source]
+        source: serde_json::Error,
+    },
+
     /// A value could not be encoded for storage.
     #[error("job {id}: could not encode {what}: {source}")]
     Encode {

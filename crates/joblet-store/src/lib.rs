@@ -31,6 +31,7 @@
 //! must not depend on them.
 
 mod error;
+mod gpus;
 mod migrations;
 mod records;
 mod secrets;
@@ -47,6 +48,7 @@ use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 pub use error::StoreError;
+pub use gpus::GpuEventRecord;
 pub use migrations::SCHEMA_VERSION;
 pub use records::{JobRecord, TransitionExtra, TransitionRecord};
 

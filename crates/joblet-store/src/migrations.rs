@@ -51,6 +51,31 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     INSERT INTO job_seq (id, last) VALUES (1, 0);
     "#,
+    // 2: GPUs (health state that survives restarts) and their event history.
+    r#"
+    CREATE TABLE gpus (
+        uuid              TEXT PRIMARY KEY NOT NULL,
+        idx               INTEGER NOT NULL,
+        state             TEXT NOT NULL,
+        cause             TEXT NOT NULL DEFAULT '',
+        since_ms          INTEGER NOT NULL,
+        paused            TEXT,
+        jobs_json         TEXT NOT NULL DEFAULT '[]',
+        uncorrected_seen  INTEGER NOT NULL DEFAULT 0
+    ) STRICT;
+
+    CREATE TABLE gpu_events (
+        id          INTEGER PRIMARY KEY,
+        uuid        TEXT NOT NULL,
+        idx         INTEGER NOT NULL,
+        at_ms       INTEGER NOT NULL,
+        kind        TEXT NOT NULL,
+        from_state  TEXT,
+        to_state    TEXT,
+        message     TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX gpu_events_uuid ON gpu_events(uuid, id);
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -1,0 +1,787 @@
+//! The node's GPUs and the health policy: observations from the monitor
+//! and admin commands in, state transitions (each with its cause) out.
+//!
+//! Policy (issue 4, seed 002 §6):
+//! - application XIDs (see [`classify_xid`]) are noted, the GPU stays;
+//!   any other XID, a double-bit ECC event, a rising volatile uncorrectable
+//!   ECC count, a pending page retirement / row remapping, a failed row
+//!   remapping, or a lost GPU degrade it, and jobs on it are to be failed;
+//! - at or above its slowdown temperature a GPU takes no new jobs until it
+//!   cools [`THERMAL_HYSTERESIS_C`] below it (a pause, not a state);
+//! - drain: jobs on it finish, none start; offline: out of service (with
+//!   jobs on it only when forced, which stops them); online: back.
+
+use super::state::GpuState;
+use super::xid::{classify_xid, XidClass};
+use crate::UnixMillis;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A GPU resumes placements this many degrees below its slowdown
+/// threshold, so it does not flap around the threshold.
+pub const THERMAL_HYSTERESIS_C: u32 = 5;
+
+/// Slowdown temperature assumed when the driver does not report one
+/// (seed 002: "Temperature > 85°C: pause scheduling").
+pub const DEFAULT_SLOWDOWN_C: u32 = 85;
+
+/// One GPU's health and allocation record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuEntry {
+    pub uuid: String,
+    pub index: u32,
+    pub state: GpuState,
+    /// Why it is in `state`.
+    pub cause: String,
+    pub since: UnixMillis,
+    /// Set while placements are paused for temperature: the reason.
+    pub paused: Option<String>,
+    /// Jobs holding this GPU.
+    pub jobs: BTreeSet<String>,
+    /// Volatile uncorrectable ECC count already accounted for.
+    pub uncorrected_seen: u64,
+}
+
+/// What the monitor observed about one GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    Xid(u64),
+    SingleBitEcc,
+    DoubleBitEcc,
+    /// The driver's event wait failed: nothing is known about the GPU.
+    WaitFailed(String),
+    Sample(GpuObservation),
+}
+
+/// A polled sample of the health-relevant fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuObservation {
+    pub temperature_c: Option<u32>,
+    pub slowdown_c: Option<u32>,
+    pub volatile_uncorrected: Option<u64>,
+    pub retired_pages_pending: Option<bool>,
+    pub remapped_rows_pending: Option<bool>,
+    pub remapped_rows_failure: Option<bool>,
+    pub lost: bool,
+}
+
+/// What an admin asks of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminAction {
+    Drain,
+    Offline { force: bool },
+    Online,
+}
+
+/// Everything the daemon must persist, log or act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuUpdate {
+    Transition {
+        uuid: String,
+        index: u32,
+        from: GpuState,
+        to: GpuState,
+        cause: String,
+    },
+    Paused {
+        uuid: String,
+        index: u32,
+        cause: String,
+    },
+    Resumed {
+        uuid: String,
+        index: u32,
+        cause: String,
+    },
+    /// Worth an operator's attention, no state change.
+    Noted {
+        uuid: String,
+        index: u32,
+        message: String,
+    },
+    /// These jobs must end (FAILED for a device fault, STOPPED for an admin
+    /// offline) with `reason`.
+    EndJobs {
+        uuid: String,
+        jobs: Vec<String>,
+        reason: String,
+        failed: bool,
+    },
+}
+
+/// An admin command that does not apply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    #[error("no GPU with UUID {0}")]
+    UnknownGpu(String),
+    #[error("GPU {index} is already {state}")]
+    AlreadyThere { index: u32, state: GpuState },
+    #[error("GPU {index} is {state}: only a healthy GPU can be drained (take it offline instead)")]
+    NotDrainable { index: u32, state: GpuState },
+    #[error("GPU {index} is {state}: wait for the reset to finish")]
+    Resetting { index: u32, state: GpuState },
+    #[error("GPU {index} is {state} and its jobs are still ending ({}): try again when they are gone", jobs.join(", "))]
+    StillHeld {
+        index: u32,
+        state: GpuState,
+        jobs: Vec<String>,
+    },
+    #[error("GPU {index} has running jobs ({}): drain it to let them finish, or use --force to stop them", jobs.join(", "))]
+    Busy { index: u32, jobs: Vec<String> },
+}
+
+/// An allocation call that does not apply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    #[error("no GPU with UUID {0}")]
+    UnknownGpu(String),
+    #[error("GPU {index} is {state} and takes no new jobs")]
+    NotPlaceable { index: u32, state: GpuState },
+    #[error("GPU {index} does not hold job {job}")]
+    NotHeld { index: u32, job: String },
+}
+
+/// The node's GPUs by UUID.
+#[derive(Debug, Clone, Default)]
+pub struct GpuPool {
+    gpus: BTreeMap<String, GpuEntry>,
+}
+
+impl GpuPool {
+    pub fn new() -> GpuPool {
+        GpuPool::default()
+    }
+
+    /// Rebuilds the pool from persisted entries (states survive restarts:
+    /// an offline GPU stays offline).
+    pub fn restore(entries: impl IntoIterator<Item = GpuEntry>) -> GpuPool {
+        GpuPool {
+            gpus: entries.into_iter().map(|e| (e.uuid.clone(), e)).collect(),
+        }
+    }
+
+    pub fn get(&self, uuid: &str) -> Option<&GpuEntry> {
+        self.gpus.get(uuid)
+    }
+
+    /// Entries by index.
+    pub fn entries(&self) -> Vec<&GpuEntry> {
+        let mut all: Vec<_> = self.gpus.values().collect();
+        all.sort_by_key(|e| e.index);
+        all
+    }
+
+    /// Whether a new job may be placed on this GPU now.
+    pub fn placeable(&self, uuid: &str) -> bool {
+        self.gpus
+            .get(uuid)
+            .is_some_and(|e| e.state.accepts_new_jobs() && e.paused.is_none())
+    }
+
+    /// Matches the pool to what discovery reports (uuid, index): new GPUs
+    /// join AVAILABLE; known ones keep their state (and take the new
+    /// index); GPUs the driver no longer reports are degraded.
+    pub fn sync(&mut self, present: &[(String, u32)], now: UnixMillis) -> Vec<GpuUpdate> {
+        let mut out = Vec::new();
+        for (uuid, index) in present {
+            match self.gpus.get_mut(uuid) {
+                Some(e) => e.index = *index,
+                None => {
+                    self.gpus.insert(
+                        uuid.clone(),
+                        GpuEntry {
+                            uuid: uuid.clone(),
+                            index: *index,
+                            state: GpuState::Available,
+                            cause: "discovered".into(),
+                            since: now,
+                            paused: None,
+                            jobs: BTreeSet::new(),
+                            uncorrected_seen: 0,
+                        },
+                    );
+                    out.push(GpuUpdate::Noted {
+                        uuid: uuid.clone(),
+                        index: *index,
+                        message: "discovered, AVAILABLE".into(),
+                    });
+                }
+            }
+        }
+        let gone: Vec<String> = self
+            .gpus
+            .keys()
+            .filter(|u| !present.iter().any(|(p, _)| p == *u))
+            .cloned()
+            .collect();
+        for uuid in gone {
+            out.extend(self.fail(&uuid, "no longer reported by the driver".into(), now));
+        }
+        out
+    }
+
+    /// Applies one observation of one GPU.
+    pub fn observe(&mut self, uuid: &str, what: Observed, now: UnixMillis) -> Vec<GpuUpdate> {
+        let Some(e) = self.gpus.get(uuid) else {
+            return Vec::new();
+        };
+        let index = e.index;
+        match what {
+            Observed::Xid(xid) => match classify_xid(xid) {
+                (XidClass::Application, name) => vec![GpuUpdate::Noted {
+                    uuid: uuid.into(),
+                    index,
+                    message: format!(
+                        "XID {xid} ({name}): an application error, the GPU stays in service"
+                    ),
+                }],
+                (XidClass::Device, name) => self.fail(uuid, format!("XID {xid} ({name})"), now),
+            },
+            Observed::SingleBitEcc => vec![GpuUpdate::Noted {
+                uuid: uuid.into(),
+                index,
+                message: "single-bit ECC error (corrected)".into(),
+            }],
+            Observed::DoubleBitEcc => self.fail(uuid, "double-bit ECC error".into(), now),
+            Observed::WaitFailed(why) => {
+                self.fail(uuid, format!("GPU event monitoring failed: {why}"), now)
+            }
+            Observed::Sample(s) => self.sample(uuid, s, now),
+        }
+    }
+
+    fn sample(&mut self, uuid: &str, s: GpuObservation, now: UnixMillis) -> Vec<GpuUpdate> {
+        let mut out = Vec::new();
+        let Some(e) = self.gpus.get_mut(uuid) else {
+            return out;
+        };
+        let index = e.index;
+        // Thermal pause, with hysteresis.
+        if let Some(t) = s.temperature_c {
+            let limit = s.slowdown_c.unwrap_or(DEFAULT_SLOWDOWN_C);
+            if e.paused.is_none() && t >= limit {
+                let cause = format!("{t} °C is at or above the slowdown threshold {limit} °C");
+                e.paused = Some(cause.clone());
+                out.push(GpuUpdate::Paused {
+                    uuid: uuid.into(),
+                    index,
+                    cause: format!("placements paused: {cause}"),
+                });
+            } else if e.paused.is_some() && t + THERMAL_HYSTERESIS_C <= limit {
+                e.paused = None;
+                out.push(GpuUpdate::Resumed {
+                    uuid: uuid.into(),
+                    index,
+                    cause: format!("placements resumed: cooled to {t} °C (slowdown {limit} °C)"),
+                });
+            }
+        }
+        let mut faults = Vec::new();
+        if s.lost {
+            faults.push("GPU is lost (fell off the bus)".to_string());
+        }
+        if let Some(n) = s.volatile_uncorrected {
+            if n > e.uncorrected_seen {
+                faults.push(format!(
+                    "uncorrectable ECC errors: {n} (was {})",
+                    e.uncorrected_seen
+                ));
+                e.uncorrected_seen = n;
+            }
+        }
+        if s.remapped_rows_failure == Some(true) {
+            faults.push("row remapping failed: replace the GPU".into());
+        }
+        if s.remapped_rows_pending == Some(true) {
+            faults.push("row remapping pending: reset the GPU".into());
+        }
+        if s.retired_pages_pending == Some(true) {
+            faults.push("page retirement pending: reset the GPU".into());
+        }
+        if !faults.is_empty() {
+            out.extend(self.fail(uuid, faults.join("; "), now));
+        }
+        out
+    }
+
+    /// A device fault: degrade a healthy GPU and fail its jobs.
+    fn fail(&mut self, uuid: &str, cause: String, now: UnixMillis) -> Vec<GpuUpdate> {
+        let Some(e) = self.gpus.get_mut(uuid) else {
+            return Vec::new();
+        };
+        if !e.state.is_healthy() {
+            return vec![GpuUpdate::Noted {
+                uuid: uuid.into(),
+                index: e.index,
+                message: format!("{cause} (already {})", e.state),
+            }];
+        }
+        let mut out = vec![Self::set(e, GpuState::Degraded, cause.clone(), now)];
+        if !e.jobs.is_empty() {
+            out.push(GpuUpdate::EndJobs {
+                uuid: uuid.into(),
+                jobs: e.jobs.iter().cloned().collect(),
+                reason: format!("GPU {} ({uuid}) failed: {cause}", e.index),
+                failed: true,
+            });
+        }
+        out
+    }
+
+    /// Applies an admin command.
+    pub fn admin(
+        &mut self,
+        uuid: &str,
+        action: AdminAction,
+        who: &str,
+        now: UnixMillis,
+    ) -> Result<Vec<GpuUpdate>, AdminError> {
+        let e = self
+            .gpus
+            .get_mut(uuid)
+            .ok_or_else(|| AdminError::UnknownGpu(uuid.into()))?;
+        let (index, state) = (e.index, e.state);
+        match action {
+            AdminAction::Drain => match state {
+                GpuState::Draining => Err(AdminError::AlreadyThere { index, state }),
+                s if s.accepts_new_jobs() => Ok(vec![Self::set(
+                    e,
+                    GpuState::Draining,
+                    format!("drained by {who}"),
+                    now,
+                )]),
+                GpuState::Resetting => Err(AdminError::Resetting { index, state }),
+                _ => Err(AdminError::NotDrainable { index, state }),
+            },
+            AdminAction::Offline { force } => {
+                if state == GpuState::Offline {
+                    return Err(AdminError::AlreadyThere { index, state });
+                }
+                if !e.jobs.is_empty() && !force {
+                    return Err(AdminError::Busy {
+                        index,
+                        jobs: e.jobs.iter().cloned().collect(),
+                    });
+                }
+                let jobs: Vec<String> = std::mem::take(&mut e.jobs).into_iter().collect();
+                let mut out = vec![Self::set(
+                    e,
+                    GpuState::Offline,
+                    format!("taken offline by {who}"),
+                    now,
+                )];
+                if !jobs.is_empty() {
+                    out.push(GpuUpdate::EndJobs {
+                        uuid: uuid.into(),
+                        reason: format!("GPU {index} ({uuid}) was taken offline by {who}"),
+                        jobs,
+                        failed: false,
+                    });
+                }
+                Ok(out)
+            }
+            AdminAction::Online => {
+                if state.accepts_new_jobs() {
+                    return Err(AdminError::AlreadyThere { index, state });
+                }
+                if state == GpuState::Resetting {
+                    return Err(AdminError::Resetting { index, state });
+                }
+                let to = match (e.jobs.is_empty(), state) {
+                    (true, _) => GpuState::Available,
+                    (false, GpuState::Draining) => GpuState::InUse,
+                    (false, _) => {
+                        return Err(AdminError::StillHeld {
+                            index,
+                            state,
+                            jobs: e.jobs.iter().cloned().collect(),
+                        })
+                    }
+                };
+                Ok(vec![Self::set(
+                    e,
+                    to,
+                    format!("brought online by {who}"),
+                    now,
+                )])
+            }
+        }
+    }
+
+    /// Reserves a GPU for a job (the scheduler has chosen it).
+    pub fn allocate(
+        &mut self,
+        uuid: &str,
+        job: &str,
+        now: UnixMillis,
+    ) -> Result<Vec<GpuUpdate>, AllocError> {
+        let placeable = self.placeable(uuid);
+        let e = self
+            .gpus
+            .get_mut(uuid)
+            .ok_or_else(|| AllocError::UnknownGpu(uuid.into()))?;
+        if !placeable {
+            return Err(AllocError::NotPlaceable {
+                index: e.index,
+                state: e.state,
+            });
+        }
+        e.jobs.insert(job.to_string());
+        Ok(match e.state {
+            GpuState::Available => vec![Self::set(
+                e,
+                GpuState::Allocated,
+                format!("allocated to job {job}"),
+                now,
+            )],
+            _ => Vec::new(),
+        })
+    }
+
+    /// The job holding this GPU has started.
+    pub fn start(
+        &mut self,
+        uuid: &str,
+        job: &str,
+        now: UnixMillis,
+    ) -> Result<Vec<GpuUpdate>, AllocError> {
+        let e = self.held(uuid, job)?;
+        Ok(match e.state {
+            GpuState::Allocated => vec![Self::set(
+                e,
+                GpuState::InUse,
+                format!("job {job} started"),
+                now,
+            )],
+            _ => Vec::new(),
+        })
+    }
+
+    /// The job no longer holds this GPU.
+    pub fn release(
+        &mut self,
+        uuid: &str,
+        job: &str,
+        now: UnixMillis,
+    ) -> Result<Vec<GpuUpdate>, AllocError> {
+        let e = self.held(uuid, job)?;
+        e.jobs.remove(job);
+        Ok(match e.state {
+            GpuState::Allocated | GpuState::InUse if e.jobs.is_empty() => vec![Self::set(
+                e,
+                GpuState::Available,
+                format!("released by job {job}"),
+                now,
+            )],
+            _ => Vec::new(),
+        })
+    }
+
+    fn held(&mut self, uuid: &str, job: &str) -> Result<&mut GpuEntry, AllocError> {
+        let e = self
+            .gpus
+            .get_mut(uuid)
+            .ok_or_else(|| AllocError::UnknownGpu(uuid.into()))?;
+        if !e.jobs.contains(job) {
+            return Err(AllocError::NotHeld {
+                index: e.index,
+                job: job.into(),
+            });
+        }
+        Ok(e)
+    }
+
+    /// Moves `e` to `to` along an edge the state machine has. Callers only
+    /// ask for edges they checked; an impossible one is a bug, and the entry
+    /// is left as it was and the update says so.
+    fn set(e: &mut GpuEntry, to: GpuState, cause: String, now: UnixMillis) -> GpuUpdate {
+        let from = e.state;
+        match from.transition(to) {
+            Ok(to) => {
+                e.state = to;
+                e.cause = cause.clone();
+                e.since = now;
+                if to == GpuState::Available || to == GpuState::InUse {
+                    // Coming back into service: what was seen is accounted for.
+                    e.paused = e.paused.take().filter(|_| from.is_healthy());
+                }
+                GpuUpdate::Transition {
+                    uuid: e.uuid.clone(),
+                    index: e.index,
+                    from,
+                    to,
+                    cause,
+                }
+            }
+            Err(err) => GpuUpdate::Noted {
+                uuid: e.uuid.clone(),
+                index: e.index,
+                message: format!("{err} ({cause}): ignored"),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pool(n: u32) -> GpuPool {
+        let mut p = GpuPool::new();
+        let present: Vec<_> = (0..n).map(|i| (format!("GPU-{i}"), i)).collect();
+        p.sync(&present, 0);
+        p
+    }
+
+    fn state(p: &GpuPool, i: u32) -> GpuState {
+        p.get(&format!("GPU-{i}")).unwrap().state
+    }
+
+    #[test]
+    fn xid_79_degrades_the_gpu_and_it_takes_no_new_jobs() {
+        let mut p = pool(4);
+        let out = p.observe("GPU-3", Observed::Xid(79), 5);
+        assert_eq!(state(&p, 3), GpuState::Degraded);
+        assert!(!p.placeable("GPU-3"));
+        assert!(p.placeable("GPU-2"));
+        assert_eq!(
+            out,
+            vec![GpuUpdate::Transition {
+                uuid: "GPU-3".into(),
+                index: 3,
+                from: GpuState::Available,
+                to: GpuState::Degraded,
+                cause: "XID 79 (GPU has fallen off the bus)".into()
+            }]
+        );
+        assert!(p.allocate("GPU-3", "job", 6).is_err());
+    }
+
+    #[test]
+    fn xid_13_leaves_the_gpu_available() {
+        let mut p = pool(1);
+        let out = p.observe("GPU-0", Observed::Xid(13), 5);
+        assert_eq!(state(&p, 0), GpuState::Available);
+        assert!(p.placeable("GPU-0"));
+        assert!(
+            matches!(&out[..], [GpuUpdate::Noted { message, .. }] if message.contains("application error"))
+        );
+    }
+
+    #[test]
+    fn a_device_fault_fails_the_jobs_on_the_gpu() {
+        let mut p = pool(1);
+        p.allocate("GPU-0", "j1", 1).unwrap();
+        p.start("GPU-0", "j1", 2).unwrap();
+        assert_eq!(state(&p, 0), GpuState::InUse);
+        let out = p.observe("GPU-0", Observed::DoubleBitEcc, 3);
+        assert!(out.iter().any(
+            |u| matches!(u, GpuUpdate::EndJobs { jobs, failed: true, reason, .. }
+            if jobs == &["j1".to_string()] && reason.contains("double-bit ECC"))
+        ));
+    }
+
+    #[test]
+    fn heat_pauses_placements_until_the_gpu_cools_below_the_hysteresis() {
+        let mut p = pool(1);
+        let hot = |t| {
+            Observed::Sample(GpuObservation {
+                temperature_c: Some(t),
+                slowdown_c: Some(90),
+                ..Default::default()
+            })
+        };
+        assert!(p.observe("GPU-0", hot(89), 1).is_empty());
+        let out = p.observe("GPU-0", hot(95), 2);
+        assert!(matches!(&out[..], [GpuUpdate::Paused { cause, .. }] if cause.contains("95 °C")));
+        assert!(!p.placeable("GPU-0"));
+        assert_eq!(state(&p, 0), GpuState::Available, "a pause is not a state");
+        assert!(
+            p.observe("GPU-0", hot(88), 3).is_empty(),
+            "88 is within the hysteresis"
+        );
+        assert!(!p.placeable("GPU-0"));
+        let out = p.observe("GPU-0", hot(85), 4);
+        assert!(matches!(&out[..], [GpuUpdate::Resumed { .. }]));
+        assert!(p.placeable("GPU-0"));
+    }
+
+    #[test]
+    fn unknown_slowdown_uses_the_seed_default() {
+        let mut p = pool(1);
+        let s = GpuObservation {
+            temperature_c: Some(DEFAULT_SLOWDOWN_C),
+            ..Default::default()
+        };
+        p.observe("GPU-0", Observed::Sample(s), 1);
+        assert!(!p.placeable("GPU-0"));
+    }
+
+    #[test]
+    fn ecc_counters_and_lost_gpus_degrade_once() {
+        let mut p = pool(2);
+        let s = GpuObservation {
+            volatile_uncorrected: Some(2),
+            ..Default::default()
+        };
+        let out = p.observe("GPU-0", Observed::Sample(s.clone()), 1);
+        assert!(
+            matches!(&out[0], GpuUpdate::Transition { cause, .. } if cause.contains("uncorrectable ECC errors: 2 (was 0)"))
+        );
+        // Admin brings it back: the same count does not degrade it again.
+        p.admin("GPU-0", AdminAction::Online, "admin", 2).unwrap();
+        assert!(p.observe("GPU-0", Observed::Sample(s), 3).is_empty());
+        assert_eq!(state(&p, 0), GpuState::Available);
+        let lost = GpuObservation {
+            lost: true,
+            ..Default::default()
+        };
+        p.observe("GPU-1", Observed::Sample(lost.clone()), 4);
+        assert_eq!(state(&p, 1), GpuState::Degraded);
+        let again = p.observe("GPU-1", Observed::Sample(lost), 5);
+        assert!(matches!(&again[..], [GpuUpdate::Noted { .. }]));
+    }
+
+    #[test]
+    fn drain_offline_online_round_trip() {
+        let mut p = pool(1);
+        p.allocate("GPU-0", "j1", 1).unwrap();
+        p.start("GPU-0", "j1", 1).unwrap();
+        p.admin("GPU-0", AdminAction::Drain, "alice", 2).unwrap();
+        assert_eq!(state(&p, 0), GpuState::Draining);
+        assert!(!p.placeable("GPU-0"));
+        assert_eq!(
+            p.admin("GPU-0", AdminAction::Offline { force: false }, "alice", 3),
+            Err(AdminError::Busy {
+                index: 0,
+                jobs: vec!["j1".into()]
+            })
+        );
+        // The running job finishes: the GPU stays draining.
+        p.release("GPU-0", "j1", 4).unwrap();
+        assert_eq!(state(&p, 0), GpuState::Draining);
+        p.admin("GPU-0", AdminAction::Offline { force: false }, "alice", 5)
+            .unwrap();
+        assert_eq!(state(&p, 0), GpuState::Offline);
+        assert!(matches!(
+            p.admin("GPU-0", AdminAction::Drain, "alice", 6),
+            Err(AdminError::NotDrainable { .. })
+        ));
+        p.admin("GPU-0", AdminAction::Online, "alice", 7).unwrap();
+        assert_eq!(state(&p, 0), GpuState::Available);
+        assert_eq!(p.get("GPU-0").unwrap().cause, "brought online by alice");
+        assert!(matches!(
+            p.admin("GPU-0", AdminAction::Online, "alice", 8),
+            Err(AdminError::AlreadyThere { .. })
+        ));
+    }
+
+    #[test]
+    fn forced_offline_stops_the_jobs() {
+        let mut p = pool(1);
+        p.allocate("GPU-0", "j1", 1).unwrap();
+        let out = p
+            .admin("GPU-0", AdminAction::Offline { force: true }, "bob", 2)
+            .unwrap();
+        assert!(out.iter().any(
+            |u| matches!(u, GpuUpdate::EndJobs { failed: false, jobs, .. } if jobs.len() == 1)
+        ));
+        assert!(p.get("GPU-0").unwrap().jobs.is_empty());
+    }
+
+    #[test]
+    fn states_survive_restore_and_vanished_gpus_degrade() {
+        let mut p = pool(2);
+        p.admin("GPU-1", AdminAction::Offline { force: false }, "a", 1)
+            .unwrap();
+        let mut q = GpuPool::restore(p.entries().into_iter().cloned());
+        assert_eq!(state(&q, 1), GpuState::Offline);
+        let out = q.sync(&[("GPU-1".into(), 0)], 2);
+        assert_eq!(state(&q, 0), GpuState::Degraded);
+        assert!(out.iter().any(|u| matches!(u, GpuUpdate::Transition { cause, .. } if cause == "no longer reported by the driver")));
+        assert_eq!(q.get("GPU-1").unwrap().index, 0, "index follows discovery");
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Obs(u32, Observed),
+        Admin(u32, AdminAction),
+        Alloc(u32, u8),
+        Start(u32, u8),
+        Release(u32, u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let gpu = 0u32..4;
+        let observed = prop_oneof![
+            prop::sample::select(vec![13u64, 31, 43, 48, 79, 94, 109]).prop_map(Observed::Xid),
+            Just(Observed::SingleBitEcc),
+            Just(Observed::DoubleBitEcc),
+            (
+                proptest::option::of(60u32..100),
+                proptest::option::of(0u64..3),
+                any::<bool>()
+            )
+                .prop_map(|(t, u, lost)| Observed::Sample(GpuObservation {
+                    temperature_c: t,
+                    slowdown_c: Some(90),
+                    volatile_uncorrected: u,
+                    lost,
+                    ..Default::default()
+                })),
+        ];
+        let admin = prop_oneof![
+            Just(AdminAction::Drain),
+            any::<bool>().prop_map(|force| AdminAction::Offline { force }),
+            Just(AdminAction::Online),
+        ];
+        prop_oneof![
+            (gpu.clone(), observed).prop_map(|(g, o)| Op::Obs(g, o)),
+            (gpu.clone(), admin).prop_map(|(g, a)| Op::Admin(g, a)),
+            (gpu.clone(), 0u8..3).prop_map(|(g, j)| Op::Alloc(g, j)),
+            (gpu.clone(), 0u8..3).prop_map(|(g, j)| Op::Start(g, j)),
+            (gpu, 0u8..3).prop_map(|(g, j)| Op::Release(g, j)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_sequence_keeps_the_invariants(ops in proptest::collection::vec(op(), 1..80)) {
+            let mut p = pool(4);
+            for (t, op) in ops.into_iter().enumerate() {
+                let now = t as i64;
+                let before: Vec<GpuState> = (0..4).map(|i| state(&p, i)).collect();
+                let out = match op {
+                    Op::Obs(g, o) => p.observe(&format!("GPU-{g}"), o, now),
+                    Op::Admin(g, a) => p.admin(&format!("GPU-{g}"), a, "t", now).unwrap_or_default(),
+                    Op::Alloc(g, j) => p.allocate(&format!("GPU-{g}"), &format!("j{j}"), now).unwrap_or_default(),
+                    Op::Start(g, j) => p.start(&format!("GPU-{g}"), &format!("j{j}"), now).unwrap_or_default(),
+                    Op::Release(g, j) => p.release(&format!("GPU-{g}"), &format!("j{j}"), now).unwrap_or_default(),
+                };
+                for u in &out {
+                    if let GpuUpdate::Transition { index, from, to, .. } = u {
+                        prop_assert!(from.can_go_to(*to));
+                        prop_assert_eq!(before[*index as usize], *from);
+                    }
+                    if let GpuUpdate::Noted { message, .. } = u {
+                        prop_assert!(!message.contains("ignored"), "impossible edge asked: {}", message);
+                    }
+                }
+                for e in p.entries() {
+                    if p.placeable(&e.uuid) {
+                        prop_assert!(e.state.accepts_new_jobs() && e.paused.is_none());
+                    }
+                    if e.state == GpuState::Offline {
+                        prop_assert!(e.jobs.is_empty());
+                    }
+                    if e.state == GpuState::Available {
+                        prop_assert!(e.jobs.is_empty());
+                    }
+                    if matches!(e.state, GpuState::Allocated | GpuState::InUse) {
+                        prop_assert!(!e.jobs.is_empty());
+                    }
+                }
+            }
+        }
+    }
+}

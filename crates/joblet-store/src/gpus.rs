@@ -1,0 +1,296 @@
+//! GPU records: the health state of every GPU the node has seen (so an
+//! offline GPU stays offline across restarts) and the history of what
+//! happened to each, with causes.
+
+use std::collections::BTreeSet;
+
+use joblet_core::gpu::{GpuEntry, GpuState, GpuUpdate};
+use joblet_core::UnixMillis;
+use rusqlite::{params, TransactionBehavior};
+
+use crate::{SqlContext, Store, StoreError};
+
+/// One line of a GPU's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuEventRecord {
+    pub uuid: String,
+    pub index: u32,
+    pub at_ms: UnixMillis,
+    /// `transition`, `paused`, `resumed`, `noted` or `end_jobs`.
+    pub kind: String,
+    pub from: Option<GpuState>,
+    pub to: Option<GpuState>,
+    pub message: String,
+}
+
+fn event_row(
+    u: &GpuUpdate,
+) -> (
+    &str,
+    u32,
+    &'static str,
+    Option<GpuState>,
+    Option<GpuState>,
+    String,
+) {
+    match u {
+        GpuUpdate::Transition {
+            uuid,
+            index,
+            from,
+            to,
+            cause,
+        } => (
+            uuid,
+            *index,
+            "transition",
+            Some(*from),
+            Some(*to),
+            cause.clone(),
+        ),
+        GpuUpdate::Paused { uuid, index, cause } => {
+            (uuid, *index, "paused", None, None, cause.clone())
+        }
+        GpuUpdate::Resumed { uuid, index, cause } => {
+            (uuid, *index, "resumed", None, None, cause.clone())
+        }
+        GpuUpdate::Noted {
+            uuid,
+            index,
+            message,
+        } => (uuid, *index, "noted", None, None, message.clone()),
+        GpuUpdate::EndJobs {
+            uuid,
+            jobs,
+            reason,
+            failed,
+        } => (
+            uuid,
+            u32::MAX,
+            "end_jobs",
+            None,
+            None,
+            format!(
+                "{} jobs {}: {reason}",
+                if *failed { "failing" } else { "stopping" },
+                jobs.join(", ")
+            ),
+        ),
+    }
+}
+
+impl Store {
+    /// Saves the current records of `entries` and appends `updates` to the
+    /// history, in one transaction: what is logged and what is stored never
+    /// disagree.
+    pub fn record_gpus(
+        &self,
+        entries: &[&GpuEntry],
+        updates: &[GpuUpdate],
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        let path = &self.path;
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .during(path, || "begin a GPU update".into())?;
+        for e in entries {
+            let jobs = serde_json::to_string(&e.jobs).map_err(|source| StoreError::GpuEncode {
+                uuid: e.uuid.clone(),
+                source,
+            })?;
+            tx.execute(
+                "INSERT INTO gpus (uuid, idx, state, cause, since_ms, paused, jobs_json, uncorrected_seen) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT(uuid) DO UPDATE SET idx = ?2, state = ?3, cause = ?4, since_ms = ?5, \
+                 paused = ?6, jobs_json = ?7, uncorrected_seen = ?8",
+                params![
+                    e.uuid,
+                    e.index,
+                    e.state.as_str(),
+                    e.cause,
+                    e.since,
+                    e.paused,
+                    jobs,
+                    e.uncorrected_seen as i64
+                ],
+            )
+            .during(path, || format!("save GPU {}", e.uuid))?;
+        }
+        for u in updates {
+            let (uuid, mut index, kind, from, to, message) = event_row(u);
+            if index == u32::MAX {
+                index = entries
+                    .iter()
+                    .find(|e| e.uuid == uuid)
+                    .map(|e| e.index)
+                    .unwrap_or_default();
+            }
+            tx.execute(
+                "INSERT INTO gpu_events (uuid, idx, at_ms, kind, from_state, to_state, message) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    uuid,
+                    index,
+                    now,
+                    kind,
+                    from.map(|s| s.as_str()),
+                    to.map(|s| s.as_str()),
+                    message
+                ],
+            )
+            .during(path, || format!("record an event of GPU {uuid}"))?;
+        }
+        tx.commit().during(path, || "commit a GPU update".into())
+    }
+
+    /// Every GPU record, by index.
+    pub fn gpus(&self) -> Result<Vec<GpuEntry>, StoreError> {
+        let path = &self.path;
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT uuid, idx, state, cause, since_ms, paused, jobs_json, uncorrected_seen \
+                 FROM gpus ORDER BY idx",
+            )
+            .during(path, || "read GPUs".into())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, u32>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
+            })
+            .during(path, || "read GPUs".into())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (uuid, index, state, cause, since, paused, jobs, seen) =
+                row.during(path, || "read a GPU".into())?;
+            let state = state
+                .parse::<GpuState>()
+                .map_err(|e| StoreError::GpuCorrupt {
+                    uuid: uuid.clone(),
+                    what: e.to_string(),
+                })?;
+            let jobs: BTreeSet<String> =
+                serde_json::from_str(&jobs).map_err(|e| StoreError::GpuCorrupt {
+                    uuid: uuid.clone(),
+                    what: format!("job list {jobs:?}: {e}"),
+                })?;
+            out.push(GpuEntry {
+                uuid,
+                index,
+                state,
+                cause,
+                since,
+                paused,
+                jobs,
+                uncorrected_seen: seen.max(0) as u64,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The last `limit` events of GPU `uuid`, oldest first.
+    pub fn gpu_history(&self, uuid: &str, limit: u32) -> Result<Vec<GpuEventRecord>, StoreError> {
+        let path = &self.path;
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT uuid, idx, at_ms, kind, from_state, to_state, message FROM \
+                 (SELECT * FROM gpu_events WHERE uuid = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+            )
+            .during(path, || format!("read the history of GPU {uuid}"))?;
+        let rows = stmt
+            .query_map(params![uuid, limit], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, u32>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })
+            .during(path, || format!("read the history of GPU {uuid}"))?;
+        let state = |s: Option<String>| -> Result<Option<GpuState>, StoreError> {
+            s.map(|s| {
+                s.parse::<GpuState>().map_err(|e| StoreError::GpuCorrupt {
+                    uuid: uuid.to_string(),
+                    what: e.to_string(),
+                })
+            })
+            .transpose()
+        };
+        let mut out = Vec::new();
+        for row in rows {
+            let (uuid, index, at_ms, kind, from, to, message) =
+                row.during(path, || "read a GPU event".into())?;
+            out.push(GpuEventRecord {
+                uuid,
+                index,
+                at_ms,
+                kind,
+                from: state(from)?,
+                to: state(to)?,
+                message,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joblet_core::gpu::{AdminAction, GpuPool, Observed};
+
+    #[test]
+    fn states_and_history_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, key) = (dir.path().join("j.db"), dir.path().join("k"));
+        let mut pool = GpuPool::new();
+        let mut updates = pool.sync(&[("GPU-a".into(), 0), ("GPU-b".into(), 1)], 1);
+        updates.extend(pool.observe("GPU-b", Observed::Xid(79), 2));
+        updates.extend(pool.admin("GPU-a", AdminAction::Drain, "alice", 3).unwrap());
+        {
+            let store = Store::open(&db, &key).unwrap();
+            store.record_gpus(&pool.entries(), &updates, 3).unwrap();
+        }
+        let store = Store::open(&db, &key).unwrap();
+        let back = store.gpus().unwrap();
+        let want: Vec<GpuEntry> = pool.entries().into_iter().cloned().collect();
+        assert_eq!(back, want);
+        assert_eq!(back[0].state, GpuState::Draining);
+        assert_eq!(back[1].state, GpuState::Degraded);
+        let hist = store.gpu_history("GPU-b", 10).unwrap();
+        let kinds: Vec<_> = hist.iter().map(|h| h.kind.as_str()).collect();
+        assert_eq!(kinds, ["noted", "transition"]);
+        assert_eq!(hist[1].to, Some(GpuState::Degraded));
+        assert_eq!(hist[1].message, "XID 79 (GPU has fallen off the bus)");
+        assert_eq!(store.gpu_history("GPU-b", 1).unwrap().len(), 1);
+        assert!(store.gpu_history("GPU-zzz", 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_bad_stored_state_is_reported_with_the_gpu() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
+        store
+            .lock()
+            .execute(
+                "INSERT INTO gpus (uuid, idx, state, since_ms) VALUES ('GPU-x', 0, 'MELTED', 0)",
+                [],
+            )
+            .unwrap();
+        let err = store.gpus().unwrap_err().to_string();
+        assert!(err.contains("GPU-x") && err.contains("MELTED"), "{err}");
+    }
+}
