@@ -56,6 +56,14 @@ pub enum InventoryError {
     /// A file was read but its content is not what the driver writes.
     #[error("{path}: {reason}")]
     Parse { path: PathBuf, reason: String },
+    /// The NVML event thread could not be started.
+    #[error(
+        "cannot start the GPU event thread: {source} (is the process out of threads or memory?)"
+    )]
+    EventThread {
+        #[source]
+        source: std::io::Error,
+    },
     /// hwloc failed to build or load a topology.
     #[error("hwloc topology failed: {reason}")]
     Hwloc { reason: String },

@@ -106,6 +106,10 @@ pub struct GpuInfo {
     pub utilization_memory_pct: Option<u32>,
     /// Compute processes now on the GPU.
     pub processes: Vec<GpuProcess>,
+    /// NVML answered `GPU_IS_LOST` (fallen off the bus): the GPU is
+    /// listed with what was known, but must not be scheduled on.
+    #[serde(default)]
+    pub lost: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
