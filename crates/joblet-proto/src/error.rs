@@ -45,6 +45,15 @@ pub enum ApiError {
     /// A state change the state machine refuses (a daemon bug if it happens).
     #[error("job {id}: {source}")]
     Transition { id: String, source: TransitionError },
+    /// GPU calls on a node that runs without GPU support.
+    #[error("GPU support is off on this node (gpu.enabled: false); an admin can turn it on in joblet-config.yml and restart joblet")]
+    GpusDisabled,
+    /// A GPU id that names no GPU, or more than one.
+    #[error("{0}")]
+    GpuRef(String),
+    /// An admin command the GPU's state does not allow.
+    #[error("{0}")]
+    GpuAdmin(#[from] joblet_core::gpu::AdminError),
     /// The daemon is shutting down or restarting.
     #[error("the joblet daemon is shutting down; retry in a moment")]
     ShuttingDown,
@@ -61,7 +70,10 @@ impl ApiError {
             ApiError::JobRef(_) => Code::InvalidArgument,
             ApiError::Unsupported(_)
             | ApiError::WrongState { .. }
-            | ApiError::NotAllowed { .. } => Code::FailedPrecondition,
+            | ApiError::NotAllowed { .. }
+            | ApiError::GpusDisabled
+            | ApiError::GpuAdmin(_) => Code::FailedPrecondition,
+            ApiError::GpuRef(_) => Code::NotFound,
             ApiError::PermissionDenied { .. } => Code::PermissionDenied,
             ApiError::BadIdentity(_) => Code::Unauthenticated,
             ApiError::Transition { .. } | ApiError::Internal(_) => Code::Internal,

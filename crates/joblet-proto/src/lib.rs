@@ -17,5 +17,7 @@ mod error;
 pub use client_file::{ClientConfigFile, ClientFileError, NodeEntry, ResolvedNode};
 pub use convert::{job_request_from_pb, state_from_pb, state_to_pb, upload_from_pb, upload_to_pb};
 pub use error::ApiError;
+pub use pb::gpu_service_client::GpuServiceClient;
+pub use pb::gpu_service_server::{GpuService, GpuServiceServer};
 pub use pb::job_service_client::JobServiceClient;
 pub use pb::job_service_server::{JobService, JobServiceServer};

@@ -31,7 +31,7 @@ pub struct Api {
 }
 
 /// The caller, as its client certificate says.
-fn caller<T>(req: &Request<T>) -> Result<Identity, ApiError> {
+pub(crate) fn caller<T>(req: &Request<T>) -> Result<Identity, ApiError> {
     let peer = req
         .extensions()
         .get::<PeerInfo>()
@@ -39,7 +39,10 @@ fn caller<T>(req: &Request<T>) -> Result<Identity, ApiError> {
     peer.identity.clone().map_err(ApiError::BadIdentity)
 }
 
-fn require_admin<T>(req: &Request<T>, action: &'static str) -> Result<Identity, ApiError> {
+pub(crate) fn require_admin<T>(
+    req: &Request<T>,
+    action: &'static str,
+) -> Result<Identity, ApiError> {
     let who = caller(req)?;
     if who.role != Role::Admin {
         return Err(ApiError::PermissionDenied {

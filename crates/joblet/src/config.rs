@@ -87,14 +87,34 @@ pub struct SandboxConfig {
     pub allow_host_network: bool,
 }
 
-/// Seed 001's `gpu:` section. Accepted now; GPU jobs are refused until the
-/// GPU capability lands.
+/// Seed 001's `gpu:` section: GPU discovery and health monitoring. GPU jobs
+/// themselves are refused as "not supported yet" until GPU execution lands.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct GpuConfig {
+    /// Discover and monitor the node's GPUs. Off: no GPU code runs at all.
     pub enabled: bool,
+    /// With `enabled`: refuse to start when no usable GPU is found. Off: warn
+    /// and run CPU-only (seed 003's graceful fallback).
+    pub required: bool,
+    /// Where CUDA toolkits live (`cuda-X.Y` siblings are found too).
     pub cuda_paths: Vec<PathBuf>,
+    /// The NVML library to load; default `libnvidia-ml.so.1` from the
+    /// loader's path.
     pub nvml_library: Option<PathBuf>,
+    /// Use hwloc for the NUMA topology (sysfs otherwise or when it fails).
+    pub hwloc: bool,
+    /// How often the health monitor samples every GPU; 0 = never (NVML
+    /// events are still watched).
+    #[serde(deserialize_with = "de_duration")]
+    pub health_interval: Duration,
+    /// Simulate GPUs from a mock-NVML profile or an `nvidia-smi -q -x`
+    /// capture, served by the project's fake NVML library (for machines
+    /// without GPUs: demos, tests). Shown as SIMULATED everywhere.
+    pub simulate: Option<PathBuf>,
+    /// Fault/load injection file for the simulated GPUs (fake-nvml's
+    /// `MOCK_NVML_STATE`).
+    pub simulate_state: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -176,6 +196,11 @@ impl Default for GpuConfig {
                 .map(PathBuf::from)
                 .collect(),
             nvml_library: None,
+            required: true,
+            hwloc: true,
+            health_interval: Duration::from_secs(1),
+            simulate: None,
+            simulate_state: None,
         }
     }
 }
@@ -288,6 +313,24 @@ fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
             ),
         ));
     }
+    let interval = cfg.gpu.health_interval;
+    if !interval.is_zero() && interval < Duration::from_millis(100) {
+        return Err((
+            "gpu.health_interval".into(),
+            format!("{interval:?} is too short: expected 0 (off) or at least 100ms, e.g. 1s"),
+        ));
+    }
+    if let Some(p) = &cfg.gpu.simulate {
+        if !p.is_file() {
+            return Err((
+                "gpu.simulate".into(),
+                format!(
+                    "{} is not a file: expected a mock-NVML profile (.yaml) or an `nvidia-smi -q -x` capture (.xml)",
+                    p.display()
+                ),
+            ));
+        }
+    }
     let base = &cfg.sandbox.cgroup_base;
     if base.is_empty()
         || base.starts_with('.')
@@ -374,6 +417,11 @@ mod tests {
         let cfg = parse("gpu:\n  enabled: true\n  cuda_paths:\n    - \"/usr/local/cuda\"\n    - \"/opt/cuda\"\n    - \"/usr/lib/cuda\"\n").unwrap();
         assert!(cfg.gpu.enabled);
         assert_eq!(cfg.gpu.cuda_paths.len(), 3);
+        assert!(
+            cfg.gpu.required,
+            "a GPU node without GPUs is an error by default"
+        );
+        assert_eq!(cfg.gpu.health_interval, Duration::from_secs(1));
     }
 
     #[test]
@@ -417,6 +465,16 @@ mod tests {
             ("jobs:\n  max_running: 0\n", "jobs.max_running", "from 1 to"),
             ("gpu:\n  enabled: maybe\n", "gpu.enabled", "bool"),
             ("gpu:\n  strategy: pack\n", "gpu.strategy", "unknown field"),
+            (
+                "gpu:\n  health_interval: 10ms\n",
+                "gpu.health_interval",
+                "at least 100ms",
+            ),
+            (
+                "gpu:\n  simulate: /nonexistent/profile.yaml\n",
+                "gpu.simulate",
+                "mock-NVML profile",
+            ),
             ("bogus: 1\n", "bogus", "unknown field"),
             ("version: \"2\"\n", "version", "expected \"1\""),
             ("logging:\n  level: \"[[\"\n", "logging.level", "filter"),

@@ -12,6 +12,7 @@ pub mod api;
 pub mod certcmd;
 pub mod config;
 pub mod engine;
+pub mod gpu;
 pub mod jobenv;
 pub mod logs;
 pub mod outcome;

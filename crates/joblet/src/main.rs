@@ -35,6 +35,25 @@ enum Command {
         #[arg(long, short, env = "JOBLET_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Discover this node's GPUs once, with the daemon's config and backends, and print them (like `nvidia-smi -L` / `slurmd -G`).
+    #[command(
+        after_help = "Reads gpu.* from the config (NVML library, CUDA paths, hwloc, simulate) even when gpu.enabled is false.\n\nExamples:\n  joblet discover\n  joblet discover --config /etc/joblet/joblet-config.yml --json\n  joblet discover --config demo.yml    # with gpu.simulate: a simulated node"
+    )]
+    Discover {
+        #[arg(long, short, env = "JOBLET_CONFIG")]
+        config: Option<PathBuf>,
+        /// Print the inventory as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check this node's GPU setup: driver, NVML, device nodes, CUDA toolkits. Exits non-zero when gpu.enabled and gpu.required and no usable GPU.
+    Doctor {
+        #[arg(long, short, env = "JOBLET_CONFIG")]
+        config: Option<PathBuf>,
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// (internal) The per-job shim; started by the daemon, not by people.
     #[command(hide = true)]
     Shim {
@@ -90,6 +109,58 @@ fn init_tracing(level: &str) {
         .init();
 }
 
+/// Simulation settings for one-shot commands, which (unlike the server)
+/// look at the GPUs even when `gpu.enabled` is false.
+fn prepare_gpu(cfg: &Config) -> anyhow::Result<Option<joblet::gpu::simulate::Simulation>> {
+    let probe = joblet::config::GpuConfig {
+        enabled: true,
+        ..cfg.gpu.clone()
+    };
+    Ok(joblet::gpu::simulate::prepare(&probe)?)
+}
+
+fn discover(cfg: &Config, json: bool) -> anyhow::Result<()> {
+    use joblet::gpu::report::{render, DiscoverReport};
+    let sim = prepare_gpu(cfg)?;
+    let opts = joblet::gpu::discovery_options(&cfg.gpu, sim.as_ref());
+    let t0 = std::time::Instant::now();
+    let inventory = joblet_gpu::discover::discover(&opts).context("GPU discovery")?;
+    let report = DiscoverReport {
+        gpu_enabled: cfg.gpu.enabled,
+        simulated: sim.is_some(),
+        simulated_from: sim.as_ref().map(|s| s.from.display().to_string()),
+        elapsed_us: t0.elapsed().as_micros() as u64,
+        inventory: &inventory,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+/// True when the node is usable as configured.
+fn doctor(cfg: &Config, json: bool) -> anyhow::Result<bool> {
+    use joblet::gpu::doctor::{diagnose, render, Roots};
+    let sim = prepare_gpu(cfg)?;
+    let opts = joblet::gpu::discovery_options(&cfg.gpu, sim.as_ref());
+    let inventory = joblet_gpu::discover::discover(&opts).context("GPU discovery")?;
+    let d = diagnose(
+        &cfg.gpu,
+        &inventory,
+        opts.nvml_library.as_deref(),
+        sim.is_some(),
+        &Roots::default(),
+    );
+    if json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+    } else {
+        print!("{}", render(&d));
+    }
+    Ok(d.healthy)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -119,13 +190,29 @@ fn main() -> ExitCode {
             };
         }
         Command::Server { config } => load_config(config.as_ref()).and_then(|cfg| {
+            // Before any thread exists: it sets the fake NVML's environment.
+            let sim = joblet::gpu::simulate::prepare(&cfg.gpu)?;
             init_tracing(&cfg.logging.level);
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            rt.block_on(joblet::server::run(cfg))
+            rt.block_on(joblet::server::run(cfg, sim))
         }),
+        Command::Discover { config, json } => load_config(config.as_ref()).and_then(|cfg| {
+            init_tracing("warn");
+            discover(&cfg, json)
+        }),
+        Command::Doctor { config, json } => {
+            match load_config(config.as_ref()).and_then(|cfg| {
+                init_tracing("error");
+                doctor(&cfg, json)
+            }) {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::FAILURE,
+                Err(e) => Err(e),
+            }
+        }
         Command::CheckConfig { config } => {
             load_config(config.as_ref()).map(|cfg| println!("{cfg:#?}"))
         }

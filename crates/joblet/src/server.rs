@@ -4,13 +4,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use joblet_core::NodeCapabilities;
+use joblet_core::{JobId, NodeCapabilities};
 use joblet_store::Store;
 use tokio::net::TcpListener;
 
 use crate::api::Api;
 use crate::config::Config;
-use crate::engine::{Engine, EngineConfig};
+use crate::engine::{Engine, EngineConfig, EngineHandle};
+use crate::gpu::api::GpuApi;
+use crate::gpu::monitor::EndJobs;
+use crate::gpu::simulate::Simulation;
 use crate::sandbox::NodeSandbox;
 use crate::state_dir::{self, StateDir};
 use crate::tls;
@@ -26,12 +29,11 @@ pub fn capabilities(sandbox: Option<&NodeSandbox>) -> NodeCapabilities {
     }
 }
 
-pub async fn run(cfg: Config) -> anyhow::Result<()> {
+/// Runs the daemon. `sim`: simulated GPUs prepared by `main` before any
+/// thread started (see [`crate::gpu::simulate::prepare`]).
+pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     let dirs = StateDir::new(&cfg.server.state_dir);
     let _lock = dirs.create_and_lock()?;
-    if cfg.gpu.enabled {
-        tracing::warn!("gpu.enabled is true, but this joblet build has no GPU support yet: GPU jobs will be refused");
-    }
     let sandbox = if cfg.sandbox.enabled {
         let sb = NodeSandbox::prepare(&cfg)?;
         tracing::info!(uid = sb.uid, gid = sb.gid, mounts = ?sb.ro_mounts, support = ?sb.support, "jobs run in the sandbox");
@@ -63,6 +65,19 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         },
     )?;
 
+    let end_jobs = end_jobs_via(engine.clone());
+    let gpus = if cfg.gpu.enabled {
+        tracing::info!("GPU discovery and health monitoring on; GPU jobs are still refused as not supported yet");
+        let (gpu_cfg, store, end_jobs) = (cfg.gpu.clone(), store.clone(), end_jobs.clone());
+        let (shared, monitor) =
+            tokio::task::spawn_blocking(move || crate::gpu::start(&gpu_cfg, sim, store, end_jobs))
+                .await
+                .context("GPU discovery task")??;
+        Some((shared, monitor))
+    } else {
+        None
+    };
+
     let listener = TcpListener::bind(cfg.server.address)
         .await
         .with_context(|| format!("cannot listen on {} (server.address)", cfg.server.address))?;
@@ -86,15 +101,47 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         caps,
         default_timeout: (!cfg.jobs.default_timeout.is_zero()).then_some(cfg.jobs.default_timeout),
     };
+    let gpu_api = GpuApi {
+        gpus: gpus.as_ref().map(|(shared, _)| shared.clone()),
+        on_end: end_jobs,
+    };
     let incoming = tls::incoming(listener, Arc::new(tls_config));
     tonic::transport::Server::builder()
         .add_service(joblet_proto::JobServiceServer::new(api))
+        .add_service(joblet_proto::GpuServiceServer::new(gpu_api))
         .serve_with_incoming_shutdown(incoming, shutdown_signal())
         .await
         .context("gRPC server failed")?;
+    if let Some((_, monitor)) = gpus {
+        tokio::task::spawn_blocking(move || monitor.stop())
+            .await
+            .ok();
+    }
     let _ = std::fs::remove_file(dirs.server_json());
     tracing::info!("joblet stopped; running jobs keep running under their shims");
     Ok(())
+}
+
+/// Ends the jobs a GPU failure or a forced offline takes the GPU from:
+/// killed at once when the GPU failed, stopped with the grace period when
+/// an admin took it offline.
+fn end_jobs_via(engine: EngineHandle) -> EndJobs {
+    let rt = tokio::runtime::Handle::current();
+    Arc::new(move |jobs: Vec<String>, reason: String, failed: bool| {
+        for job in jobs {
+            let (engine, reason) = (engine.clone(), reason.clone());
+            rt.spawn(async move {
+                let Ok(id) = JobId::parse(&job) else {
+                    tracing::error!(%job, "GPU record names a malformed job id");
+                    return;
+                };
+                tracing::warn!(%job, %reason, failed, "ending job: its GPU left service");
+                if let Err(e) = engine.stop(id, None, failed).await {
+                    tracing::error!(%job, error = %e, "could not end a job whose GPU left service");
+                }
+            });
+        }
+    })
 }
 
 async fn shutdown_signal() {

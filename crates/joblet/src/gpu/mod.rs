@@ -1,0 +1,181 @@
+//! The node's GPUs inside the daemon: discovery at start ([`start`]), the
+//! health monitor ([`monitor`]), the GPU API ([`api`]), and the one-shot
+//! `joblet discover` / `joblet doctor` commands ([`report`], [`doctor`]).
+//!
+//! The decisions (states, XID classes, thermal pauses, admin rules) are
+//! `joblet_core::gpu::GpuPool`'s; this module feeds it what NVML says,
+//! persists what comes out, and logs it.
+
+pub mod api;
+pub mod doctor;
+pub mod monitor;
+pub mod report;
+pub mod simulate;
+pub mod view;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::{bail, Context};
+use joblet_core::gpu::{GpuPool, GpuUpdate};
+use joblet_core::UnixMillis;
+use joblet_gpu::discover::DiscoveryOptions;
+use joblet_gpu::NodeInventory;
+use joblet_store::Store;
+
+use crate::config::GpuConfig;
+use crate::engine::now_ms;
+use simulate::Simulation;
+
+/// What the daemon knows about its GPUs now.
+#[derive(Debug)]
+pub struct GpuNode {
+    /// Discovery at start, with the dynamic fields refreshed by the monitor.
+    pub inventory: NodeInventory,
+    pub pool: GpuPool,
+    pub sampled_at: UnixMillis,
+    pub simulation: Option<Simulation>,
+}
+
+/// The GPU state shared by the monitor and the API.
+#[derive(Debug, Clone)]
+pub struct SharedGpus {
+    node: Arc<Mutex<GpuNode>>,
+    store: Arc<Store>,
+}
+
+impl SharedGpus {
+    pub fn lock(&self) -> MutexGuard<'_, GpuNode> {
+        // A panic elsewhere must not take GPU reporting down with it; the
+        // pool's updates are applied whole or not at all.
+        self.node.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Persists and logs what the pool decided. A store failure is logged
+    /// (the in-memory state is still right; the next change saves it again).
+    pub fn commit(&self, node: &GpuNode, updates: &[GpuUpdate], now: UnixMillis) {
+        if updates.is_empty() {
+            return;
+        }
+        for u in updates {
+            log_update(u);
+        }
+        let entries = node.pool.entries();
+        if let Err(e) = self.store.record_gpus(&entries, updates, now) {
+            tracing::error!(error = %e, "could not persist GPU state changes");
+        }
+    }
+}
+
+fn log_update(u: &GpuUpdate) {
+    match u {
+        GpuUpdate::Transition {
+            uuid,
+            index,
+            from,
+            to,
+            cause,
+        } => {
+            if to.is_healthy() {
+                tracing::info!(gpu = index, %uuid, %from, %to, %cause, "GPU state changed");
+            } else {
+                tracing::warn!(gpu = index, %uuid, %from, %to, %cause, "GPU state changed");
+            }
+        }
+        GpuUpdate::Paused { uuid, index, cause } => {
+            tracing::warn!(gpu = index, %uuid, %cause, "GPU placements paused")
+        }
+        GpuUpdate::Resumed { uuid, index, cause } => {
+            tracing::info!(gpu = index, %uuid, %cause, "GPU placements resumed")
+        }
+        GpuUpdate::Noted {
+            uuid,
+            index,
+            message,
+        } => tracing::info!(gpu = index, %uuid, %message, "GPU event"),
+        GpuUpdate::EndJobs {
+            uuid, jobs, reason, ..
+        } => tracing::error!(%uuid, ?jobs, %reason, "GPU jobs must end"),
+    }
+}
+
+/// Discovery options from the config (real host roots).
+pub fn discovery_options(cfg: &GpuConfig, sim: Option<&Simulation>) -> DiscoveryOptions {
+    let mut opts = DiscoveryOptions {
+        nvml_library: sim
+            .map(|s| s.library.clone())
+            .or_else(|| cfg.nvml_library.clone()),
+        cuda_paths: cfg.cuda_paths.clone(),
+        hwloc: cfg.hwloc,
+        ..DiscoveryOptions::default()
+    };
+    if sim.is_some() {
+        // A simulated node has no driver in /proc: procfs would only add
+        // "no driver" noise next to the simulated GPUs.
+        opts.proc_root = PathBuf::from("/nonexistent-simulated-node/proc");
+    }
+    opts
+}
+
+/// Discovers the GPUs, restores their states from the store, reconciles
+/// the two, and starts the monitor. Fails when `gpu.required` and no GPU
+/// was found.
+pub fn start(
+    cfg: &GpuConfig,
+    sim: Option<Simulation>,
+    store: Arc<Store>,
+    on_end_jobs: monitor::EndJobs,
+) -> anyhow::Result<(SharedGpus, monitor::Monitor)> {
+    let opts = discovery_options(cfg, sim.as_ref());
+    let (inventory, nvml) =
+        joblet_gpu::discover::discover_keeping_nvml(&opts).context("GPU discovery")?;
+    for w in &inventory.warnings {
+        tracing::warn!(warning = %w, "GPU discovery");
+    }
+    if inventory.gpus.is_empty() {
+        let why = if inventory.warnings.is_empty() {
+            "no GPU found".to_string()
+        } else {
+            inventory.warnings.join("; ")
+        };
+        if cfg.required {
+            bail!("gpu.enabled is true but this node has no usable GPU ({why}); install the NVIDIA driver, set gpu.simulate to simulate GPUs, or set gpu.required: false to run CPU-only");
+        }
+        tracing::warn!(%why, "gpu.enabled is true but no usable GPU was found: running CPU-only (gpu.required: false)");
+    }
+    let restored = store.gpus().context("reading GPU states")?;
+    let mut pool = GpuPool::restore(restored);
+    let now = now_ms();
+    let present: Vec<(String, u32)> = inventory
+        .gpus
+        .iter()
+        .map(|g| (g.uuid.clone(), g.index))
+        .collect();
+    let updates = pool.sync(&present, now);
+    tracing::info!(
+        gpus = inventory.gpus.len(),
+        backends = ?inventory.backends,
+        driver = inventory.driver_version.as_deref().unwrap_or("-"),
+        simulated = sim.is_some(),
+        "GPU discovery done"
+    );
+    let shared = SharedGpus {
+        node: Arc::new(Mutex::new(GpuNode {
+            inventory,
+            pool,
+            sampled_at: now,
+            simulation: sim,
+        })),
+        store,
+    };
+    {
+        let node = shared.lock();
+        shared.commit(&node, &updates, now);
+    }
+    let monitor = monitor::Monitor::start(shared.clone(), cfg, nvml, on_end_jobs)?;
+    Ok((shared, monitor))
+}
