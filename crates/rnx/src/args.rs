@@ -63,6 +63,65 @@ pub enum Command {
     Job(JobCommand),
     /// Show who the node thinks you are and which limits it enforces
     Whoami,
+    /// See the node's GPUs and their health; drain or take them offline (admin)
+    #[command(subcommand)]
+    Gpu(GpuCommand),
+}
+
+const GPU_ID_HELP: &str = "GPU UUID, a unique UUID prefix (GPU-1a2b), or index";
+
+#[derive(Debug, Subcommand)]
+pub enum GpuCommand {
+    /// Table of the node's GPUs: memory, utilization, temperature, state, jobs
+    #[command(
+        after_help = "Examples:\n  rnx gpu status\n  rnx gpu status --all\n  rnx --json gpu status | jq '.gpus[] | select(.state != \"AVAILABLE\")'"
+    )]
+    Status(GpuStatusArgs),
+    /// One GPU's health: ECC counters, retired pages, thermal limits, history of state changes
+    Health(GpuIdArgs),
+    /// Refresh the status table every interval until interrupted (Ctrl-C)
+    Watch(GpuWatchArgs),
+    /// Admin: let the jobs on a GPU finish but place no new ones on it
+    Drain(GpuIdArgs),
+    /// Admin: take a GPU out of service (--force stops the jobs on it)
+    Offline(GpuOfflineArgs),
+    /// Admin: put a drained, offline or degraded GPU back into service
+    Online(GpuIdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GpuStatusArgs {
+    /// Also show UUIDs, PCI bus ids, device minors, NUMA nodes, ECC, MIG instances and processes
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GpuIdArgs {
+    #[arg(long = "gpu-id", value_name = "ID", help = GPU_ID_HELP, value_parser = parsers::gpu_ref)]
+    pub gpu_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct GpuOfflineArgs {
+    #[arg(long = "gpu-id", value_name = "ID", help = GPU_ID_HELP, value_parser = parsers::gpu_ref)]
+    pub gpu_id: String,
+    /// Also when jobs run on it: they are stopped
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GpuWatchArgs {
+    /// Time between refreshes, like 1s or 500ms
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parsers::watch_interval)]
+    pub interval: Duration,
+    /// Stop after this many refreshes [default: until interrupted]
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Also show the --all columns
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub type Client = JobServiceClient<Channel>;
+pub type GpuClient = joblet_proto::GpuServiceClient<Channel>;
 
 /// Why there is no connection to the node.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +65,11 @@ enum DialError {
 /// Connects to `node` and returns a client. The channel reconnects by itself
 /// on later calls if the connection drops.
 pub async fn connect(node: &ResolvedNode) -> Result<Client, ConnectError> {
+    Ok(JobServiceClient::new(connect_channel(node).await?))
+}
+
+/// Connects to `node` and returns the channel every service's client shares.
+pub async fn connect_channel(node: &ResolvedNode) -> Result<Channel, ConnectError> {
     let cert = joblet_pki::CertPem {
         cert: node.cert_pem.clone(),
         key: node.key_pem.clone(),
@@ -110,7 +116,7 @@ pub async fn connect(node: &ResolvedNode) -> Result<Client, ConnectError> {
         .connect_with_connector(dial)
         .await
         .map_err(|e| explain(&node.address, &e))?;
-    Ok(JobServiceClient::new(channel))
+    Ok(channel)
 }
 
 /// Turns a transport failure (from connecting or from a call) into the

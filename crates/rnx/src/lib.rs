@@ -19,6 +19,7 @@ pub mod config;
 pub mod error;
 pub mod exit;
 pub mod follow;
+pub mod gpu_view;
 pub mod parsers;
 pub mod printer;
 pub mod settings;

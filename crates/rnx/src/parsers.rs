@@ -149,6 +149,29 @@ pub fn job_ref(s: &str) -> Result<String, String> {
     Ok(s.to_ascii_lowercase())
 }
 
+/// `--gpu-id`: a GPU UUID, a unique UUID prefix, or an index. Which GPU it
+/// names is the node's business; here only its form is checked.
+pub fn gpu_ref(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    if t.is_empty() || t.len() > 96 || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(format!(
+            "invalid GPU id {s:?}: expected a GPU UUID (GPU-1a2b3c4d-...), a unique prefix of one, or an index like 0"
+        ));
+    }
+    Ok(t.to_string())
+}
+
+/// `gpu watch --interval`: at least 100ms.
+pub fn watch_interval(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d < Duration::from_millis(100) {
+        return Err(format!(
+            "invalid interval {s:?}: expected at least 100ms, like 1s or 500ms"
+        ));
+    }
+    Ok(d)
+}
+
 /// `--state STATE` of `job list`.
 pub fn job_state(s: &str) -> Result<JobState, String> {
     s.parse::<JobState>().map_err(|e| e.to_string())

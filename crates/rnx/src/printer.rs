@@ -9,6 +9,7 @@ use joblet_core::parse::format_duration;
 use joblet_core::UnixMillis;
 use serde::Serialize;
 
+use crate::gpu_view::{self, GpuHealthView, GpuNodeView, GpuView};
 use crate::view::{command_line, rfc3339, JobView, WhoAmIView};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +89,69 @@ impl<W: Write> Printer<W> {
             Format::Json => self.json(&Deleted { id, deleted: true }),
             Format::Human => {
                 writeln!(self.out, "job {id} deleted")?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `gpu status`.
+    pub fn gpu_status(&mut self, node: &GpuNodeView, all: bool) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(node),
+            Format::Human => {
+                gpu_view::write_status(&mut self.out, node, all)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// One `gpu watch` frame: the table, or one JSON object per line.
+    /// `clear`: home the cursor and clear the screen first, like watch(1)
+    /// (only asked for when stdout is a terminal).
+    pub fn gpu_watch_frame(
+        &mut self,
+        node: &GpuNodeView,
+        all: bool,
+        clear: bool,
+    ) -> io::Result<()> {
+        match self.format {
+            Format::Json => {
+                serde_json::to_writer(&mut self.out, node).map_err(io::Error::from)?;
+                writeln!(self.out)?;
+                self.out.flush()
+            }
+            Format::Human => {
+                if clear {
+                    write!(self.out, "\x1b[H\x1b[2J")?;
+                }
+                gpu_view::write_status(&mut self.out, node, all)?;
+                writeln!(self.out)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `gpu health`.
+    pub fn gpu_health(&mut self, health: &GpuHealthView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(health),
+            Format::Human => {
+                gpu_view::write_health(&mut self.out, health)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `gpu drain|offline|online`: the GPU's new state.
+    pub fn gpu_changed(&mut self, gpu: &GpuView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(gpu),
+            Format::Human => {
+                writeln!(
+                    self.out,
+                    "GPU {} ({}) is now {}: {}",
+                    gpu.index, gpu.uuid, gpu.state, gpu.state_cause
+                )?;
                 self.out.flush()
             }
         }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use joblet_core::{FieldError, JobRequest, JobState};
 use joblet_proto::{pb, state_to_pb};
 
-use crate::args::{Cli, Command, JobCommand, RunArgs};
+use crate::args::{Cli, Command, GpuCommand, JobCommand, RunArgs};
 use crate::config::{self, LookupEnv};
 use crate::error::Error;
 use crate::follow::ReconnectPolicy;
@@ -48,6 +48,28 @@ pub enum Action {
         id: String,
     },
     WhoAmI,
+    Gpu(GpuAction),
+}
+
+/// `rnx gpu ...`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GpuAction {
+    Status {
+        all: bool,
+    },
+    Health {
+        gpu_id: String,
+    },
+    Watch {
+        interval: std::time::Duration,
+        count: Option<u64>,
+        all: bool,
+    },
+    Set {
+        gpu_id: String,
+        action: pb::GpuAction,
+        force: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +105,30 @@ impl Settings {
 pub fn action(command: Command) -> Result<Action, Error> {
     Ok(match command {
         Command::Whoami => Action::WhoAmI,
+        Command::Gpu(gpu) => Action::Gpu(match gpu {
+            GpuCommand::Status(a) => GpuAction::Status { all: a.all },
+            GpuCommand::Health(a) => GpuAction::Health { gpu_id: a.gpu_id },
+            GpuCommand::Watch(a) => GpuAction::Watch {
+                interval: a.interval,
+                count: a.count,
+                all: a.all,
+            },
+            GpuCommand::Drain(a) => GpuAction::Set {
+                gpu_id: a.gpu_id,
+                action: pb::GpuAction::Drain,
+                force: false,
+            },
+            GpuCommand::Offline(a) => GpuAction::Set {
+                gpu_id: a.gpu_id,
+                action: pb::GpuAction::Offline,
+                force: a.force,
+            },
+            GpuCommand::Online(a) => GpuAction::Set {
+                gpu_id: a.gpu_id,
+                action: pb::GpuAction::Online,
+                force: false,
+            },
+        }),
         Command::Job(job) => match job {
             JobCommand::Run(run) => Action::Run(Box::new(run_settings(&run)?)),
             JobCommand::Status(a) => Action::Status {

@@ -38,6 +38,16 @@ fn help_rnx_job_run() {
 }
 
 #[test]
+fn help_rnx_gpu() {
+    insta::assert_snapshot!(help(&["gpu", "--help"]));
+}
+
+#[test]
+fn help_rnx_gpu_offline() {
+    insta::assert_snapshot!(help(&["gpu", "offline", "--help"]));
+}
+
+#[test]
 fn version() {
     assert_eq!(
         help(&["--version"]),
@@ -57,6 +67,15 @@ fn usage_errors_exit_2_and_name_the_flag() {
         (&["job", "run"], "<COMMAND>..."),
         (&["job", "run", "--gpu-memory=8GB", "x"], "rnx: error: invalid --gpu-memory"),
         (&["job", "frobnicate"], "unrecognized subcommand"),
+        (
+            &["gpu", "drain", "--gpu-id", "../0"],
+            "invalid GPU id \"../0\": expected a GPU UUID",
+        ),
+        (&["gpu", "drain"], "--gpu-id <ID>"),
+        (
+            &["gpu", "watch", "--interval", "10ms"],
+            "expected at least 100ms",
+        ),
     ] {
         let out = rnx(args, home.path());
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1,12 +1,13 @@
 //! Running the resolved [`Settings`]: read the config, connect, dispatch to
 //! the command group.
 
+mod gpu;
 mod job;
 mod whoami;
 
 use joblet_proto::ResolvedNode;
 
-use crate::client::{self, Client};
+use crate::client::{self, Client, GpuClient};
 use crate::config;
 use crate::error::Error;
 use crate::settings::{Action, Settings};
@@ -15,16 +16,19 @@ use crate::settings::{Action, Settings};
 pub struct Ctx {
     pub node: ResolvedNode,
     pub client: Client,
+    /// The GPU service, on the same connection.
+    pub gpu: GpuClient,
     pub format: crate::printer::Format,
 }
 
 /// Runs the command; returns the exit code on success.
 pub async fn run(settings: Settings) -> Result<u8, Error> {
     let node = config::load_node(&settings.config_path, settings.node.as_deref())?;
-    let client = client::connect(&node).await?;
+    let channel = client::connect_channel(&node).await?;
     let ctx = Ctx {
         node,
-        client,
+        client: Client::new(channel.clone()),
+        gpu: GpuClient::new(channel),
         format: settings.format,
     };
     match settings.action {
@@ -36,5 +40,6 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         Action::Kill { id } => job::kill(ctx, &id).await,
         Action::Delete { id } => job::delete(ctx, &id).await,
         Action::WhoAmI => whoami::run(ctx).await,
+        Action::Gpu(gpu) => gpu::run(ctx, gpu).await,
     }
 }
