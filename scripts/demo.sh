@@ -2,14 +2,31 @@
 # The project's main job (README "Two commands"): builds joblet and rnx,
 # starts a local node with embedded defaults in a throw-away state dir, runs
 # a few jobs through the real mTLS API (one shows its sandbox from inside),
-# shows status/list/logs, and stops the node. Run as root (the sandbox
-# needs it).
+# shows status/list/logs and the node's GPUs, and stops the node. Run as
+# root (the sandbox needs it).
+#
+# GPUs: with an NVIDIA driver present the node uses the real GPUs; without
+# one (as on most development machines) it SIMULATES the 8-GPU DGX A100 of
+# NVIDIA's mock-NVML profile through the project's fake libnvidia-ml.so, and
+# says so in every GPU listing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "demo.sh: run as root (the job sandbox needs namespaces and cgroups)" >&2; exit 1; }
 
+./scripts/setup.sh
 cargo build --release --locked --bins
+cargo build --release --locked -p fake-nvml   # target/release/libnvidia_ml.so, for simulated GPUs
 BIN="$PWD/target/release"
+if [ -e /proc/driver/nvidia/version ]; then
+    GPU_YAML="gpu:
+  enabled: true"
+    GPU_KIND="real"
+else
+    GPU_YAML="gpu:
+  enabled: true
+  simulate: \"$PWD/fixtures/nvml-profiles/mock-nvml-config-a100.yaml\"   # no NVIDIA driver here: simulated GPUs"
+    GPU_KIND="SIMULATED (no NVIDIA driver on this machine)"
+fi
 STATE="$(mktemp -d /tmp/joblet-demo.XXXXXX)"
 CONFIG="$STATE/joblet-config.yml"
 cat >"$CONFIG" <<YAML
@@ -18,6 +35,7 @@ server:
   state_dir: "$STATE/state"
 jobs:
   max_running: 4
+$GPU_YAML
 YAML
 
 "$BIN/joblet" server --config "$CONFIG" >"$STATE/joblet.log" 2>&1 &
@@ -47,8 +65,13 @@ ID=$(rnx job run -e NAME=demo -s TOKEN=s3cret -- sh -c 'sleep 1; echo $NAME done
 echo "$ID"
 say rnx job log -f "${ID:0:8}";                   rnx job log -f "${ID:0:8}"
 say rnx job status --detail "${ID:0:8}";          rnx job status --detail "${ID:0:8}"
+printf '\nGPUs on this node: %s\n' "$GPU_KIND"
+say rnx gpu status;                               rnx gpu status
+say rnx gpu drain --gpu-id 3;                     rnx gpu drain --gpu-id 3
+say rnx gpu health --gpu-id 3;                    rnx gpu health --gpu-id 3
+say rnx gpu online --gpu-id 3;                    rnx gpu online --gpu-id 3
 say rnx job run --gpu=1 --gpu-memory=8GB python3 train.py
 if rnx job run --gpu=1 --gpu-memory=8GB python3 train.py; then echo "unexpected: GPU job accepted"; exit 1; fi
-echo "(expected: this node build has no GPU support yet — no GPU is simulated or used in this demo)"
+echo "(expected: GPUs are inventoried and monitored, but this build does not run GPU jobs yet, so it refuses them rather than run them unisolated)"
 say rnx job list;                                 rnx job list
 printf '\nDemo done. Daemon log: %s/joblet.log, state: %s\n' "$STATE" "$STATE/state"

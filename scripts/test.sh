@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; .ci/run calls exactly this).
 # Builds every crate and binary, checks formatting and lints, runs every test.
-# Needs only the Rust toolchain: protoc comes from a crate, SQLite is bundled.
+# Needs the Rust toolchain; scripts/setup.sh installs hwloc's development
+# files with apt if they are missing. protoc comes from a crate, SQLite is
+# bundled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+./scripts/setup.sh
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (deny warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== build binaries (the end-to-end tests drive target/debug/{joblet,rnx})"
-cargo build --workspace --bins --locked
+echo "== build (the end-to-end tests drive target/debug/{joblet,rnx} and the fake NVML target/debug/libnvidia_ml.so)"
+cargo build --workspace --locked
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

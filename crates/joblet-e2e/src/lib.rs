@@ -44,6 +44,8 @@ pub fn free_port() -> u16 {
 
 pub struct NodeOptions {
     pub max_running: usize,
+    /// YAML appended after the `jobs:` block; `{node_dir}` is replaced by
+    /// the node's temp dir.
     pub extra_config: String,
 }
 
@@ -76,6 +78,7 @@ impl Node {
             state.display(),
             opts.max_running,
             opts.extra_config
+                .replace("{node_dir}", &dir.path().display().to_string())
         );
         std::fs::write(dir.path().join("joblet-config.yml"), config)?;
         let mut node = Node {
