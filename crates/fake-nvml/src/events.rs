@@ -11,7 +11,9 @@ use crate::runtime::{self, EventSetState, Runtime};
 use crate::state::{EventKind, InjectedEvent};
 
 /// How often a waiting caller re-reads the state file.
-const POLL: Duration = Duration::from_millis(10);
+/// (The real driver blocks in the kernel; this polling is the fake's own
+/// cost, kept low so a simulated node idles cheaply.)
+const POLL: Duration = Duration::from_millis(50);
 
 /// A new event set sees only events injected after it was created, like
 /// the real driver (which reports events as they happen, never history):

@@ -57,7 +57,7 @@
 //! * `events` is append-only. Each event set delivers every event appended
 //!   after the set was created (like the driver, which reports events as they
 //!   happen) once, in order, skipping those whose GPU or type it has not
-//!   registered; `nvmlEventSetWait_v2` polls the file every 10 ms
+//!   registered; `nvmlEventSetWait_v2` polls the file every 50 ms
 //!   up to its timeout and then returns `NVML_ERROR_TIMEOUT`. Event data is
 //!   filled like the driver's: the GPU's handle, the event type bit, the XID as
 //!   `eventData`, and GPU/compute instance ids (`0xFFFFFFFF` for the whole GPU).

@@ -47,6 +47,7 @@ fn main() {
     let opts = DiscoveryOptions {
         nvml_library: Some(fake_library()),
         use_nvml: true,
+        use_procfs: true,
         proc_root: root.path().join("proc"),
         sys_root: root.path().join("sys"),
         cuda_paths: Vec::new(),

@@ -25,6 +25,9 @@ pub struct DiscoveryOptions {
     pub nvml_library: Option<PathBuf>,
     /// Try NVML at all.
     pub use_nvml: bool,
+    /// Try the procfs/sysfs backend at all (off for a simulated node, whose
+    /// GPUs must not be mixed with a real driver's).
+    pub use_procfs: bool,
     /// Root of procfs (`/proc`).
     pub proc_root: PathBuf,
     /// Root of sysfs (`/sys`).
@@ -43,6 +46,7 @@ impl Default for DiscoveryOptions {
         DiscoveryOptions {
             nvml_library: None,
             use_nvml: true,
+            use_procfs: true,
             proc_root: PathBuf::from("/proc"),
             sys_root: PathBuf::from("/sys"),
             cuda_paths: DEFAULT_CUDA_PATHS.iter().map(PathBuf::from).collect(),
@@ -132,6 +136,9 @@ fn procfs_backend(
     nvml_worked: bool,
     warnings: &mut Vec<String>,
 ) -> Option<BackendReport> {
+    if !opts.use_procfs {
+        return None;
+    }
     let procfs = ProcfsInventory::new(opts.proc_root.clone(), opts.sys_root.clone());
     match procfs.discover() {
         Ok(report) => Some(report),

@@ -78,6 +78,7 @@ pub fn options(
     DiscoveryOptions {
         use_nvml: nvml_library.is_some(),
         nvml_library,
+        use_procfs: true,
         proc_root: proc_root.to_path_buf(),
         sys_root: sys_root.to_path_buf(),
         cuda_paths: Vec::new(),

@@ -13,7 +13,6 @@ pub mod report;
 pub mod simulate;
 pub mod view;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{bail, Context};
@@ -113,11 +112,9 @@ pub fn discovery_options(cfg: &GpuConfig, sim: Option<&Simulation>) -> Discovery
         hwloc: cfg.hwloc,
         ..DiscoveryOptions::default()
     };
-    if sim.is_some() {
-        // A simulated node has no driver in /proc: procfs would only add
-        // "no driver" noise next to the simulated GPUs.
-        opts.proc_root = PathBuf::from("/nonexistent-simulated-node/proc");
-    }
+    // Simulated GPUs must not be mixed with a real driver's (if this host
+    // has one).
+    opts.use_procfs = sim.is_none();
     opts
 }
 
