@@ -4,10 +4,13 @@
 //!
 //! A [`Node`] cleans up after itself: on drop it kills the daemon it
 //! started and the process groups of jobs still running under it (found
-//! through the job dirs of its own state dir), and nothing else.
+//! through the job dirs of its own state dir), and removes the cgroup base
+//! it gave its daemon, and nothing else. Every node gets a cgroup base of
+//! its own (`sandbox.cgroup_base`), so parallel tests never share one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -61,7 +64,94 @@ impl Default for NodeOptions {
 pub struct Node {
     pub dir: tempfile::TempDir,
     pub port: u16,
+    /// `sandbox.cgroup_base` this harness chose for the node (removed on
+    /// drop); `None` when the test's config names its own.
+    cgroup_base: Option<String>,
     daemon: Option<Child>,
+}
+
+/// A cgroup base name no other node of this test run uses.
+pub fn unique_cgroup_base() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "joblet-e2e-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// `extra_config` with `sandbox.cgroup_base` set to `base` (added to the
+/// test's own `sandbox:` block if it has one).
+fn with_cgroup_base(extra_config: &str, base: &str) -> String {
+    let key = format!("  cgroup_base: {base}\n");
+    match extra_config.find("sandbox:\n") {
+        Some(at) => {
+            let end = at + "sandbox:\n".len();
+            format!("{}{key}{}", &extra_config[..end], &extra_config[end..])
+        }
+        None => format!("{extra_config}sandbox:\n{key}"),
+    }
+}
+
+/// The mount point of every cgroup hierarchy on this host (v1 and v2).
+pub fn cgroup_mounts() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let fstype = right.split(' ').next()?;
+            let point = left.split(' ').nth(4)?;
+            matches!(fstype, "cgroup" | "cgroup2").then(|| PathBuf::from(point))
+        })
+        .collect()
+}
+
+pub fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes a cgroup base this harness gave a (now dead) daemon: its
+/// directory in every hierarchy and the daemon's lock file for it.
+pub fn remove_cgroup_base(base: &str) {
+    for mount in cgroup_mounts() {
+        let dir = mount.join(base);
+        if dir.is_dir() {
+            remove_cgroup_tree(&dir);
+        }
+    }
+    let _ = std::fs::remove_file(Path::new("/run/joblet").join(format!("cgroup-{base}.lock")));
+}
+
+/// Removes a cgroup and everything below it, killing any process still in
+/// it (only ever called on a base this harness created).
+pub fn remove_cgroup_tree(dir: &Path) {
+    for sub in subdirs(dir) {
+        remove_cgroup_tree(&sub);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) if Instant::now() > deadline => {
+                eprintln!("cannot remove cgroup {}: {e}", dir.display());
+                return;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
 }
 
 impl Node {
@@ -72,18 +162,24 @@ impl Node {
     pub fn start_with(opts: NodeOptions) -> anyhow::Result<Node> {
         let dir = tempfile::Builder::new().prefix("joblet-e2e-").tempdir()?;
         let port = free_port();
+        let (extra_config, cgroup_base) = if opts.extra_config.contains("cgroup_base:") {
+            (opts.extra_config.clone(), None)
+        } else {
+            let base = unique_cgroup_base();
+            (with_cgroup_base(&opts.extra_config, &base), Some(base))
+        };
         let state = dir.path().join("state");
         let config = format!(
             "server:\n  address: \"127.0.0.1:{port}\"\n  state_dir: \"{}\"\njobs:\n  max_running: {}\n  stop_grace_period: 2s\n{}",
             state.display(),
             opts.max_running,
-            opts.extra_config
-                .replace("{node_dir}", &dir.path().display().to_string())
+            extra_config.replace("{node_dir}", &dir.path().display().to_string())
         );
         std::fs::write(dir.path().join("joblet-config.yml"), config)?;
         let mut node = Node {
             dir,
             port,
+            cgroup_base,
             daemon: None,
         };
         node.spawn_daemon()?;
@@ -295,5 +391,8 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill_daemon();
         self.kill_jobs();
+        if let Some(base) = &self.cgroup_base {
+            remove_cgroup_base(base);
+        }
     }
 }

@@ -190,7 +190,8 @@ fn queued_jobs_wait_for_a_slot_and_can_be_cancelled() {
     assert_eq!(st["reason"], "stopped before it started");
     let third = node.run(&["--", "true"]);
     node.rnx_ok(&["job", "kill", &first]);
-    assert_eq!(node.wait_done(&third, T)["state"], "COMPLETED");
+    let done = node.wait_done(&third, T);
+    assert_eq!(done["state"], "COMPLETED", "{done}\n{}", node.daemon_log());
 }
 
 fn assert_refused(node: &Node, flag_sets: &[&[&str]]) {

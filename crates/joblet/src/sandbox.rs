@@ -1,7 +1,12 @@
 //! The node's sandbox settings, resolved once at start-up, and what they
 //! mean for one job (the [`JobSandbox`] the shim's runner carries out).
 
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nix::fcntl::{Flock, FlockArg};
 
 use joblet_core::{JobId, JobSpec, NodeCapabilities};
 use joblet_sandbox::cgroup::{self, Layout, Limits, Support};
@@ -11,10 +16,17 @@ use joblet_sandbox::JobSandbox;
 
 use crate::config::Config;
 
+/// Where the daemon locks its cgroup base (`cgroup-<base>.lock`): two
+/// daemons on one host must never share a base, or one's start-up cleanup
+/// would remove the other's job cgroups while they are being set up.
+pub const CGROUP_LOCK_DIR: &str = "/run/joblet";
+
 /// What every job on this node gets.
 #[derive(Debug, Clone)]
 pub struct NodeSandbox {
     pub cgroup_base: String,
+    /// Held for the daemon's life (see [`CGROUP_LOCK_DIR`]).
+    _base_lock: Arc<Flock<File>>,
     pub uid: u32,
     pub gid: u32,
     pub allow_root: bool,
@@ -34,6 +46,41 @@ pub enum SandboxSetupError {
     User(String),
     #[error("cgroups: {0}")]
     Cgroup(#[from] joblet_sandbox::cgroup::CgroupError),
+    #[error("sandbox.cgroup_base {base:?} is in use by another joblet daemon on this host (lock {lock}); give each daemon its own cgroup_base")]
+    BaseInUse { base: String, lock: PathBuf },
+    #[error("cannot lock the cgroup base: {path}: {source}")]
+    BaseLock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Takes `<lock_dir>/cgroup-<base>.lock` for the daemon's life.
+pub fn lock_cgroup_base(lock_dir: &Path, base: &str) -> Result<Flock<File>, SandboxSetupError> {
+    let lock_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SandboxSetupError::BaseLock { path, source }
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(lock_dir)
+        .map_err(lock_err(lock_dir))?;
+    // The base is a checked single directory name (config), so it is a
+    // safe file name.
+    let path = lock_dir.join(format!("cgroup-{base}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(lock_err(&path))?;
+    // flock: tied to this open file, released when the daemon dies.
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| SandboxSetupError::BaseInUse {
+        base: base.to_string(),
+        lock: path,
+    })
 }
 
 /// `jobs.user`: a passwd name, `UID` or `UID:GID`.
@@ -71,6 +118,7 @@ impl NodeSandbox {
         }
         let layout = Layout::detect(Path::new("/proc/self/mountinfo"))?;
         let support = layout.support()?;
+        let base_lock = lock_cgroup_base(Path::new(CGROUP_LOCK_DIR), &cfg.sandbox.cgroup_base)?;
         for busy in cgroup::cleanup_stale(&layout, &cfg.sandbox.cgroup_base)? {
             tracing::warn!(cgroup = %busy.display(), "a job cgroup from an earlier run still holds processes; left alone");
         }
@@ -83,6 +131,7 @@ impl NodeSandbox {
             .collect();
         Ok(NodeSandbox {
             cgroup_base: cfg.sandbox.cgroup_base.clone(),
+            _base_lock: Arc::new(base_lock),
             uid,
             gid,
             allow_root: cfg.jobs.allow_root,
@@ -167,5 +216,23 @@ mod tests {
             .unwrap_err()
             .contains("UID:GID"));
         assert!(resolve_user("1:x").unwrap_err().contains("UID:GID"));
+    }
+
+    #[test]
+    fn one_daemon_per_cgroup_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_cgroup_base(dir.path(), "joblet").unwrap();
+        let err = lock_cgroup_base(dir.path(), "joblet")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"joblet\" is in use by another joblet daemon")
+                && err.contains("its own cgroup_base"),
+            "{err}"
+        );
+        // Another base is independent; a released lock can be taken again.
+        let _other = lock_cgroup_base(dir.path(), "joblet-2").unwrap();
+        drop(first);
+        lock_cgroup_base(dir.path(), "joblet").unwrap();
     }
 }

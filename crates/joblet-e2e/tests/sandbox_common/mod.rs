@@ -5,12 +5,10 @@
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+pub use joblet_e2e::{cgroup_mounts, subdirs};
 use joblet_e2e::{Node, NodeOptions};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use serde_json::Value;
 
 pub const T: Duration = Duration::from_secs(30);
@@ -48,30 +46,6 @@ impl ProbeDir {
     }
 }
 
-/// The mount point of every cgroup hierarchy on this host (v1 and v2).
-pub fn cgroup_mounts() -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    text.lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let fstype = right.split(' ').next()?;
-            let point = left.split(' ').nth(4)?;
-            matches!(fstype, "cgroup" | "cgroup2").then(|| PathBuf::from(point))
-        })
-        .collect()
-}
-
-pub fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// A cgroup base of one test's node (`sandbox.cgroup_base`). On drop its
 /// directories are removed from every hierarchy (killing any process of
 /// that node's jobs still in them), so a failed test leaves nothing.
@@ -79,12 +53,7 @@ pub struct CgroupBase(pub String);
 
 impl CgroupBase {
     pub fn new() -> CgroupBase {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        CgroupBase(format!(
-            "joblet-e2e-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ))
+        CgroupBase(joblet_e2e::unique_cgroup_base())
     }
 
     /// `<hierarchy>/<base>` wherever it exists.
@@ -117,34 +86,9 @@ impl CgroupBase {
     }
 }
 
-pub fn remove_cgroup_tree(dir: &Path) {
-    for sub in subdirs(dir) {
-        remove_cgroup_tree(&sub);
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-        match std::fs::remove_dir(dir) {
-            Ok(()) => return,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) if Instant::now() > deadline => {
-                eprintln!("cannot remove cgroup {}: {e}", dir.display());
-                return;
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
 impl Drop for CgroupBase {
     fn drop(&mut self) {
-        for dir in self.dirs() {
-            remove_cgroup_tree(&dir);
-        }
+        joblet_e2e::remove_cgroup_base(&self.0);
     }
 }
 
