@@ -1,0 +1,355 @@
+//! The cluster's live allocation state: who holds which unit (whole GPU or
+//! MIG slice) on which node, GPU health, and the free-capacity index that
+//! makes placement fast. Every change goes through `allocate`, `release`,
+//! `set_health`, `add_node` and `remove_node`, which keep the index exact;
+//! `verify` recounts everything from the ledger.
+//!
+//! Rules enforced by `allocate` (and followed by [`crate::place`]):
+//! - an exclusive job holds the whole unit: it never lands on a unit with
+//!   any holder, and nothing joins it;
+//! - shared jobs reserve `memory_mb` each on every unit they hold and the
+//!   sum never exceeds the unit's memory; a shared placement with
+//!   `memory_mb == 0` reserves the whole unit (so it needs an empty unit);
+//! - training and inference never share a unit; interactive work may share
+//!   with either;
+//! - new jobs only go to GPUs whose state `accepts_new_jobs()` and that are
+//!   not paused; jobs already there stay until released.
+
+mod capacity;
+mod error;
+pub(crate) mod index;
+pub(crate) mod node;
+mod verify;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use error::AllocError;
+use index::DomainIndex;
+use node::{Holder, Node};
+
+use crate::model::{GpuHealth, GpuRef, JobKey, NodeId, NodeSpec, Placement, Sharing};
+
+/// The weakest whole (non-MIG) GPU of the cluster: requests it satisfies
+/// may use the fast path, where every free whole GPU is eligible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WholeFloor {
+    pub min_memory_mb: u64,
+    pub min_cc: (u32, u32),
+}
+
+/// Live allocation state of a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    nodes: BTreeMap<NodeId, Node>,
+    ledger: BTreeMap<JobKey, Placement>,
+    index: DomainIndex,
+    total_units: u32,
+    free_units: u32,
+    /// Free whole GPUs over all nodes.
+    free_whole: u32,
+    floor: Option<WholeFloor>,
+    /// Static-capacity answers, cleared when nodes change.
+    capacity_memo: capacity::CapacityMemo,
+}
+
+impl ClusterState {
+    /// Every GPU AVAILABLE, not paused; a repeated node id replaces the
+    /// earlier node.
+    pub fn new(nodes: Vec<NodeSpec>) -> ClusterState {
+        let mut state = ClusterState {
+            nodes: BTreeMap::new(),
+            ledger: BTreeMap::new(),
+            index: DomainIndex::default(),
+            total_units: 0,
+            free_units: 0,
+            free_whole: 0,
+            floor: None,
+            capacity_memo: Default::default(),
+        };
+        for n in nodes {
+            state.add_node(n);
+        }
+        state
+    }
+
+    /// Adds a node, all GPUs AVAILABLE. A node with the same id is removed
+    /// first, dropping its jobs' allocations (send `remove_node` first to
+    /// learn which).
+    pub fn add_node(&mut self, node: NodeSpec) {
+        self.capacity_memo.get_mut().clear();
+        if self.nodes.contains_key(&node.id) {
+            self.remove_node(node.id);
+        }
+        let node = Node::new(node);
+        self.index.insert(&node);
+        self.total_units += node.total_units;
+        self.free_units += node.free_units;
+        self.free_whole += node.free_whole;
+        self.floor = merge_floor(self.floor, &node);
+        self.nodes.insert(node.id, node);
+    }
+
+    /// Removes a node; returns (sorted) the jobs that held units there.
+    /// Their allocations are dropped whole, on every node.
+    pub fn remove_node(&mut self, id: NodeId) -> Vec<JobKey> {
+        let Some(node) = self.nodes.get(&id) else {
+            return Vec::new();
+        };
+        self.capacity_memo.get_mut().clear();
+        let jobs: BTreeSet<JobKey> = node
+            .gpus
+            .iter()
+            .flat_map(|g| &g.units)
+            .flat_map(|u| &u.holders)
+            .map(|h| h.job.clone())
+            .collect();
+        for j in &jobs {
+            self.release(j);
+        }
+        if let Some(node) = self.nodes.remove(&id) {
+            self.index.remove(&node);
+            self.total_units -= node.total_units;
+            self.free_units -= node.free_units;
+            self.free_whole -= node.free_whole;
+        }
+        self.floor = self.nodes.values().fold(None, merge_floor);
+        jobs.into_iter().collect()
+    }
+
+    /// Sets one GPU's health (unknown node or GPU: ignored). A GPU that no
+    /// longer accepts new jobs keeps its holders until they are released.
+    pub fn set_health(&mut self, node: NodeId, index: u32, health: GpuHealth) {
+        self.with_node(node, |n| {
+            if let Some(pos) = n.gpu_pos(index) {
+                n.gpus[pos].health = health;
+            }
+        });
+    }
+
+    /// One GPU's health as last set (unknown node or GPU: `None`).
+    pub fn health(&self, node: NodeId, index: u32) -> Option<GpuHealth> {
+        let n = self.nodes.get(&node)?;
+        n.gpu_pos(index).map(|pos| n.gpus[pos].health)
+    }
+
+    /// Records a placement, all of it or (on error) none of it.
+    pub fn allocate(&mut self, p: Placement) -> Result<(), AllocError> {
+        if self.ledger.contains_key(&p.job) {
+            return Err(AllocError::DuplicateJob { job: p.job });
+        }
+        for (i, unit) in p.units.iter().enumerate() {
+            if p.units[..i].contains(unit) {
+                return Err(AllocError::DuplicateUnit {
+                    job: p.job.clone(),
+                    unit: unit.clone(),
+                });
+            }
+            self.check_unit(&p, unit)?;
+        }
+        for id in node_ids(&p) {
+            self.with_node(id, |n| {
+                for u in p.units.iter().filter(|u| u.node == id) {
+                    let Some(g) = n.gpu_pos(u.index).map(|i| &mut n.gpus[i]) else {
+                        continue;
+                    };
+                    let Some(unit) = g.unit_pos(u.mig).map(|i| &mut g.units[i]) else {
+                        continue;
+                    };
+                    let reserve_mb = reserve(&p, unit.memory_mb);
+                    unit.reserved_mb += reserve_mb;
+                    unit.holders.push(Holder {
+                        job: p.job.clone(),
+                        reserve_mb,
+                        exclusive: p.sharing == Sharing::Exclusive,
+                        class: p.class,
+                    });
+                }
+            });
+        }
+        self.ledger.insert(p.job.clone(), p);
+        Ok(())
+    }
+
+    fn check_unit(&self, p: &Placement, u: &GpuRef) -> Result<(), AllocError> {
+        let job = || p.job.clone();
+        let missing = || AllocError::NoSuchUnit {
+            job: job(),
+            unit: u.clone(),
+        };
+        let gpu = self
+            .nodes
+            .get(&u.node)
+            .and_then(|n| n.gpu_pos(u.index).map(|i| &n.gpus[i]))
+            .ok_or_else(missing)?;
+        let unit = gpu
+            .unit_pos(u.mig)
+            .map(|i| &gpu.units[i])
+            .ok_or_else(missing)?;
+        if !gpu.placeable() {
+            return Err(AllocError::NotPlaceable {
+                job: job(),
+                unit: u.clone(),
+                state: gpu.health.state,
+                paused: gpu.health.paused,
+            });
+        }
+        let busy = |h: &Holder| AllocError::Busy {
+            job: job(),
+            unit: u.clone(),
+            holder: h.job.clone(),
+        };
+        if p.sharing == Sharing::Exclusive {
+            if let Some(h) = unit.holders.first() {
+                return Err(busy(h));
+            }
+            return Ok(());
+        }
+        if let Some(h) = unit.holders.iter().find(|h| h.exclusive) {
+            return Err(busy(h));
+        }
+        if let Some(h) = unit.class_conflict(p.class) {
+            return Err(AllocError::ClassConflict {
+                job: job(),
+                unit: u.clone(),
+                class: p.class,
+                holder: h.job.clone(),
+            });
+        }
+        let asked_mb = reserve(p, unit.memory_mb);
+        if asked_mb > unit.free_mb() || (p.memory_mb == 0 && !unit.holders.is_empty()) {
+            return Err(AllocError::OutOfMemory {
+                job: job(),
+                unit: u.clone(),
+                asked_mb,
+                free_mb: unit.free_mb(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Frees the job's units; returns its placement (None: unknown job).
+    pub fn release(&mut self, job: &str) -> Option<Placement> {
+        let p = self.ledger.remove(job)?;
+        for id in node_ids(&p) {
+            self.with_node(id, |n| {
+                for u in p.units.iter().filter(|u| u.node == id) {
+                    let Some(g) = n.gpu_pos(u.index).map(|i| &mut n.gpus[i]) else {
+                        continue;
+                    };
+                    let Some(unit) = g.unit_pos(u.mig).map(|i| &mut g.units[i]) else {
+                        continue;
+                    };
+                    if let Some(i) = unit.holders.iter().position(|h| h.job == job) {
+                        let h = unit.holders.swap_remove(i);
+                        unit.reserved_mb -= h.reserve_mb;
+                    }
+                }
+            });
+        }
+        Some(p)
+    }
+
+    /// Applies `f` to a node, keeping the index and totals exact.
+    fn with_node(&mut self, id: NodeId, f: impl FnOnce(&mut Node)) {
+        let Some(n) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        self.index.remove(n);
+        let before = (n.free_units, n.free_whole);
+        f(n);
+        n.recount();
+        self.index.insert(n);
+        self.free_units = self.free_units - before.0 + n.free_units;
+        self.free_whole = self.free_whole - before.1 + n.free_whole;
+    }
+
+    pub fn placement(&self, job: &str) -> Option<&Placement> {
+        self.ledger.get(job)
+    }
+
+    /// The allocations ledger, by job key.
+    pub fn placements(&self) -> impl Iterator<Item = &Placement> {
+        self.ledger.values()
+    }
+
+    /// Whole GPUs plus MIG slices, healthy or not.
+    pub fn total_units(&self) -> u32 {
+        self.total_units
+    }
+
+    /// Units that a 1-unit exclusive job could get now (placeable, no holder).
+    pub fn free_units(&self) -> u32 {
+        self.free_units
+    }
+
+    /// Jobs holding any unit of that GPU, sorted.
+    pub fn jobs_on(&self, node: NodeId, index: u32) -> Vec<JobKey> {
+        let Some(g) = self
+            .nodes
+            .get(&node)
+            .and_then(|n| n.gpu_pos(index).map(|i| &n.gpus[i]))
+        else {
+            return Vec::new();
+        };
+        let jobs: BTreeSet<&JobKey> = g
+            .units
+            .iter()
+            .flat_map(|u| &u.holders)
+            .map(|h| &h.job)
+            .collect();
+        jobs.into_iter().cloned().collect()
+    }
+
+    pub(crate) fn nodes(&self) -> &BTreeMap<NodeId, Node> {
+        &self.nodes
+    }
+
+    pub(crate) fn index(&self) -> &DomainIndex {
+        &self.index
+    }
+
+    pub(crate) fn free_whole(&self) -> u32 {
+        self.free_whole
+    }
+
+    pub(crate) fn floor(&self) -> Option<WholeFloor> {
+        self.floor
+    }
+}
+
+/// The nodes a placement touches, ascending, once each.
+fn node_ids(p: &Placement) -> Vec<NodeId> {
+    let mut nodes: Vec<NodeId> = p.units.iter().map(|u| u.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
+/// MiB a placement accounts on a unit of `unit_mb`: exclusive and shared
+/// with 0 take the whole unit.
+fn reserve(p: &Placement, unit_mb: u64) -> u64 {
+    if p.sharing == Sharing::Exclusive || p.memory_mb == 0 {
+        unit_mb
+    } else {
+        p.memory_mb
+    }
+}
+
+fn merge_floor(floor: Option<WholeFloor>, node: &Node) -> Option<WholeFloor> {
+    node.gpus
+        .iter()
+        .filter(|g| g.is_whole())
+        .fold(floor, |f, g| {
+            let (mem, cc) = (g.spec.memory_mb, g.spec.compute_capability);
+            Some(match f {
+                None => WholeFloor {
+                    min_memory_mb: mem,
+                    min_cc: cc,
+                },
+                Some(f) => WholeFloor {
+                    min_memory_mb: f.min_memory_mb.min(mem),
+                    min_cc: f.min_cc.min(cc),
+                },
+            })
+        })
+}

@@ -1,0 +1,171 @@
+//! `verify`: recounts every invariant of the cluster state from the ledger
+//! alone and compares it with the incremental bookkeeping (tests, simulator).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::index::DomainIndex;
+use super::node::{classes_conflict, Node};
+use super::ClusterState;
+use crate::model::{GpuRef, Placement, Sharing, WorkloadClass};
+
+/// What the ledger says one unit carries.
+#[derive(Default)]
+struct Load<'a> {
+    jobs: Vec<&'a Placement>,
+}
+
+impl ClusterState {
+    /// Full invariant check: every placement's units exist and are
+    /// distinct; no unit is over its memory or shared with an exclusive
+    /// job; no unit mixes training and inference; the per-unit holders,
+    /// free counts, totals and the free-capacity index all match a
+    /// recount. Health at allocation time is not checked (a GPU may have
+    /// failed since).
+    pub fn verify(&self) -> Result<(), String> {
+        let mut loads: BTreeMap<&GpuRef, Load> = BTreeMap::new();
+        for (key, p) in &self.ledger {
+            if *key != p.job {
+                return Err(format!(
+                    "ledger entry {key} holds the placement of {}",
+                    p.job
+                ));
+            }
+            let mut seen = BTreeSet::new();
+            for u in &p.units {
+                if !seen.insert(u) {
+                    return Err(format!("job {}: {u} twice", p.job));
+                }
+                let exists = self
+                    .nodes
+                    .get(&u.node)
+                    .and_then(|n| n.gpu_pos(u.index).map(|i| &n.gpus[i]))
+                    .and_then(|g| g.unit_pos(u.mig));
+                if exists.is_none() {
+                    return Err(format!("job {}: {u} does not exist", p.job));
+                }
+                loads.entry(u).or_default().jobs.push(p);
+            }
+        }
+        for (u, load) in &loads {
+            check_load(u, load, self.unit_memory(u))?;
+        }
+        self.check_bookkeeping(&loads)
+    }
+
+    fn unit_memory(&self, u: &GpuRef) -> u64 {
+        self.nodes
+            .get(&u.node)
+            .and_then(|n| n.gpu_pos(u.index).map(|i| &n.gpus[i]))
+            .and_then(|g| g.unit_pos(u.mig).map(|i| g.units[i].memory_mb))
+            .unwrap_or(0)
+    }
+
+    fn check_bookkeeping(&self, loads: &BTreeMap<&GpuRef, Load>) -> Result<(), String> {
+        let (mut total, mut free, mut whole) = (0, 0, 0);
+        let mut index = DomainIndex::default();
+        for node in self.nodes.values() {
+            for g in &node.gpus {
+                for u in &g.units {
+                    let r = GpuRef {
+                        node: node.id,
+                        index: g.spec.index,
+                        mig: u.mig,
+                    };
+                    let mut want: Vec<&str> = loads
+                        .get(&r)
+                        .map(|l| l.jobs.iter().map(|p| p.job.as_str()).collect())
+                        .unwrap_or_default();
+                    let mut have: Vec<&str> = u.holders.iter().map(|h| h.job.as_str()).collect();
+                    want.sort_unstable();
+                    have.sort_unstable();
+                    if want != have {
+                        return Err(format!(
+                            "{r}: holders {have:?} but the ledger says {want:?}"
+                        ));
+                    }
+                    let reserved: u64 = u.holders.iter().map(|h| h.reserve_mb).sum();
+                    if reserved != u.reserved_mb {
+                        return Err(format!(
+                            "{r}: reserved {} but holders sum {reserved}",
+                            u.reserved_mb
+                        ));
+                    }
+                }
+            }
+            let mut fresh = node.clone();
+            fresh.recount();
+            check_counts(node, &fresh)?;
+            index.insert(&fresh);
+            total += fresh.total_units;
+            free += fresh.free_units;
+            whole += fresh.free_whole;
+        }
+        if (total, free, whole) != (self.total_units, self.free_units, self.free_whole) {
+            return Err(format!(
+                "totals {}/{}/{} total/free/free whole but a recount gives {total}/{free}/{whole}",
+                self.total_units, self.free_units, self.free_whole
+            ));
+        }
+        if index != self.index {
+            return Err("the free-capacity index differs from a rebuild".to_string());
+        }
+        Ok(())
+    }
+}
+
+fn check_load(u: &GpuRef, load: &Load, memory_mb: u64) -> Result<(), String> {
+    let exclusive = load
+        .jobs
+        .iter()
+        .filter(|p| p.sharing == Sharing::Exclusive)
+        .count();
+    if exclusive > 0 && load.jobs.len() > 1 {
+        let jobs: Vec<&str> = load.jobs.iter().map(|p| p.job.as_str()).collect();
+        return Err(format!("{u}: exclusive but held by {jobs:?}"));
+    }
+    let reserved: u64 = load
+        .jobs
+        .iter()
+        .map(|p| {
+            if p.sharing == Sharing::Exclusive || p.memory_mb == 0 {
+                memory_mb
+            } else {
+                p.memory_mb
+            }
+        })
+        .sum();
+    if reserved > memory_mb {
+        return Err(format!("{u}: {reserved} MiB reserved of {memory_mb} MiB"));
+    }
+    let has = |c: WorkloadClass| load.jobs.iter().find(|p| p.class == c);
+    if let (Some(t), Some(i)) = (has(WorkloadClass::Training), has(WorkloadClass::Inference)) {
+        debug_assert!(classes_conflict(t.class, i.class));
+        return Err(format!(
+            "{u}: training job {} shares with inference job {}",
+            t.job, i.job
+        ));
+    }
+    Ok(())
+}
+
+fn check_counts(node: &Node, fresh: &Node) -> Result<(), String> {
+    let counts = |n: &Node| {
+        let doms: Vec<(u32, u32)> = n.domains.iter().map(|d| (d.free, d.temp)).collect();
+        (
+            n.free_whole,
+            n.free_units,
+            n.open_units,
+            n.total_units,
+            doms,
+        )
+    };
+    if counts(node) != counts(fresh) {
+        return Err(format!(
+            "node {}: counts {:?} but a recount gives {:?}",
+            node.id,
+            counts(node),
+            counts(fresh)
+        ));
+    }
+    Ok(())
+}

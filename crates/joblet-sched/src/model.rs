@@ -1,0 +1,284 @@
+//! The scheduler's vocabulary: what the cluster is, what a job asks for,
+//! where it was placed, and the events and actions of `handle`.
+
+use joblet_core::gpu::GpuState;
+use joblet_core::UnixMillis;
+use serde::{Deserialize, Serialize};
+
+/// A node of the cluster (the daemon has one; the simulator many).
+pub type NodeId = u32;
+
+/// A job, as the scheduler knows it (the daemon's job id string; the
+/// simulator's trace row number as a string).
+pub type JobKey = String;
+
+/// One GPU of a node, as placement needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSpec {
+    /// Index on its node (NVML index).
+    pub index: u32,
+    pub uuid: String,
+    pub memory_mb: u64,
+    /// NUMA node the GPU hangs off.
+    pub numa: u32,
+    /// CPU package (socket) of that NUMA node.
+    pub socket: u32,
+    /// GPUs with the same group id are all connected over NVLink (an
+    /// NVSwitch domain or a fully linked set); `None` = PCIe only.
+    pub nvlink_group: Option<u32>,
+    /// e.g. (8, 0).
+    pub compute_capability: (u32, u32),
+    /// MIG slices this GPU is partitioned into (empty = whole GPU only).
+    /// A GPU with slices is placed slice by slice, never whole.
+    pub mig: Vec<MigSlice>,
+}
+
+/// A MIG GPU instance: an allocatable unit of its parent GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigSlice {
+    /// GPU instance id on the parent.
+    pub id: u32,
+    /// e.g. `1g.10gb`.
+    pub profile: String,
+    pub memory_mb: u64,
+}
+
+/// A node and its GPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    pub id: NodeId,
+    pub gpus: Vec<GpuSpec>,
+}
+
+/// Health of one GPU as the scheduler sees it (from the GPU pool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuHealth {
+    pub state: GpuState,
+    /// Placements paused (temperature).
+    pub paused: bool,
+    pub temperature_c: Option<u32>,
+}
+
+/// How a job uses its GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sharing {
+    /// The GPUs are the job's alone.
+    Exclusive,
+    /// Other shared jobs may use the same GPUs; each job's
+    /// `gpu_memory_mb` is reserved and the sum never exceeds a GPU's memory.
+    Shared,
+}
+
+/// What kind of work; training and inference never share a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadClass {
+    Training,
+    Inference,
+    Interactive,
+}
+
+/// Everything a job asks of the scheduler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRequest {
+    pub job: JobKey,
+    pub owner: String,
+    pub queue: String,
+    /// GPUs (or MIG slices) wanted, all or none (gang). 0 = CPU-only job,
+    /// placed at once without GPUs.
+    pub gpu_count: u32,
+    /// Minimum free memory per GPU in MiB (shared mode: the amount reserved).
+    /// 0 = any.
+    pub gpu_memory_mb: u64,
+    pub sharing: Sharing,
+    /// Only MIG slices of this profile (e.g. `1g.10gb`).
+    pub mig_profile: Option<String>,
+    pub min_compute_capability: Option<(u32, u32)>,
+    pub class: WorkloadClass,
+    /// Higher runs first.
+    pub priority: i32,
+    /// May span NUMA nodes on one node.
+    pub allow_cross_numa: bool,
+    /// May span nodes.
+    pub allow_cross_node: bool,
+    /// Lower-priority work may be stopped (PREEMPTED, requeued) for it, or
+    /// it may be stopped for higher-priority work.
+    pub preemptible: bool,
+    /// Declared run-time limit (backfill uses it); `None` = unknown.
+    pub time_limit_ms: Option<u64>,
+}
+
+/// One allocated unit: a whole GPU or one MIG slice of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GpuRef {
+    pub node: NodeId,
+    pub index: u32,
+    /// MIG GPU instance id, when the unit is a slice.
+    pub mig: Option<u32>,
+}
+
+/// Where a job runs: every unit it holds and the memory reserved on each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub job: JobKey,
+    pub units: Vec<GpuRef>,
+    /// MiB reserved per unit (shared mode: the request's memory; exclusive:
+    /// the unit's whole memory).
+    pub memory_mb: u64,
+    pub sharing: Sharing,
+    pub class: WorkloadClass,
+}
+
+/// What happens to the scheduler.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A job was recorded and waits for GPUs.
+    Submit(Box<JobRequest>),
+    /// The job was cancelled (queued or running).
+    Cancel(JobKey),
+    /// A running (or preempted-and-stopping) job's processes are gone; its
+    /// GPUs are free.
+    Exited(JobKey),
+    /// A GPU's health changed.
+    GpuChanged {
+        node: NodeId,
+        index: u32,
+        health: GpuHealth,
+    },
+    NodeAdded(NodeSpec),
+    /// The node's jobs are lost; they get `Reject`/requeue per policy.
+    NodeRemoved(NodeId),
+    /// Time passed (aging, rate limits, LAS quanta, backfill windows).
+    Tick,
+}
+
+/// What the caller must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Start the job on this placement (persist the allocation first).
+    Start { placement: Placement },
+    /// Stop the job and requeue it (PREEMPTED → QUEUED); its GPUs are free
+    /// once its `Exited` arrives.
+    Preempt { job: JobKey, reason: String },
+    /// The job can never run here (or broke a rule): fail it with `reason`.
+    Reject { job: JobKey, reason: String },
+}
+
+/// How to choose among GPUs that fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Fill the busiest node / NUMA node first (keeps whole nodes free).
+    Pack,
+    /// Use the emptiest first (spreads heat and load).
+    Spread,
+    /// The place whose free capacity after placing is smallest.
+    BestFit,
+    /// Same NVLink group → same NUMA node → same socket → cross-node
+    /// (seed 002), ties broken by pack, then by temperature (coolest).
+    Topology,
+}
+
+/// Which waiting job goes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Strict priority then FIFO: nothing passes a waiting head job.
+    Fifo,
+    /// FIFO plus EASY backfill: later jobs start when they do not delay the
+    /// head job's reservation (computed from time limits).
+    Backfill,
+    /// Tiresias-style discretised two-dimensional least-attained-service
+    /// (GPUs × time): jobs that have had little service go first, long
+    /// jobs sink to lower queues; preemptible jobs in lower queues are
+    /// preempted for waiting ones. Needs no durations.
+    Las,
+}
+
+/// Limits per owner or per queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quota {
+    /// Most GPUs (units) held at once.
+    pub max_gpus: u32,
+}
+
+/// Token bucket for allocations per owner (seed 000).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateLimit {
+    /// Allocations (starts) per second, refilled continuously.
+    pub per_second: f64,
+    /// Bucket size.
+    pub burst: u32,
+}
+
+/// The scheduler's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchedConfig {
+    pub policy: Policy,
+    pub strategy: Strategy,
+    /// Per-owner quotas (owner → quota); owners not listed are unlimited.
+    pub owner_quotas: Vec<(String, Quota)>,
+    /// Per-queue quotas.
+    pub queue_quotas: Vec<(String, Quota)>,
+    /// Per-owner allocation rate limit; `None` = unlimited.
+    pub owner_rate: Option<RateLimit>,
+    /// A waiting job gains one priority level per this many ms (aging, so
+    /// nothing starves); 0 = no aging.
+    pub aging_ms: u64,
+    /// How many waiting jobs one decision may look at past the head
+    /// (backfill / LAS): bounds the cost of a decision.
+    pub lookahead: usize,
+    /// LAS: attained-service thresholds (GPU·ms) between its queues,
+    /// ascending; a job above threshold i sinks to queue i+1.
+    pub las_thresholds_gpu_ms: Vec<u64>,
+}
+
+impl Default for SchedConfig {
+    fn default() -> SchedConfig {
+        SchedConfig {
+            policy: Policy::Las,
+            strategy: Strategy::Topology,
+            owner_quotas: Vec::new(),
+            queue_quotas: Vec::new(),
+            owner_rate: None,
+            aging_ms: 0,
+            lookahead: 256,
+            // Tiresias' defaults scaled: 1 GPU-hour, 10 GPU-hours.
+            las_thresholds_gpu_ms: vec![3_600_000, 36_000_000],
+        }
+    }
+}
+
+/// Why a request can never be placed on this cluster as it is built
+/// (as opposed to "not now"): the simulator's "rejected" reasons.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unplaceable {
+    #[error(
+        "asks for {asked} GPUs but the largest node has {largest}, and the job may not span nodes"
+    )]
+    LargerThanNode { asked: u32, largest: u32 },
+    #[error("asks for {asked} GPUs but the largest NUMA node has {largest}, and the job may not span NUMA nodes")]
+    LargerThanNuma { asked: u32, largest: u32 },
+    #[error("asks for {asked} GPUs but the cluster has {total}")]
+    LargerThanCluster { asked: u32, total: u32 },
+    #[error("asks for {asked_mb} MiB per GPU but the largest GPU has {largest_mb} MiB")]
+    TooMuchMemory { asked_mb: u64, largest_mb: u64 },
+    #[error("asks for MIG profile {0} which no GPU offers")]
+    NoSuchMigProfile(String),
+    #[error("needs compute capability {}.{} but the best GPU has {}.{}", need.0, need.1, best.0, best.1)]
+    ComputeCapability { need: (u32, u32), best: (u32, u32) },
+    #[error("asks for {asked} GPUs but the owner's quota is {quota}")]
+    OverQuota { asked: u32, quota: u32 },
+    #[error("asks for {asked} GPUs but queue {queue}'s quota is {quota}")]
+    OverQueueQuota {
+        queue: String,
+        asked: u32,
+        quota: u32,
+    },
+}
+
+/// Convenience: `now` plus a duration.
+pub fn after(now: UnixMillis, ms: u64) -> UnixMillis {
+    now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
+}

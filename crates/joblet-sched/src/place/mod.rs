@@ -1,0 +1,156 @@
+//! Gang placement of one request on the cluster state, by strategy.
+//!
+//! A request takes `gpu_count` units, all or none: whole GPUs, or with
+//! `mig_profile` only MIG slices of that profile (a GPU with slices offers
+//! only its slices). Units must be on GPUs that accept new jobs and are not
+//! paused, meet `min_compute_capability` and have at least `gpu_memory_mb`.
+//! Exclusive requests take units nobody holds; shared ones join units not
+//! held exclusively, not mixing training with inference, reserving
+//! `gpu_memory_mb` (0 = the whole unit, so an empty one) within the unit's
+//! unreserved memory.
+//!
+//! A gang stays on one NUMA node unless `allow_cross_numa`, on one node
+//! unless `allow_cross_node` (which also allows crossing NUMA nodes), and
+//! only spans nodes when no single node can hold it. Candidate places are
+//! the node's topology domains (NVLink group on one NUMA node, NVLink
+//! group, NUMA node, socket, node); `F` below is a domain's count of
+//! eligible units and `F(node)` the node's:
+//! - `Topology`: the best tier (NVLink group in one NUMA node → NVLink
+//!   group → NUMA node → socket → node), then pack order: smallest `F`,
+//!   then busiest node (smallest `F(node)`, which keeps empty nodes whole),
+//!   then coolest domain (its hottest GPU);
+//! - `Pack`: the NUMA node (or, when it may cross NUMA nodes, the node)
+//!   with the smallest `F`, then busiest node, coolest;
+//! - `Spread`: the NUMA node (or node) with the largest `F`, then the
+//!   emptiest node, coolest;
+//! - `BestFit`: any allowed domain with the smallest `F - gpu_count`, then
+//!   the better tier, busiest node, coolest.
+//!
+//! Remaining ties go to the lowest node id, then the domain built first.
+//! Inside the chosen place, units come from its best-tier sub-domain that
+//! fits, from the NUMA node with most eligible units first, tightest
+//! memory fit first (`Spread`: roomiest), coolest, lowest index.
+//! Cross-node gangs take nodes with the most eligible units first.
+//!
+//! Speed: exclusive whole-GPU requests that every whole GPU of the cluster
+//! satisfies (memory, compute capability) are answered from the cluster's
+//! free-capacity index with a few range lookups; other requests scan the
+//! nodes (skipping those without enough open units).
+
+mod cross;
+mod rank;
+mod select;
+
+use crate::cluster::node::{classes_conflict, Gpu, Unit};
+use crate::cluster::ClusterState;
+use crate::model::{GpuRef, JobRequest, Placement, Sharing, Strategy, WorkloadClass};
+
+/// A gang placement that `allocate` would accept, or None when none exists
+/// now. A request for 0 GPUs gets an empty placement.
+pub fn place(state: &ClusterState, req: &JobRequest, strategy: Strategy) -> Option<Placement> {
+    let d = Demand::new(req, strategy);
+    let picked = if d.n == 0 {
+        Vec::new()
+    } else if let Some((node, dom)) = rank::best_domain(state, &d) {
+        let node = state.nodes().get(&node)?;
+        let ev = select::eval(node, &d);
+        select::units(node, &ev, dom, d.n, &d)
+            .into_iter()
+            .map(|(pos, unit)| (node, pos, unit))
+            .collect()
+    } else if req.allow_cross_node {
+        cross::units_across(state, &d)?
+    } else {
+        return None;
+    };
+    let mut units: Vec<GpuRef> = Vec::with_capacity(picked.len());
+    let mut min_mb = u64::MAX;
+    for (node, pos, unit) in picked {
+        let g = &node.gpus[pos];
+        let u = &g.units[unit];
+        min_mb = min_mb.min(u.memory_mb);
+        units.push(GpuRef {
+            node: node.id,
+            index: g.spec.index,
+            mig: u.mig,
+        });
+    }
+    units.sort_unstable();
+    let memory_mb = match req.sharing {
+        Sharing::Shared => req.gpu_memory_mb,
+        Sharing::Exclusive if units.is_empty() => 0,
+        Sharing::Exclusive => min_mb,
+    };
+    Some(Placement {
+        job: req.job.clone(),
+        units,
+        memory_mb,
+        sharing: req.sharing,
+        class: req.class,
+    })
+}
+
+/// A request as placement needs it.
+#[derive(Debug, Clone)]
+pub(crate) struct Demand<'a> {
+    pub n: u32,
+    pub exclusive: bool,
+    pub profile: Option<&'a str>,
+    pub min_cc: Option<(u32, u32)>,
+    pub mem_mb: u64,
+    pub class: WorkloadClass,
+    /// May use domains spanning NUMA nodes (cross-node implies it).
+    pub cross_numa: bool,
+    pub strategy: Strategy,
+}
+
+impl<'a> Demand<'a> {
+    fn new(req: &'a JobRequest, strategy: Strategy) -> Demand<'a> {
+        Demand {
+            n: req.gpu_count,
+            exclusive: req.sharing == Sharing::Exclusive,
+            profile: req.mig_profile.as_deref(),
+            min_cc: req.min_compute_capability,
+            mem_mb: req.gpu_memory_mb,
+            class: req.class,
+            cross_numa: req.allow_cross_numa || req.allow_cross_node,
+            strategy,
+        }
+    }
+
+    /// If the unit may take this request now: its unreserved MiB after
+    /// taking it (exclusive: the unit's MiB beyond the minimum asked).
+    pub fn room_after(&self, g: &Gpu, u: &Unit) -> Option<u64> {
+        if !g.placeable()
+            || self.profile != u.profile.as_deref()
+            || u.memory_mb < self.mem_mb
+            || self.min_cc.is_some_and(|c| g.spec.compute_capability < c)
+        {
+            return None;
+        }
+        if self.exclusive {
+            return u.holders.is_empty().then(|| u.memory_mb - self.mem_mb);
+        }
+        if u.holders
+            .iter()
+            .any(|h| h.exclusive || classes_conflict(h.class, self.class))
+        {
+            return None;
+        }
+        if self.mem_mb == 0 {
+            return u.holders.is_empty().then_some(0);
+        }
+        u.free_mb().checked_sub(self.mem_mb)
+    }
+
+    /// Every free whole GPU of the cluster serves it: the index is exact.
+    pub fn fast_path(&self, state: &ClusterState) -> bool {
+        let Some(floor) = state.floor() else {
+            return false;
+        };
+        self.exclusive
+            && self.profile.is_none()
+            && self.mem_mb <= floor.min_memory_mb
+            && self.min_cc.is_none_or(|c| floor.min_cc >= c)
+    }
+}

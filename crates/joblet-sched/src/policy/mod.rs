@@ -1,0 +1,214 @@
+//! Which waiting job goes next: the decision pass run after every event,
+//! for the three policies, and what they share (eligibility, placement
+//! with a failure memo, starting a job).
+//!
+//! Every pass looks at no more than the head plus `lookahead` waiting jobs,
+//! in the order of [`crate::queue`] (priority, LAS queue, aging, FIFO).
+//! Jobs over a quota or whose owner has no rate-limit token are skipped and
+//! block nobody. The looked-at jobs come from one ordered sweep of the
+//! queue; a job is not offered to placement if it failed since capacity
+//! was last freed (a release, a health change, a node), if it is an
+//! exclusive gang larger than the cluster's free units, or if a gang of the
+//! same shape and no more units failed since then. So a pass costs
+//! O(lookahead + log waiting) plus the placements it really needs.
+//!
+//! The policies and their trade-offs:
+//! - [`Policy::Fifo`] (strict): jobs start in
+//!   order; the first allowed job that does not fit blocks everything
+//!   behind it. Predictable and starvation-free for big gangs, but GPUs idle
+//!   behind a large head job; worst average JCT.
+//! - [`Policy::Backfill`] (EASY): as FIFO,
+//!   but while the head waits, later jobs start if, by their time limit,
+//!   they end before the head's reservation or use only units the
+//!   reservation does not need (see [`backfill`]). Never delays the head
+//!   (given honest time limits); only jobs with time limits backfill, so it
+//!   gains little when users do not declare them.
+//! - [`Policy::Las`] (default): Tiresias-style
+//!   discretised two-dimensional least attained service (see [`las`]).
+//!   Needs no durations: short jobs finish in the top queue, long ones sink
+//!   and are preempted for newcomers, which cuts average JCT well below
+//!   FIFO on heavy-tailed workloads. Costs: preemptions (checkpoint and
+//!   restart work for the jobs, bounded by a minimum run time), large gangs
+//!   can wait while smaller jobs of the same queue keep the GPUs (it is
+//!   work-conserving: jobs that fit start past those that do not), and
+//!   long jobs finish later than under FIFO.
+//! - All policies preempt: a waiting job that does not fit may stop
+//!   preemptible running jobs of a lower class (lower priority; under LAS,
+//!   `priority − LAS queue`), see [`preempt`].
+
+pub mod backfill;
+pub mod fifo;
+pub mod las;
+pub mod preempt;
+
+use joblet_core::UnixMillis;
+
+use crate::model::{Action, Placement, Policy, Sharing};
+use crate::place::place;
+use crate::queue::QKey;
+use crate::scheduler::Scheduler;
+
+/// Gang sizes that failed to place, by request shape (everything placement
+/// looks at but the size), since capacity last grew: a gang of the same
+/// shape and at least that size cannot fit either.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Misfits {
+    epoch: u64,
+    smallest: Vec<(u64, u32)>,
+}
+
+impl Misfits {
+    /// Forgets everything when capacity has grown.
+    fn renew(&mut self, epoch: u64) {
+        if self.epoch != epoch {
+            self.epoch = epoch;
+            self.smallest.clear();
+        }
+    }
+
+    fn fails(&self, shape: u64, gpus: u32) -> bool {
+        self.smallest.iter().any(|&(s, g)| s == shape && gpus >= g)
+    }
+
+    fn record(&mut self, shape: u64, gpus: u32) {
+        match self.smallest.iter_mut().find(|(s, _)| *s == shape) {
+            Some(e) => e.1 = e.1.min(gpus),
+            None => self.smallest.push((shape, gpus)),
+        }
+    }
+}
+
+/// What happened when a waiting job was offered the GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offer {
+    /// Over a quota or no token: skipped, blocks nobody.
+    NotAllowed,
+    /// Allowed but no placement now.
+    NoFit,
+    /// Allowed, and this placement would be accepted.
+    Fits,
+}
+
+impl Scheduler {
+    /// One decision pass of the configured policy.
+    pub(crate) fn pass(&mut self, now: UnixMillis) {
+        if self.queue.is_empty() {
+            return;
+        }
+        match self.config.policy {
+            Policy::Fifo => self.pass_fifo(now),
+            Policy::Backfill => self.pass_backfill(now),
+            Policy::Las => self.pass_las(now),
+        }
+    }
+
+    /// How many waiting jobs one pass may look at.
+    pub(crate) fn pass_budget(&self) -> usize {
+        self.config.lookahead.saturating_add(1)
+    }
+
+    /// The next (up to) `n` waiting keys after `after`, each flagged if it
+    /// surely does not fit now: its placement failed since capacity last
+    /// grew, an exclusive gang is larger than the free units, or a gang of
+    /// the same shape and no more units failed since then. Flags stay true
+    /// through a pass: starts only take capacity.
+    ///
+    /// Also flagged: whether a preemption search may run for the job now
+    /// (none in flight for it, its retry time reached).
+    pub(crate) fn sweep(
+        &mut self,
+        after: Option<QKey>,
+        n: usize,
+        now: UnixMillis,
+    ) -> Vec<(QKey, bool, bool)> {
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        let (epoch, free) = (self.epoch, self.cluster.free_units());
+        self.misfits.renew(epoch);
+        let misfits = &self.misfits;
+        self.queue.sweep(
+            after,
+            n,
+            &mut keys,
+            |w| {
+                w.failed_epoch == Some(epoch)
+                    || (w.req.sharing == Sharing::Exclusive && w.req.gpu_count > free)
+                    || misfits.fails(w.shape, w.req.gpu_count)
+            },
+            |w| w.awaiting_victims == 0 && w.preempt_retry_at <= now,
+        );
+        keys
+    }
+
+    /// Whether the job may start now (quotas, tokens).
+    pub(crate) fn allowed(&self, key: QKey, now: UnixMillis) -> bool {
+        self.queue
+            .get(key)
+            .is_some_and(|w| self.limits.may_start(&w.req, now))
+    }
+
+    /// Whether the job may start and, if so, where it would go.
+    pub(crate) fn offer(&mut self, key: QKey, now: UnixMillis) -> (Offer, Option<Placement>) {
+        let epoch = self.epoch;
+        self.misfits.renew(epoch);
+        let Some(w) = self.queue.get_mut(key) else {
+            return (Offer::NotAllowed, None);
+        };
+        if !self.limits.may_start(&w.req, now) {
+            return (Offer::NotAllowed, None);
+        }
+        if w.failed_epoch == Some(epoch)
+            || (w.req.sharing == Sharing::Exclusive && w.req.gpu_count > self.cluster.free_units())
+            || self.misfits.fails(w.shape, w.req.gpu_count)
+        {
+            return (Offer::NoFit, None);
+        }
+        match place(&self.cluster, &w.req, self.config.strategy) {
+            Some(p) => (Offer::Fits, Some(p)),
+            None => {
+                w.failed_epoch = Some(epoch);
+                self.misfits.record(w.shape, w.req.gpu_count);
+                (Offer::NoFit, None)
+            }
+        }
+    }
+
+    /// Allocates the placement and starts the job; false (and the job
+    /// stays waiting) if the cluster refuses the placement.
+    pub(crate) fn start(&mut self, key: QKey, placement: Placement, now: UnixMillis) -> bool {
+        if self.cluster.allocate(placement.clone()).is_err() {
+            let epoch = self.epoch;
+            if let Some(w) = self.queue.get_mut(key) {
+                w.failed_epoch = Some(epoch);
+            }
+            return false;
+        }
+        let Some(w) = self.queue.take(key) else {
+            self.cluster.release(&placement.job);
+            return false;
+        };
+        self.limits.on_start(&w.req, now);
+        // Running jobs' ends changed: a backfill reservation is stale
+        // (backfill restamps it after its own starts, which keep it valid).
+        self.res_version += 1;
+        let units = placement.units.clone();
+        self.insert_running(w.req, w.submitted, now, w.attained_gpu_ms, units);
+        self.actions.push(Action::Start { placement });
+        true
+    }
+
+    /// Offers the job and starts it if it fits.
+    pub(crate) fn try_start(&mut self, key: QKey, now: UnixMillis) -> Offer {
+        match self.offer(key, now) {
+            (Offer::Fits, Some(p)) => {
+                if self.start(key, p, now) {
+                    Offer::Fits
+                } else {
+                    Offer::NoFit
+                }
+            }
+            (Offer::Fits, None) => Offer::NoFit,
+            (other, _) => other,
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Preemption: making room for a waiting job that does not fit by stopping
+//! preemptible running jobs of a lower class (priority, minus the LAS queue
+//! under LAS).
+//!
+//! Victims must be preemptible, not already stopping, running for at least
+//! [`MIN_RUN_MS`], and hold only GPUs that still take new jobs (freeing a
+//! GPU that takes none would not help). The plan frees enough room **on
+//! one node**: nodes are tried in order of the victim units they hold;
+//! on each, victims are taken lowest priority first, then most attained
+//! service first, until placement succeeds; the node needing the fewest
+//! preemptions wins. A job that may span nodes falls back to freeing room
+//! across nodes in the same victim order. Each trial releases the victims
+//! in the cluster state, asks placement, and re-allocates them; trials are
+//! capped ([`MAX_TRIALS`] placements and the [`MAX_VICTIMS`] lowest-priority
+//! candidates per search), one search runs per pass,
+//! a job whose search failed is not searched again for
+//! [`PREEMPT_RETRY_MS`], and after any failed search none runs for
+//! [`SEARCH_GAP_MS`] (so a crowd of jobs that cannot preempt anything
+//! costs one search a second, at the price of up to a second's delay per
+//! failing job ahead of one that could). Victims get `Preempt`, keep their units until
+//! their `Exited`, and are then requeued with their attained service; the
+//! waiting job searches no more while they stop.
+
+use std::collections::BTreeMap;
+
+use joblet_core::UnixMillis;
+
+use super::las::MIN_RUN_MS;
+use crate::model::{Action, JobKey, JobRequest, NodeId, Placement, Policy, Sharing};
+use crate::place::place;
+use crate::queue::QKey;
+use crate::scheduler::Scheduler;
+
+/// A job whose preemption search failed waits this long before the next.
+pub const PREEMPT_RETRY_MS: i64 = 5_000;
+/// After a failed search (for any job), no search for this long.
+pub const SEARCH_GAP_MS: i64 = 1_000;
+/// Most placement trials of one search.
+pub const MAX_TRIALS: usize = 16;
+/// Most victims one search considers (the lowest-priority ones).
+pub const MAX_VICTIMS: usize = 256;
+
+/// What a preemption search did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Search {
+    /// Not searched (victims already stopping, or retry time not reached).
+    Skipped,
+    Failed,
+    Issued,
+}
+
+struct Victim {
+    job: JobKey,
+    priority: i32,
+    attained: u64,
+    /// Units held on each node.
+    per_node: BTreeMap<NodeId, u32>,
+}
+
+impl Scheduler {
+    /// Whether any preemption search may run now.
+    pub(crate) fn may_search(&self, now: UnixMillis) -> bool {
+        !self.preemptible.is_empty() && now >= self.search_gap_until
+    }
+
+    /// Searches for victims for the waiting job and preempts them.
+    pub(crate) fn preempt_for(&mut self, key: QKey, now: UnixMillis) -> Search {
+        let Some(w) = self.queue.get(key) else {
+            return Search::Skipped;
+        };
+        if w.awaiting_victims > 0 || w.preempt_retry_at > now {
+            return Search::Skipped;
+        }
+        if !self.may_search(now) {
+            return Search::Skipped;
+        }
+        let req = w.req.clone();
+        let Some(class) = self.waiting_class(key) else {
+            return Search::Skipped;
+        };
+        let victims = self.victims_below(class, now);
+        let plan = if victims.is_empty() {
+            None
+        } else {
+            self.plan_on_one_node(&req, &victims, now).or_else(|| {
+                req.allow_cross_node
+                    .then(|| self.plan_across_nodes(&req, &victims, now))
+                    .flatten()
+            })
+        };
+        let Some(plan) = plan else {
+            if let Some(w) = self.queue.get_mut(key) {
+                w.preempt_retry_at = now.saturating_add(PREEMPT_RETRY_MS);
+            }
+            self.search_gap_until = now.saturating_add(SEARCH_GAP_MS);
+            return Search::Failed;
+        };
+        let reason = format!("preempted for job {}", req.job);
+        for &vi in &plan {
+            let job = &victims[vi].job;
+            self.mark_stopping(job, now, Some(req.job.clone()));
+            self.actions.push(Action::Preempt {
+                job: job.clone(),
+                reason: reason.clone(),
+            });
+        }
+        if let Some(w) = self.queue.get_mut(key) {
+            w.awaiting_victims = u32::try_from(plan.len()).unwrap_or(u32::MAX);
+        }
+        self.res_version += 1;
+        Search::Issued
+    }
+
+    /// Eligible victims of a class below `class`, in preference order: the
+    /// [`MAX_VICTIMS`] lowest-priority ones at most.
+    fn victims_below(&self, class: i64, now: UnixMillis) -> Vec<Victim> {
+        // class = priority − LAS queue, so a victim's priority is below
+        // class + the number of LAS queues.
+        let levels = i64::try_from(self.config.las_thresholds_gpu_ms.len()).unwrap_or(i64::MAX);
+        let bound = class.saturating_add(if self.config.policy == Policy::Las {
+            levels
+        } else {
+            0
+        });
+        let mut out = Vec::new();
+        for (priority, job) in &self.preemptible {
+            if i64::from(*priority) >= bound || out.len() >= MAX_VICTIMS {
+                break;
+            }
+            let Some(r) = self.running.get(job) else {
+                continue;
+            };
+            if r.stopping
+                || now.saturating_sub(r.started) < MIN_RUN_MS
+                || self.running_class(r, now) >= class
+            {
+                continue;
+            }
+            if r.units
+                .iter()
+                .any(|u| self.closed.contains(&(u.node, u.index)))
+            {
+                continue;
+            }
+            let mut per_node = BTreeMap::new();
+            for u in &r.units {
+                *per_node.entry(u.node).or_insert(0u32) += 1;
+            }
+            out.push(Victim {
+                job: job.clone(),
+                priority: r.req.priority,
+                attained: r.attained_at(now),
+                per_node,
+            });
+        }
+        out.sort_by(|a, b| {
+            (a.priority, std::cmp::Reverse(a.attained), &a.job).cmp(&(
+                b.priority,
+                std::cmp::Reverse(b.attained),
+                &b.job,
+            ))
+        });
+        out
+    }
+
+    /// Fewest victims on one node that make the job placeable.
+    fn plan_on_one_node(
+        &mut self,
+        req: &JobRequest,
+        victims: &[Victim],
+        now: UnixMillis,
+    ) -> Option<Vec<usize>> {
+        let mut by_node: BTreeMap<NodeId, (u32, Vec<usize>)> = BTreeMap::new();
+        for (i, v) in victims.iter().enumerate() {
+            for (&n, &units) in &v.per_node {
+                let e = by_node.entry(n).or_default();
+                e.0 += units;
+                e.1.push(i);
+            }
+        }
+        let mut nodes: Vec<(u32, NodeId)> = by_node.iter().map(|(n, e)| (e.0, *n)).collect();
+        nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut best: Option<Vec<usize>> = None;
+        let mut trials = 0;
+        for (_, node) in nodes {
+            if trials >= MAX_TRIALS || best.as_ref().is_some_and(|b| b.len() == 1) {
+                break;
+            }
+            let list = by_node.get(&node).map(|e| e.1.clone()).unwrap_or_default();
+            let limit = best.as_ref().map_or(list.len(), |b| b.len() - 1);
+            let mut released = Vec::new();
+            let mut chosen = Vec::new();
+            for &vi in list.iter().take(limit) {
+                if let Some(p) = self.cluster.release(&victims[vi].job) {
+                    released.push(p);
+                }
+                chosen.push(vi);
+                if self.could_fit(req) {
+                    trials += 1;
+                    if place(&self.cluster, req, self.config.strategy).is_some() {
+                        best = Some(chosen.clone());
+                        break;
+                    }
+                }
+                if trials >= MAX_TRIALS {
+                    break;
+                }
+            }
+            self.undo_trial(released, now);
+        }
+        best
+    }
+
+    /// Victims in preference order, across nodes, until the job fits.
+    fn plan_across_nodes(
+        &mut self,
+        req: &JobRequest,
+        victims: &[Victim],
+        now: UnixMillis,
+    ) -> Option<Vec<usize>> {
+        let mut released = Vec::new();
+        let mut plan = None;
+        let mut trials = 0;
+        for (vi, victim) in victims.iter().enumerate() {
+            if let Some(p) = self.cluster.release(&victim.job) {
+                released.push(p);
+            }
+            if self.could_fit(req) {
+                trials += 1;
+                if place(&self.cluster, req, self.config.strategy).is_some() {
+                    plan = Some((0..=vi).collect());
+                    break;
+                }
+                if trials >= MAX_TRIALS {
+                    break;
+                }
+            }
+        }
+        self.undo_trial(released, now);
+        plan
+    }
+
+    /// Cheap necessary condition before asking placement.
+    fn could_fit(&self, req: &JobRequest) -> bool {
+        req.sharing == Sharing::Shared || req.gpu_count <= self.cluster.free_units()
+    }
+
+    /// Puts trial-released victims back. Their units were valid a moment
+    /// ago and only open GPUs are trialled, so this cannot fail unless the
+    /// cluster state is inconsistent; if it does, the job is stopped
+    /// (`Preempt` with an "internal" reason) rather than left unaccounted.
+    fn undo_trial(&mut self, released: Vec<Placement>, now: UnixMillis) {
+        for p in released.into_iter().rev() {
+            let job = p.job.clone();
+            if let Err(e) = self.cluster.allocate(p) {
+                self.unhold(&job, now);
+                self.mark_stopping(&job, now, None);
+                self.capacity_changed();
+                self.actions.push(Action::Preempt {
+                    job,
+                    reason: format!(
+                        "internal: could not restore the allocation after a preemption trial: {e}"
+                    ),
+                });
+            }
+        }
+    }
+}

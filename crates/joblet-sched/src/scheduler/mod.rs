@@ -1,0 +1,377 @@
+//! The scheduler's event loop: `handle(event, now) -> actions`, with the
+//! running and waiting jobs, the cluster state, and restore from the ledger.
+//!
+//! Every event is applied, then one decision pass of the configured policy
+//! runs (see [`crate::policy`]). Semantics worth knowing:
+//! - `Start` actions are already allocated in [`Scheduler::cluster`].
+//! - CPU-only requests (`gpu_count` 0) start at once with an empty
+//!   placement, are not recorded in the cluster state, and take no quota
+//!   or rate-limit token.
+//! - A second `Submit` of a job key that waits or runs is ignored (a
+//!   `Reject` would fail the job already known under that key).
+//! - `Cancel` of a waiting job removes it (no action); of a running job it
+//!   does nothing until its `Exited` (and a preempted job that is cancelled
+//!   is not requeued).
+//! - GPU health: `GpuChanged` updates the cluster; a GPU that does not
+//!   accept new jobs (DEGRADED, RESETTING, OFFLINE, DRAINING) or is paused
+//!   gets no new job. Jobs already on it are **not** preempted by the
+//!   scheduler: the daemon's GPU health policy ends them, and their
+//!   `Exited` frees the units.
+//! - `NodeRemoved`: the node's allocations (whole, even for jobs spanning
+//!   other nodes) are dropped. A preemptible job gets `Preempt` ("node N
+//!   removed") and is requeued, keeping its attained service, when its
+//!   `Exited` arrives; any other job gets `Reject` ("node N removed").
+//!   Waiting jobs are not re-checked against the smaller cluster: they wait
+//!   for the capacity to come back. `NodeAdded` for a known node id acts as
+//!   removal then addition.
+//! - Restore: the ledger has placements and start times but not the
+//!   service earned in runs before the current one, so after a restart LAS
+//!   counts a job's attained service from its current run's start, waiting
+//!   jobs start again in the top LAS queue, buckets are full, and a job
+//!   preempted but not yet exited counts as running (it may be preempted
+//!   again).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use joblet_core::UnixMillis;
+
+use crate::cluster::{AllocError, ClusterState};
+use crate::limits::Limits;
+use crate::model::{
+    Action, Event, GpuHealth, GpuRef, JobKey, JobRequest, NodeId, NodeSpec, Placement, SchedConfig,
+};
+use crate::policy::backfill::Reservation;
+use crate::policy::Misfits;
+use crate::queue::{shape_of, QKey, WaitQueue, Waiting};
+
+mod claims;
+mod running;
+
+pub(crate) use running::Running;
+
+/// The scheduler: one per cluster, fed events in order.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    pub(crate) config: SchedConfig,
+    pub(crate) cluster: ClusterState,
+    pub(crate) nodes: BTreeMap<NodeId, NodeSpec>,
+    /// GPUs that take no new jobs (health or thermal pause).
+    pub(crate) closed: HashSet<(NodeId, u32)>,
+    pub(crate) queue: WaitQueue,
+    pub(crate) running: HashMap<JobKey, Running>,
+    /// Running jobs that hold units, are preemptible and not stopping, by
+    /// (priority, job): victims are searched lowest priority first.
+    pub(crate) preemptible: BTreeSet<(i32, JobKey)>,
+    /// Running jobs holding units with a known end (start + time limit;
+    /// the preemption time for stopping jobs), by end: backfill's
+    /// reservation walks it in order.
+    pub(crate) by_end: BTreeSet<(UnixMillis, JobKey)>,
+    /// How many running jobs hold each unit (units not listed: none).
+    pub(crate) unit_jobs: HashMap<GpuRef, u32>,
+    pub(crate) limits: Limits,
+    /// Bumped whenever capacity may have grown (release, health, node).
+    pub(crate) epoch: u64,
+    /// Bumped whenever running jobs' expected ends may have changed in a
+    /// way a backfill reservation depends on.
+    pub(crate) res_version: u64,
+    pub(crate) reservation: Option<Reservation>,
+    pub(crate) actions: Vec<Action>,
+    /// GPUs held for a job whose victims are still stopping.
+    pub(crate) claims: BTreeMap<(NodeId, u32), claims::Claim>,
+    /// A beneficiary whose last victim just exited: offered the room first.
+    pub(crate) first: Option<JobKey>,
+    /// Reused by passes (waiting keys looked at).
+    pub(crate) scratch: Vec<(QKey, bool, bool)>,
+    pub(crate) misfits: Misfits,
+    /// No preemption search before this (after a failed one).
+    pub(crate) search_gap_until: UnixMillis,
+}
+
+impl Scheduler {
+    pub fn new(config: SchedConfig, nodes: Vec<NodeSpec>) -> Scheduler {
+        let limits = Limits::new(&config);
+        let cluster = ClusterState::new(nodes.clone());
+        Scheduler {
+            config,
+            cluster,
+            nodes: nodes.into_iter().map(|n| (n.id, n)).collect(),
+            closed: HashSet::new(),
+            queue: WaitQueue::default(),
+            running: HashMap::new(),
+            preemptible: BTreeSet::new(),
+            by_end: BTreeSet::new(),
+            unit_jobs: HashMap::new(),
+            limits,
+            epoch: 0,
+            res_version: 0,
+            reservation: None,
+            actions: Vec::new(),
+            claims: BTreeMap::new(),
+            first: None,
+            scratch: Vec::new(),
+            search_gap_until: UnixMillis::MIN,
+            misfits: Misfits::default(),
+        }
+    }
+
+    /// Rebuild after a restart from the ledger: running jobs with their
+    /// placements and start times, waiting jobs with submit times. Same
+    /// allocations as before.
+    pub fn restore(
+        config: SchedConfig,
+        nodes: Vec<NodeSpec>,
+        running: Vec<(JobRequest, Placement, UnixMillis)>,
+        waiting: Vec<(JobRequest, UnixMillis)>,
+    ) -> Result<Scheduler, AllocError> {
+        let mut s = Scheduler::new(config, nodes);
+        for (req, placement, started) in running {
+            let units = placement.units.clone();
+            if !units.is_empty() {
+                s.cluster.allocate(placement)?;
+                s.limits.hold(&req);
+            }
+            s.insert_running(req, started, started, 0, units);
+        }
+        for (req, submitted) in waiting {
+            if !s.running.contains_key(&req.job) {
+                s.enqueue(req, submitted, submitted, 0);
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn handle(&mut self, event: Event, now: UnixMillis) -> Vec<Action> {
+        match event {
+            Event::Submit(req) => self.on_submit(*req, now),
+            Event::Cancel(job) => self.on_cancel(&job),
+            Event::Exited(job) => self.on_exited(&job, now),
+            Event::GpuChanged {
+                node,
+                index,
+                health,
+            } => self.on_gpu_changed(node, index, health),
+            Event::NodeAdded(spec) => self.on_node_added(spec, now),
+            Event::NodeRemoved(id) => self.on_node_removed(id, now),
+            Event::Tick => {}
+        }
+        self.settle_claims();
+        if let Some(job) = self.first.take() {
+            if let Some(key) = self.queue.key_of(&job) {
+                self.try_start(key, now);
+            }
+        }
+        self.pass(now);
+        std::mem::take(&mut self.actions)
+    }
+
+    pub fn cluster(&self) -> &ClusterState {
+        &self.cluster
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Free units that cannot serve the smallest waiting gang; 0 when
+    /// nothing waits.
+    pub fn fragmentation(&self) -> u32 {
+        self.queue
+            .smallest_gang()
+            .map_or(0, |g| self.cluster.fragmentation(g))
+    }
+
+    /// The waiting jobs in decision order.
+    pub fn waiting_jobs(&self) -> impl Iterator<Item = &JobRequest> {
+        self.queue.iter().map(|w| &w.req)
+    }
+
+    /// A job's attained service (units × ms) at `now`, waiting or running.
+    pub fn attained_gpu_ms(&self, job: &str, now: UnixMillis) -> Option<u64> {
+        if let Some(r) = self.running.get(job) {
+            return Some(r.attained_at(now));
+        }
+        let key = self.queue.key_of(job)?;
+        self.queue.get(key).map(|w| w.attained_gpu_ms)
+    }
+
+    fn on_submit(&mut self, req: JobRequest, now: UnixMillis) {
+        if self.running.contains_key(&req.job) || self.queue.contains(&req.job) {
+            return;
+        }
+        if req.gpu_count == 0 {
+            self.actions.push(Action::Start {
+                placement: Placement {
+                    job: req.job.clone(),
+                    units: Vec::new(),
+                    memory_mb: 0,
+                    sharing: req.sharing,
+                    class: req.class,
+                },
+            });
+            self.insert_running(req, now, now, 0, Vec::new());
+            return;
+        }
+        // The cluster remembers these answers per request shape.
+        let never = self
+            .cluster
+            .check_ever_placeable(&req)
+            .err()
+            .or_else(|| self.limits.never_fits(&req));
+        if let Some(why) = never {
+            self.actions.push(Action::Reject {
+                job: req.job,
+                reason: why.to_string(),
+            });
+            return;
+        }
+        self.enqueue(req, now, now, 0);
+    }
+
+    fn on_cancel(&mut self, job: &str) {
+        if self.queue.remove(job).is_some() {
+            return;
+        }
+        if let Some(r) = self.running.get_mut(job) {
+            r.cancelled = true;
+        }
+    }
+
+    fn on_exited(&mut self, job: &str, now: UnixMillis) {
+        let Some(held) = self.running.get(job).map(Running::held) else {
+            return;
+        };
+        let mut freed = None;
+        if held {
+            freed = self.cluster.release(job);
+            self.unhold(job, now);
+            self.capacity_changed();
+        }
+        let Some(r) = self.running.remove(job) else {
+            return;
+        };
+        if let Some(b) = &r.beneficiary {
+            let left = self
+                .queue
+                .key_of(b)
+                .and_then(|k| self.queue.get_mut(k))
+                .map(|w| {
+                    w.awaiting_victims = w.awaiting_victims.saturating_sub(1);
+                    w.awaiting_victims
+                });
+            match left {
+                Some(0) => {
+                    // The last victim is gone: the room is the beneficiary's.
+                    self.unclaim(b);
+                    self.first = Some(b.clone());
+                }
+                Some(_) => {
+                    if let Some(p) = &freed {
+                        self.claim_freed(b, &p.units);
+                    }
+                }
+                None => {}
+            }
+        }
+        if r.stopping && !r.cancelled {
+            let attained = r.attained_at(now);
+            self.enqueue(r.req, r.submitted, now, attained);
+        }
+    }
+
+    fn on_gpu_changed(&mut self, node: NodeId, index: u32, health: GpuHealth) {
+        let known = self
+            .nodes
+            .get(&node)
+            .is_some_and(|n| n.gpus.iter().any(|g| g.index == index));
+        if !known {
+            return;
+        }
+        if !self.claimed_health(node, index, health) {
+            self.cluster.set_health(node, index, health);
+        }
+        if health.state.accepts_new_jobs() && !health.paused {
+            self.closed.remove(&(node, index));
+        } else {
+            self.closed.insert((node, index));
+        }
+        self.capacity_changed();
+    }
+
+    fn on_node_added(&mut self, spec: NodeSpec, now: UnixMillis) {
+        if self.nodes.contains_key(&spec.id) {
+            self.on_node_removed(spec.id, now);
+        }
+        self.cluster.add_node(spec.clone());
+        self.nodes.insert(spec.id, spec);
+        self.capacity_changed();
+    }
+
+    fn on_node_removed(&mut self, id: NodeId, now: UnixMillis) {
+        if self.nodes.remove(&id).is_none() {
+            return;
+        }
+        self.claims.retain(|(n, _), _| *n != id);
+        self.closed.retain(|(n, _)| *n != id);
+        let mut lost = self.cluster.remove_node(id);
+        lost.sort();
+        lost.dedup();
+        let reason = format!("node {id} removed");
+        for job in lost {
+            self.unhold(&job, now);
+            let Some(r) = self.running.get_mut(&job) else {
+                continue;
+            };
+            if r.stopping {
+                continue;
+            }
+            if r.req.preemptible && !r.cancelled {
+                r.stopping = true;
+                self.actions.push(Action::Preempt {
+                    job,
+                    reason: reason.clone(),
+                });
+            } else {
+                self.running.remove(&job);
+                self.actions.push(Action::Reject {
+                    job,
+                    reason: reason.clone(),
+                });
+            }
+        }
+        self.capacity_changed();
+    }
+
+    /// Capacity may have grown: failed placements may now fit, and a
+    /// backfill reservation must be recomputed.
+    pub(crate) fn capacity_changed(&mut self) {
+        self.epoch += 1;
+        self.res_version += 1;
+    }
+
+    pub(crate) fn enqueue(
+        &mut self,
+        req: JobRequest,
+        submitted: UnixMillis,
+        enqueued: UnixMillis,
+        attained_gpu_ms: u64,
+    ) {
+        let level = self.level_of(attained_gpu_ms);
+        let w = Waiting {
+            shape: shape_of(&req),
+            req,
+            submitted,
+            enqueued,
+            attained_gpu_ms,
+            level,
+            failed_epoch: None,
+            refused_at: None,
+            awaiting_victims: 0,
+            preempt_retry_at: UnixMillis::MIN,
+        };
+        self.queue.push(w, self.config.aging_ms);
+    }
+}
