@@ -54,6 +54,39 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Replay a GPU job trace (CSV) through the scheduler core under one or more policies and compare them.
+    #[command(
+        after_help = "The trace needs a header with a submit-time column (timestamp as YYYY-MM-DD HH:MM:SS, or submission_time / submit_time / time in seconds), duration (seconds) and a GPU count (num_gpus / num_gpu / gpus); user / cluster / vc / queue name the owner or queue.\n\nExamples:\n  joblet simulate --trace fixtures/traces/tiresias/60_job.csv --cluster 4x4\n  joblet simulate --trace fixtures/traces/philly.csv --cluster 64x8 --vc 6214e9 --policy fifo,las --plot out.svg\n  joblet simulate --trace philly.csv --cluster 120x8 --json"
+    )]
+    Simulate {
+        /// The trace (CSV with a header).
+        #[arg(long, value_name = "FILE.csv")]
+        trace: PathBuf,
+        /// Cluster shape: NODESxGPUS, e.g. 64x8 (DGX-like nodes: 2 NUMA nodes, one NVLink group).
+        #[arg(long, value_name = "NODESxGPUS", value_parser = parse_cluster_arg)]
+        cluster: (u32, u32),
+        /// Memory of each GPU in GiB.
+        #[arg(long, value_name = "N", default_value_t = 32)]
+        gpu_memory_gb: u64,
+        /// Policies to compare, in table order: fifo, backfill, las.
+        #[arg(long, value_name = "NAME[,NAME…]", default_value = "fifo,backfill,las", value_parser = parse_policies_arg)]
+        policy: Policies,
+        /// Only jobs of this owner / queue / virtual cluster.
+        #[arg(long, value_name = "NAME")]
+        vc: Option<String>,
+        /// Only the first N jobs (by submit time, after --vc).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Print the table as markdown (for BENCHMARKS.md).
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
+        /// Write utilisation and queue length over time as an SVG.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+    },
     /// (internal) The per-job shim; started by the daemon, not by people.
     #[command(hide = true)]
     Shim {
@@ -87,6 +120,20 @@ enum CertCommand {
         #[arg(long, short, env = "JOBLET_CONFIG")]
         config: Option<PathBuf>,
     },
+}
+
+fn parse_cluster_arg(s: &str) -> Result<(u32, u32), String> {
+    joblet_sim::parse_cluster(s).map_err(|e| e.to_string())
+}
+
+/// `--policy fifo,las`: one argument holding a list.
+#[derive(Debug, Clone)]
+struct Policies(Vec<joblet_sched::model::Policy>);
+
+fn parse_policies_arg(s: &str) -> Result<Policies, String> {
+    joblet_sim::parse_policies(s)
+        .map(Policies)
+        .map_err(|e| e.to_string())
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -199,6 +246,39 @@ fn main() -> ExitCode {
                 .context("starting the async runtime")?;
             rt.block_on(joblet::server::run(cfg, sim))
         }),
+        Command::Simulate {
+            trace,
+            cluster,
+            gpu_memory_gb,
+            policy,
+            vc,
+            limit,
+            json,
+            markdown,
+            plot,
+        } => {
+            let opts = joblet_sim::SimOptions {
+                trace,
+                nodes: cluster.0,
+                gpus_per_node: cluster.1,
+                gpu_memory_gb,
+                policies: policy.0,
+                filter: vc,
+                limit,
+                plot,
+            };
+            joblet_sim::simulate(&opts)
+                .map(|report| {
+                    if json {
+                        println!("{}", report.to_json());
+                    } else if markdown {
+                        print!("{}", report.to_markdown());
+                    } else {
+                        print!("{}", report.to_text());
+                    }
+                })
+                .map_err(anyhow::Error::from)
+        }
         Command::Discover { config, json } => load_config(config.as_ref()).and_then(|cfg| {
             init_tracing("warn");
             discover(&cfg, json)
