@@ -101,6 +101,10 @@ pub enum StoreError {
         source: serde_json::Error,
     },
 
+    /// A GPU allocation could not be stored or read back.
+    #[error("GPU allocation of job {job}: {what}")]
+    Allocation { job: String, what: String },
+
     /// A value could not be encoded for storage.
     #[error("job {id}: could not encode {what}: {source}")]
     Encode {

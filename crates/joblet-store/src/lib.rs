@@ -1,5 +1,6 @@
 //! Joblet's durable state: one SQLite database holding every job, its state history and
-//! its sealed secrets.
+//! its sealed secrets, the GPUs' health states and history, and the GPU allocations ledger
+//! the scheduler is restored from.
 //!
 //! [`Store`] is the only way the daemon reads or changes job state. Every state change goes
 //! through [`Store::transition`], which checks it against the core state machine
@@ -30,6 +31,7 @@
 //! This crate does no scheduling and knows nothing of gRPC, tokio, processes or cgroups; it
 //! must not depend on them.
 
+mod allocations;
 mod error;
 mod gpus;
 mod migrations;

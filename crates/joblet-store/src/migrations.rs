@@ -76,6 +76,15 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX gpu_events_uuid ON gpu_events(uuid, id);
     "#,
+    // 3: the GPU allocations ledger the scheduler is restored from.
+    r#"
+    CREATE TABLE gpu_allocations (
+        job_id          TEXT PRIMARY KEY NOT NULL,
+        request_json    TEXT NOT NULL,
+        placement_json  TEXT NOT NULL,
+        started_ms      INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this binary writes.
