@@ -15,7 +15,7 @@
 //!   strict FIFO: only a job that is allowed to start but does not fit is a
 //!   blocking head.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use joblet_core::UnixMillis;
 

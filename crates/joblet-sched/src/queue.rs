@@ -11,7 +11,9 @@
 //! per-event re-sorting. With A = 0 the order is lexicographic (class,
 //! enqueue time, arrival), i.e. strict priority and FIFO within one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
 

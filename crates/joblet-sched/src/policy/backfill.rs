@@ -21,7 +21,7 @@
 //! and ignores NVLink preferences; the guarantee relies on jobs ending by
 //! their limits (the daemon enforces them).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use joblet_core::UnixMillis;
 
@@ -113,9 +113,9 @@ impl Scheduler {
             req,
             need: usize::try_from(req.gpu_count).unwrap_or(usize::MAX),
             now,
-            touched: HashSet::new(),
-            held: HashMap::new(),
-            groups: HashMap::new(),
+            touched: HashSet::default(),
+            held: HashMap::default(),
+            groups: HashMap::default(),
             found: None,
         };
         if req.allow_cross_node {

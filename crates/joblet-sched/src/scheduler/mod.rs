@@ -31,7 +31,9 @@
 //!   preempted but not yet exited counts as running (it may be preempted
 //!   again).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use joblet_core::UnixMillis;
 
@@ -95,12 +97,12 @@ impl Scheduler {
             config,
             cluster,
             nodes: nodes.into_iter().map(|n| (n.id, n)).collect(),
-            closed: HashSet::new(),
+            closed: HashSet::default(),
             queue: WaitQueue::default(),
-            running: HashMap::new(),
+            running: HashMap::default(),
             preemptible: BTreeSet::new(),
             by_end: BTreeSet::new(),
-            unit_jobs: HashMap::new(),
+            unit_jobs: HashMap::default(),
             limits,
             epoch: 0,
             res_version: 0,
