@@ -315,13 +315,26 @@ fn joblet(args: &[&str], config: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// Removes a cgroup base (and the daemon's lock on it) on drop.
+struct CgroupBaseGuard(String);
+
+impl Drop for CgroupBaseGuard {
+    fn drop(&mut self) {
+        joblet_e2e::remove_cgroup_base(&self.0);
+    }
+}
+
 #[test]
 fn a_required_gpu_that_is_missing_stops_the_daemon_and_doctor_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("joblet-config.yml");
+    // A cgroup base of its own (the daemon locks and cleans its base before
+    // it looks for GPUs), removed with its lock file when the test ends.
+    let cgroups = CgroupBaseGuard(joblet_e2e::unique_cgroup_base());
     let base = format!(
-        "server:\n  address: \"127.0.0.1:0\"\n  state_dir: \"{}\"\ngpu:\n  enabled: true\n  hwloc: false\n  nvml_library: /nonexistent/libnvidia-ml.so.1\n",
-        dir.path().join("state").display()
+        "server:\n  address: \"127.0.0.1:0\"\n  state_dir: \"{}\"\nsandbox:\n  cgroup_base: {}\ngpu:\n  enabled: true\n  hwloc: false\n  nvml_library: /nonexistent/libnvidia-ml.so.1\n",
+        dir.path().join("state").display(),
+        cgroups.0
     );
     std::fs::write(&cfg, &base).unwrap();
     let server = joblet(&["server"], &cfg);
