@@ -65,19 +65,78 @@ pub struct Node {
     pub dir: tempfile::TempDir,
     pub port: u16,
     /// `sandbox.cgroup_base` this harness chose for the node (removed on
-    /// drop); `None` when the test's config names its own.
-    cgroup_base: Option<String>,
+    /// drop, after the daemon); `None` when the test's config names its own.
+    _cgroup_base: Option<CgroupBase>,
     daemon: Option<Child>,
 }
 
-/// A cgroup base name no other node of this test run uses.
-pub fn unique_cgroup_base() -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "joblet-e2e-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+/// A cgroup base (`sandbox.cgroup_base`) no other node of this test run
+/// uses. On drop its directories are removed from every hierarchy (killing
+/// any process of that node's jobs still in them) with the daemon's lock
+/// file for it, so a failed test leaves nothing. Drop it after the daemon.
+pub struct CgroupBase(pub String);
+
+impl CgroupBase {
+    pub fn new() -> CgroupBase {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        CgroupBase(format!(
+            "joblet-e2e-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+
+    /// `<hierarchy>/<base>` wherever it exists.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        cgroup_mounts()
+            .into_iter()
+            .map(|m| m.join(&self.0))
+            .filter(|d| d.is_dir())
+            .collect()
+    }
+
+    /// Every cgroup below the base, in any hierarchy.
+    pub fn children(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut todo: Vec<PathBuf> = self.dirs().iter().flat_map(|d| subdirs(d)).collect();
+        while let Some(d) = todo.pop() {
+            todo.extend(subdirs(&d));
+            out.push(d);
+        }
+        out
+    }
+
+    /// The job cgroup `<hierarchy>/<base>/<job>` in each hierarchy.
+    pub fn job_dirs(&self, job: &str) -> Vec<PathBuf> {
+        self.dirs()
+            .into_iter()
+            .map(|d| d.join(job))
+            .filter(|d| d.is_dir())
+            .collect()
+    }
+}
+
+impl Default for CgroupBase {
+    fn default() -> CgroupBase {
+        CgroupBase::new()
+    }
+}
+
+impl Drop for CgroupBase {
+    fn drop(&mut self) {
+        for dir in self.dirs() {
+            remove_cgroup_tree(&dir);
+        }
+        let _ =
+            std::fs::remove_file(Path::new("/run/joblet").join(format!("cgroup-{}.lock", self.0)));
+    }
+}
+
+/// A fixture file (byte-exact copies of public captures, `fixtures/`).
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(rel)
 }
 
 /// `extra_config` with `sandbox.cgroup_base` set to `base` (added to the
@@ -117,18 +176,6 @@ pub fn subdirs(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// Removes a cgroup base this harness gave a (now dead) daemon: its
-/// directory in every hierarchy and the daemon's lock file for it.
-pub fn remove_cgroup_base(base: &str) {
-    for mount in cgroup_mounts() {
-        let dir = mount.join(base);
-        if dir.is_dir() {
-            remove_cgroup_tree(&dir);
-        }
-    }
-    let _ = std::fs::remove_file(Path::new("/run/joblet").join(format!("cgroup-{base}.lock")));
-}
-
 /// Removes a cgroup and everything below it, killing any process still in
 /// it (only ever called on a base this harness created).
 pub fn remove_cgroup_tree(dir: &Path) {
@@ -165,8 +212,8 @@ impl Node {
         let (extra_config, cgroup_base) = if opts.extra_config.contains("cgroup_base:") {
             (opts.extra_config.clone(), None)
         } else {
-            let base = unique_cgroup_base();
-            (with_cgroup_base(&opts.extra_config, &base), Some(base))
+            let base = CgroupBase::new();
+            (with_cgroup_base(&opts.extra_config, &base.0), Some(base))
         };
         let state = dir.path().join("state");
         let config = format!(
@@ -179,7 +226,7 @@ impl Node {
         let mut node = Node {
             dir,
             port,
-            cgroup_base,
+            _cgroup_base: cgroup_base,
             daemon: None,
         };
         node.spawn_daemon()?;
@@ -391,8 +438,6 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill_daemon();
         self.kill_jobs();
-        if let Some(base) = &self.cgroup_base {
-            remove_cgroup_base(base);
-        }
+        // Then the fields drop: `_cgroup_base` removes the node's cgroups.
     }
 }

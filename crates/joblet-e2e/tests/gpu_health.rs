@@ -6,14 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use joblet_e2e::{joblet_bin, Node, NodeOptions};
+use joblet_e2e::{fixture, joblet_bin, CgroupBase, Node, NodeOptions};
 use serde_json::{json, Value};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(rel)
-}
 
 /// A node simulating the 8-GPU A100 profile; the returned path is its
 /// injection file (in the node's temp dir, removed with it).
@@ -315,22 +309,13 @@ fn joblet(args: &[&str], config: &Path) -> std::process::Output {
         .unwrap()
 }
 
-/// Removes a cgroup base (and the daemon's lock on it) on drop.
-struct CgroupBaseGuard(String);
-
-impl Drop for CgroupBaseGuard {
-    fn drop(&mut self) {
-        joblet_e2e::remove_cgroup_base(&self.0);
-    }
-}
-
 #[test]
 fn a_required_gpu_that_is_missing_stops_the_daemon_and_doctor_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("joblet-config.yml");
     // A cgroup base of its own (the daemon locks and cleans its base before
     // it looks for GPUs), removed with its lock file when the test ends.
-    let cgroups = CgroupBaseGuard(joblet_e2e::unique_cgroup_base());
+    let cgroups = CgroupBase::new();
     let base = format!(
         "server:\n  address: \"127.0.0.1:0\"\n  state_dir: \"{}\"\nsandbox:\n  cgroup_base: {}\ngpu:\n  enabled: true\n  hwloc: false\n  nvml_library: /nonexistent/libnvidia-ml.so.1\n",
         dir.path().join("state").display(),

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use joblet_e2e::cgroup_mounts;
 use joblet_proto::pb;
 use serde_json::Value;
 

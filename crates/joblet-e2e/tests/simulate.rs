@@ -1,17 +1,10 @@
 //! `joblet simulate` as users run it: a fixture trace through every policy,
 //! JSON that parses, and usage errors that name the accepted form.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use joblet_e2e::joblet_bin;
+use joblet_e2e::{fixture, joblet_bin};
 use serde_json::Value;
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/traces")
-        .join(rel)
-}
 
 fn simulate(args: &[&str]) -> Output {
     Command::new(joblet_bin())
@@ -23,7 +16,7 @@ fn simulate(args: &[&str]) -> Output {
 
 #[test]
 fn the_tiresias_trace_runs_under_every_policy_without_oversubscription() {
-    let trace = fixture("tiresias/60_job.csv");
+    let trace = fixture("traces/tiresias/60_job.csv");
     let svg = tempfile::NamedTempFile::new().unwrap();
     let out = simulate(&[
         "--trace",
@@ -69,7 +62,7 @@ fn the_tiresias_trace_runs_under_every_policy_without_oversubscription() {
 
 #[test]
 fn bad_arguments_name_the_accepted_form() {
-    let trace = fixture("tiresias/60_job.csv");
+    let trace = fixture("traces/tiresias/60_job.csv");
     let trace = trace.to_str().unwrap();
     for (args, needle) in [
         (

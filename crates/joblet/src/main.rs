@@ -166,18 +166,37 @@ fn prepare_gpu(cfg: &Config) -> anyhow::Result<Option<joblet::gpu::simulate::Sim
     Ok(joblet::gpu::simulate::prepare(&probe)?)
 }
 
-fn discover(cfg: &Config, json: bool) -> anyhow::Result<()> {
-    use joblet::gpu::report::{render, DiscoverReport};
+/// One discovery with the config's GPU settings, as the daemon would run
+/// it, and how long it took.
+struct OneShot {
+    sim: Option<joblet::gpu::simulate::Simulation>,
+    opts: joblet_gpu::discover::DiscoveryOptions,
+    inventory: joblet_gpu::NodeInventory,
+    elapsed: std::time::Duration,
+}
+
+fn discover_once(cfg: &Config) -> anyhow::Result<OneShot> {
     let sim = prepare_gpu(cfg)?;
     let opts = joblet::gpu::discovery_options(&cfg.gpu, sim.as_ref());
     let t0 = std::time::Instant::now();
     let inventory = joblet_gpu::discover::discover(&opts).context("GPU discovery")?;
+    Ok(OneShot {
+        sim,
+        opts,
+        inventory,
+        elapsed: t0.elapsed(),
+    })
+}
+
+fn discover(cfg: &Config, json: bool) -> anyhow::Result<()> {
+    use joblet::gpu::report::{render, DiscoverReport};
+    let found = discover_once(cfg)?;
     let report = DiscoverReport {
         gpu_enabled: cfg.gpu.enabled,
-        simulated: sim.is_some(),
-        simulated_from: sim.as_ref().map(|s| s.from.display().to_string()),
-        elapsed_us: t0.elapsed().as_micros() as u64,
-        inventory: &inventory,
+        simulated: found.sim.is_some(),
+        simulated_from: found.sim.as_ref().map(|s| s.from.display().to_string()),
+        elapsed_us: found.elapsed.as_micros() as u64,
+        inventory: &found.inventory,
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -190,14 +209,12 @@ fn discover(cfg: &Config, json: bool) -> anyhow::Result<()> {
 /// True when the node is usable as configured.
 fn doctor(cfg: &Config, json: bool) -> anyhow::Result<bool> {
     use joblet::gpu::doctor::{diagnose, render, Roots};
-    let sim = prepare_gpu(cfg)?;
-    let opts = joblet::gpu::discovery_options(&cfg.gpu, sim.as_ref());
-    let inventory = joblet_gpu::discover::discover(&opts).context("GPU discovery")?;
+    let found = discover_once(cfg)?;
     let d = diagnose(
         &cfg.gpu,
-        &inventory,
-        opts.nvml_library.as_deref(),
-        sim.is_some(),
+        &found.inventory,
+        found.opts.nvml_library.as_deref(),
+        found.sim.is_some(),
         &Roots::default(),
     );
     if json {

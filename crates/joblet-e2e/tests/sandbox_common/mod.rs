@@ -7,7 +7,7 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use joblet_e2e::{cgroup_mounts, subdirs};
+pub use joblet_e2e::CgroupBase;
 use joblet_e2e::{Node, NodeOptions};
 use serde_json::Value;
 
@@ -43,52 +43,6 @@ impl ProbeDir {
             .to_str()
             .expect("utf-8 temp path")
             .to_owned()
-    }
-}
-
-/// A cgroup base of one test's node (`sandbox.cgroup_base`). On drop its
-/// directories are removed from every hierarchy (killing any process of
-/// that node's jobs still in them), so a failed test leaves nothing.
-pub struct CgroupBase(pub String);
-
-impl CgroupBase {
-    pub fn new() -> CgroupBase {
-        CgroupBase(joblet_e2e::unique_cgroup_base())
-    }
-
-    /// `<hierarchy>/<base>` wherever it exists.
-    pub fn dirs(&self) -> Vec<PathBuf> {
-        cgroup_mounts()
-            .into_iter()
-            .map(|m| m.join(&self.0))
-            .filter(|d| d.is_dir())
-            .collect()
-    }
-
-    /// Every cgroup below the base, in any hierarchy.
-    pub fn children(&self) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        let mut todo: Vec<PathBuf> = self.dirs().iter().flat_map(|d| subdirs(d)).collect();
-        while let Some(d) = todo.pop() {
-            todo.extend(subdirs(&d));
-            out.push(d);
-        }
-        out
-    }
-
-    /// The job cgroup `<hierarchy>/<base>/<job>` in each hierarchy.
-    pub fn job_dirs(&self, job: &str) -> Vec<PathBuf> {
-        self.dirs()
-            .into_iter()
-            .map(|d| d.join(job))
-            .filter(|d| d.is_dir())
-            .collect()
-    }
-}
-
-impl Drop for CgroupBase {
-    fn drop(&mut self) {
-        joblet_e2e::remove_cgroup_base(&self.0);
     }
 }
 

@@ -5,7 +5,7 @@ use joblet_core::gpu::AdminAction;
 use joblet_proto::{pb, ApiError};
 use tonic::{Request, Response, Status};
 
-use super::monitor::EndJobs;
+use super::monitor::{dispatch_end_jobs, EndJobs};
 use super::view::{gpu_pb, resolve_gpu, status_pb};
 use super::SharedGpus;
 use crate::api::{caller, require_admin};
@@ -114,17 +114,7 @@ impl joblet_proto::GpuService for GpuApi {
                 .ok_or_else(|| ApiError::GpuRef(format!("GPU {uuid} vanished")))?;
             (gpu_pb(info, node.pool.get(&uuid)), updates)
         };
-        for u in updates {
-            if let joblet_core::gpu::GpuUpdate::EndJobs {
-                jobs,
-                reason,
-                failed,
-                ..
-            } = u
-            {
-                (self.on_end)(jobs, reason, failed);
-            }
-        }
+        dispatch_end_jobs(&updates, &self.on_end);
         Ok(Response::new(reply))
     }
 }

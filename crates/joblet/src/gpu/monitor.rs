@@ -261,7 +261,8 @@ pub fn apply_event(shared: &SharedGpus, ev: &GpuEvent) -> Vec<GpuUpdate> {
     updates
 }
 
-fn dispatch_end_jobs(updates: &[GpuUpdate], on_end: &EndJobs) {
+/// Hands every `EndJobs` among `updates` to the engine.
+pub fn dispatch_end_jobs(updates: &[GpuUpdate], on_end: &EndJobs) {
     for u in updates {
         if let GpuUpdate::EndJobs {
             jobs,
