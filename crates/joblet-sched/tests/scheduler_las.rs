@@ -187,3 +187,45 @@ fn room_freed_by_preemption_is_held_for_the_job_it_was_freed_for() {
     assert_eq!(started(&exit(&mut s, "b", 72_000)), ["big"]);
     s.cluster().verify().unwrap();
 }
+
+#[test]
+fn a_job_sharing_a_held_gpu_is_not_a_preemption_candidate() {
+    use joblet_sched::model::Sharing;
+    // GPU 0 (80 GiB) carries two shared jobs, GPU 1 an exclusive one.
+    let mut s = Scheduler::new(config(Policy::Las), vec![node(0, 2)]);
+    let shared = |job: &str, mb: u64| {
+        let mut r = req(job, 1);
+        r.sharing = Sharing::Shared;
+        r.gpu_memory_mb = mb;
+        r.preemptible = true;
+        r
+    };
+    let mut v2 = req("v2", 1);
+    v2.preemptible = true;
+    assert_eq!(started(&submit(&mut s, shared("v1", 40_960), 0)), ["v1"]);
+    assert_eq!(started(&submit(&mut s, shared("w", 20_480), 0)), ["w"]);
+    assert_eq!(started(&submit(&mut s, v2, 0)), ["v2"]);
+    // `big` needs 60 GiB on both GPUs: it preempts v1 (GPU 0) and v2.
+    let mut big = shared("big", 61_440);
+    big.gpu_count = 2;
+    big.priority = 10;
+    big.preemptible = false;
+    assert_eq!(preempted(&submit(&mut s, big, 70_000)), ["v1", "v2"]);
+    // v1 exits: GPU 0 is held for `big` while `w` still runs on it.
+    assert!(started(&exit(&mut s, "v1", 71_000)).is_empty());
+    // A higher-priority job that cannot fit looks for victims: `w` sits on
+    // the held GPU, so it is no candidate (trying it once broke the trial's
+    // undo, which cannot re-place a job on a paused GPU).
+    let mut c = shared("c", 30_720);
+    c.priority = 5;
+    c.preemptible = false;
+    let a = submit(&mut s, c, 73_000);
+    for action in &a {
+        if let joblet_sched::model::Action::Preempt { reason, .. } = action {
+            assert!(!reason.starts_with("internal"), "{reason}");
+        }
+    }
+    assert!(preempted(&a).is_empty(), "{a:?}");
+    s.cluster().verify().unwrap();
+    assert_eq!(started(&exit(&mut s, "v2", 74_000)), ["big"]);
+}

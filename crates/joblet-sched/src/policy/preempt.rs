@@ -3,8 +3,9 @@
 //! under LAS).
 //!
 //! Victims must be preemptible, not already stopping, running for at least
-//! [`MIN_RUN_MS`], and hold only GPUs that still take new jobs (freeing a
-//! GPU that takes none would not help). The plan frees enough room **on
+//! [`MIN_RUN_MS`], and hold only GPUs that still take new jobs and are not
+//! held for another job's victims (freeing a GPU that takes none would not
+//! help). The plan frees enough room **on
 //! one node**: nodes are tried in order of the victim units they hold;
 //! on each, victims are taken lowest priority first, then most attained
 //! service first, until placement succeeds; the node needing the fewest
@@ -136,10 +137,13 @@ impl Scheduler {
             {
                 continue;
             }
-            if r.units
-                .iter()
-                .any(|u| self.closed.contains(&(u.node, u.index)))
-            {
+            // Closed GPUs (health) and GPUs held for another job's
+            // victims take no new jobs: freeing them cannot help, and a
+            // trial could not put the victim back on them.
+            if r.units.iter().any(|u| {
+                let gpu = (u.node, u.index);
+                self.closed.contains(&gpu) || self.claims.contains_key(&gpu)
+            }) {
                 continue;
             }
             let mut per_node = BTreeMap::new();
