@@ -141,6 +141,26 @@ pub fn format_duration(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
+pub const CUDA_VERSION_FORM: &str =
+    "a CUDA version like 12.2 or 12.2.1 (MAJOR.MINOR or MAJOR.MINOR.PATCH, digits only)";
+
+/// Checks a CUDA version as users type it (`12.2`, `11.8.0`) and returns it
+/// trimmed. Each part is 1 to 4 digits; nothing else is accepted (no `v`
+/// prefix, no `12`, no `12.2.1.4`).
+pub fn parse_cuda_version(s: &str) -> Result<String, ParseError> {
+    let t = s.trim();
+    let parts: Vec<&str> = t.split('.').collect();
+    let ok = (2..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| (1..=4).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+    if ok {
+        Ok(t.to_owned())
+    } else {
+        Err(ParseError::new(s, CUDA_VERSION_FORM))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +221,48 @@ mod tests {
         assert!(parse_duration("-5").is_err());
         assert!(parse_duration("soon").is_err());
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h 30m");
+    }
+
+    #[test]
+    fn cuda_versions() {
+        assert_eq!(parse_cuda_version("12.2").unwrap(), "12.2");
+        assert_eq!(parse_cuda_version(" 11.8.0 ").unwrap(), "11.8.0");
+        for bad in [
+            "", "12", "12.", ".2", "v12.2", "12.2.1.4", "12.x", "12,2", "１２.2", "12.-2",
+            "12345.1",
+        ] {
+            let e = parse_cuda_version(bad).unwrap_err();
+            assert!(e.to_string().contains("MAJOR.MINOR"), "{bad}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Every MAJOR.MINOR[.PATCH] of digits is accepted as is.
+        #[test]
+        fn cuda_versions_of_digits_are_accepted(
+            major in 0u32..10_000,
+            minor in 0u32..10_000,
+            patch in proptest::option::of(0u32..10_000),
+        ) {
+            let v = match patch {
+                Some(p) => format!("{major}.{minor}.{p}"),
+                None => format!("{major}.{minor}"),
+            };
+            proptest::prop_assert_eq!(parse_cuda_version(&v).unwrap(), v);
+        }
+
+        /// Whatever is accepted has two or three dot-separated groups of 1
+        /// to 4 digits, and is the input trimmed.
+        #[test]
+        fn accepted_cuda_versions_have_the_form(s in "[0-9.a ]{0,12}") {
+            if let Ok(v) = parse_cuda_version(&s) {
+                proptest::prop_assert_eq!(v.as_str(), s.trim());
+                let parts: Vec<&str> = v.split('.').collect();
+                proptest::prop_assert!(parts.len() == 2 || parts.len() == 3);
+                proptest::prop_assert!(parts
+                    .iter()
+                    .all(|p| (1..=4).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit())));
+            }
+        }
     }
 }

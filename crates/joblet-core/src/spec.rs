@@ -75,6 +75,10 @@ pub struct JobRequest {
     pub network: String,
     /// `None` = the node's default; `Some(0)` = no limit.
     pub timeout_seconds: Option<i64>,
+    /// GPU time limit in seconds (`--gpu-time`); `None` = the node's default.
+    pub gpu_time_seconds: Option<i64>,
+    /// CUDA toolkit version (`--cuda=12.2`); empty = the runtime's or none.
+    pub cuda_version: String,
 }
 
 /// Resource limits of a validated job. `None`/0 = not asked for.
@@ -86,6 +90,9 @@ pub struct Resources {
     pub max_iobps: Option<u64>,
     pub gpu_count: u32,
     pub gpu_memory_mb: Option<u64>,
+    /// How long the job may hold its GPUs; `None` = the node's default.
+    #[serde(default)]
+    pub gpu_time: Option<Duration>,
 }
 
 /// A job's network: its own namespace with only loopback (the default), or
@@ -127,6 +134,10 @@ pub struct JobSpec {
     pub network: Network,
     /// `None` = no time limit.
     pub timeout: Option<Duration>,
+    /// The CUDA toolkit version asked for (`12.2`, `12.2.1`); `None` = the
+    /// runtime's, or none.
+    #[serde(default)]
+    pub cuda: Option<String>,
 }
 
 fn non_negative(field: &str, v: i64, max: i64, unit: &str) -> Result<u64, FieldError> {
@@ -246,6 +257,43 @@ impl JobRequest {
                 "needs resources.gpu_count of at least 1 (--gpu=N together with --gpu-memory)",
             ));
         }
+        let gpu_time = match self.gpu_time_seconds {
+            None => None,
+            Some(s) if s <= 0 => {
+                return Err(FieldError::new(
+                    "resources.gpu_time_seconds",
+                    format!(
+                        "must be positive (got {s}); expected 1 to {} seconds, like --gpu-time=2h, or leave it unset for the node's default",
+                        limits::MAX_TIMEOUT_SECS
+                    ),
+                ))
+            }
+            Some(s) => Some(Duration::from_secs(non_negative(
+                "resources.gpu_time_seconds",
+                s,
+                limits::MAX_TIMEOUT_SECS,
+                "seconds",
+            )?)),
+        };
+        if gpu_time.is_some() && gpu_count == 0 {
+            return Err(FieldError::new(
+                "resources.gpu_time_seconds",
+                "needs resources.gpu_count of at least 1 (--gpu=N together with --gpu-time)",
+            ));
+        }
+        let cuda = match self.cuda_version.trim() {
+            "" => None,
+            v => Some(
+                parse::parse_cuda_version(v)
+                    .map_err(|e| FieldError::from_parse("cuda_version", e))?,
+            ),
+        };
+        if cuda.is_some() && gpu_count == 0 {
+            return Err(FieldError::new(
+                "cuda_version",
+                "needs resources.gpu_count of at least 1 (--gpu=N together with --cuda)",
+            ));
+        }
         let cpu_cores = if self.cpu_cores.trim().is_empty() {
             None
         } else {
@@ -316,6 +364,7 @@ impl JobRequest {
                 max_iobps: (max_iobps > 0).then_some(max_iobps),
                 gpu_count: gpu_count as u32,
                 gpu_memory_mb: (gpu_memory > 0).then_some(gpu_memory),
+                gpu_time,
             },
             env,
             secret_env_keys: secrets.keys().cloned().collect(),
@@ -325,6 +374,7 @@ impl JobRequest {
             runtime,
             network,
             timeout,
+            cuda,
         };
         Ok((spec, secrets))
     }
@@ -380,7 +430,7 @@ impl JobSpec {
     /// Refuses the first limit or feature the node cannot enforce.
     pub fn check_supported(&self, caps: &NodeCapabilities) -> Result<(), Unsupported> {
         let r = &self.resources;
-        let checks: [(bool, bool, &str, &str, &str); 9] = [
+        let checks: [(bool, bool, &str, &str, &str); 11] = [
             (
                 r.max_cpu_percent.is_some(),
                 caps.cpu_limit,
@@ -422,6 +472,20 @@ impl JobSpec {
                 "resources.gpu_memory_mb",
                 "--gpu-memory",
                 "a GPU memory requirement",
+            ),
+            (
+                r.gpu_time.is_some(),
+                caps.gpus,
+                "resources.gpu_time_seconds",
+                "--gpu-time",
+                "a GPU time limit",
+            ),
+            (
+                self.cuda.is_some(),
+                caps.gpus,
+                "cuda_version",
+                "--cuda",
+                "a CUDA toolkit version",
             ),
             (
                 self.upload_entries > 0,
@@ -571,6 +635,52 @@ mod tests {
                 "negative",
             ),
             (
+                "resources.gpu_time_seconds",
+                |r| {
+                    r.gpu_count = 1;
+                    r.gpu_time_seconds = Some(0)
+                },
+                "must be positive",
+            ),
+            (
+                "resources.gpu_time_seconds",
+                |r| {
+                    r.gpu_count = 1;
+                    r.gpu_time_seconds = Some(-3)
+                },
+                "--gpu-time=2h",
+            ),
+            (
+                "resources.gpu_time_seconds",
+                |r| {
+                    r.gpu_count = 1;
+                    r.gpu_time_seconds = Some(i64::MAX)
+                },
+                "too large",
+            ),
+            (
+                "resources.gpu_time_seconds",
+                |r| r.gpu_time_seconds = Some(60),
+                "gpu_count",
+            ),
+            (
+                "cuda_version",
+                |r| {
+                    r.gpu_count = 1;
+                    r.cuda_version = "12".into()
+                },
+                "MAJOR.MINOR or MAJOR.MINOR.PATCH",
+            ),
+            (
+                "cuda_version",
+                |r| {
+                    r.gpu_count = 1;
+                    r.cuda_version = "v12.2".into()
+                },
+                "like 12.2",
+            ),
+            ("cuda_version", |r| r.cuda_version = "12.2".into(), "--cuda"),
+            (
                 "timeout_seconds",
                 |r| r.timeout_seconds = Some(i64::MAX),
                 "too large",
@@ -625,5 +735,41 @@ mod tests {
         r.max_memory_mb = 512;
         let e = r.validate().unwrap().0.check_supported(&none).unwrap_err();
         assert_eq!(e.flag, "--max-memory");
+    }
+
+    #[test]
+    fn gpu_time_and_cuda_are_kept_in_the_spec() {
+        let mut r = req();
+        r.gpu_count = 2;
+        r.gpu_time_seconds = Some(5400);
+        r.cuda_version = " 12.2 ".into();
+        let (spec, _) = r.validate().unwrap();
+        assert_eq!(spec.resources.gpu_time, Some(Duration::from_secs(5400)));
+        assert_eq!(spec.cuda.as_deref(), Some("12.2"));
+        let e = spec
+            .check_supported(&NodeCapabilities::default())
+            .unwrap_err();
+        assert_eq!(e.flag, "--gpu");
+        spec.check_supported(&NodeCapabilities {
+            gpus: true,
+            ..Default::default()
+        })
+        .unwrap();
+
+        let (plain, _) = req().validate().unwrap();
+        assert_eq!((plain.resources.gpu_time, plain.cuda), (None, None));
+    }
+
+    /// A spec stored before `gpu_time` and `cuda` existed still reads.
+    #[test]
+    fn old_specs_deserialize() {
+        let (mut spec, _) = req().validate().unwrap();
+        let mut v = serde_json::to_value(&spec).unwrap();
+        v["resources"].as_object_mut().unwrap().remove("gpu_time");
+        v.as_object_mut().unwrap().remove("cuda");
+        let back: JobSpec = serde_json::from_value(v).unwrap();
+        spec.resources.gpu_time = None;
+        spec.cuda = None;
+        assert_eq!(back, spec);
     }
 }

@@ -1,8 +1,11 @@
 //! CUDA toolkits on disk (`gpu.cuda_paths` and their versioned siblings)
-//! and their versions from `version.json` or `version.txt`.
+//! and their versions from `version.json` or `version.txt`, and the choice
+//! of a job's toolkit against the driver's CUDA version
+//! ([`select_toolkit`]).
 
+use crate::exec::ExecError;
 use crate::inventory::InventoryError;
-use crate::model::CudaToolkit;
+use crate::model::{CudaToolkit, CudaVersion};
 use crate::procfs::is_dotted_version;
 use std::path::{Path, PathBuf};
 
@@ -157,4 +160,260 @@ pub fn parse_version_txt(text: &str, path: &Path) -> Result<String, InventoryErr
 fn checked_version(version: &str) -> Option<String> {
     let version = version.trim();
     is_dotted_version(version).then(|| version.to_string())
+}
+
+/// NVML's CUDA driver version (`nvmlSystemGetCudaDriverVersion`, e.g.
+/// `12040`) as `(12, 4)`; `None` for a value that is not a version
+/// (0 or negative). Same rule as [`CudaVersion::from_nvml`].
+pub fn cuda_version_from_nvml(v: i32) -> Option<(u32, u32)> {
+    CudaVersion::from_nvml(v).map(|c| (c.major, c.minor))
+}
+
+/// Choose the CUDA toolkit for a job among the node's `toolkits` (as
+/// [`find_toolkits`] lists them), checked against the highest CUDA
+/// version the driver supports (`driver_max`, `None` when unknown: not
+/// checked).
+///
+/// - `requested` (`--cuda=12.2`, `12`, `12.2.140`): the toolkits whose
+///   version starts with those components (`12.2` matches `12.2.140`, not
+///   `12.20.1`); of those the driver can run, the highest. Not installed,
+///   or too new for the driver, is an error that says what to ask for.
+///   The check is strict on `major.minor`: CUDA's minor-version
+///   compatibility would start such a toolkit, but its PTX JIT and newer
+///   APIs fail on the older driver, later and less clearly.
+/// - nothing requested: the highest toolkit the driver supports; `None`
+///   when there is none (the job may bring its own CUDA runtime).
+///
+/// Equal versions: the one listed first wins (`gpu.cuda_paths` order).
+pub fn select_toolkit<'a>(
+    toolkits: &'a [CudaToolkit],
+    requested: Option<&str>,
+    driver_max: Option<(u32, u32)>,
+) -> Result<Option<&'a CudaToolkit>, ExecError> {
+    let runs = |key: &[u64]| match driver_max {
+        None => true,
+        Some((major, minor)) => major_minor(key) <= (u64::from(major), u64::from(minor)),
+    };
+    let keyed: Vec<(Vec<u64>, &CudaToolkit)> = toolkits
+        .iter()
+        .filter_map(|t| version_key(&t.version).map(|k| (k, t)))
+        .collect();
+    let Some(requested) = requested else {
+        let best = highest(keyed.iter().filter(|(k, _)| runs(k)));
+        if best.is_none() && !toolkits.is_empty() {
+            tracing::warn!(
+                ?driver_max,
+                "no installed CUDA toolkit runs on this driver; the job gets none"
+            );
+        }
+        return Ok(best);
+    };
+    let wanted = version_key(requested.trim())
+        .filter(|k| k.len() <= 3)
+        .ok_or_else(|| ExecError::InvalidCudaVersion {
+            value: requested.to_string(),
+        })?;
+    let too_old = |key: &[u64]| ExecError::CudaDriverTooOld {
+        needed: format_major_minor(key),
+        driver_max: driver_max
+            .map(|(a, b)| format!("{a}.{b}"))
+            .unwrap_or_default(),
+    };
+    if wanted.len() >= 2 && !runs(&wanted) {
+        return Err(too_old(&wanted));
+    }
+    let candidates: Vec<&(Vec<u64>, &CudaToolkit)> = keyed
+        .iter()
+        .filter(|(k, _)| k.starts_with(&wanted))
+        .collect();
+    if candidates.is_empty() {
+        let installed: Vec<String> = toolkits
+            .iter()
+            .map(|t| format!("{} at {}", t.version, t.path))
+            .collect();
+        return Err(ExecError::CudaNotInstalled {
+            requested: requested.trim().to_string(),
+            installed: if installed.is_empty() {
+                "none".to_string()
+            } else {
+                installed.join(", ")
+            },
+        });
+    }
+    match highest(candidates.iter().copied().filter(|(k, _)| runs(k))) {
+        Some(t) => Ok(Some(t)),
+        None => {
+            let lowest = candidates
+                .iter()
+                .map(|(k, _)| k)
+                .min()
+                .expect("candidates is not empty");
+            Err(too_old(lowest))
+        }
+    }
+}
+
+/// The toolkit with the highest version; the first of equals.
+fn highest<'a, 'b>(
+    it: impl Iterator<Item = &'b (Vec<u64>, &'a CudaToolkit)>,
+) -> Option<&'a CudaToolkit>
+where
+    'a: 'b,
+{
+    let mut best: Option<&(Vec<u64>, &CudaToolkit)> = None;
+    for item in it {
+        if best.is_none_or(|b| item.0 > b.0) {
+            best = Some(item);
+        }
+    }
+    best.map(|(_, t)| *t)
+}
+
+fn major_minor(key: &[u64]) -> (u64, u64) {
+    (
+        key.first().copied().unwrap_or(0),
+        key.get(1).copied().unwrap_or(0),
+    )
+}
+
+fn format_major_minor(key: &[u64]) -> String {
+    let (a, b) = major_minor(key);
+    format!("{a}.{b}")
+}
+
+#[cfg(test)]
+mod select_tests {
+    use super::*;
+
+    fn tk(path: &str, version: &str) -> CudaToolkit {
+        CudaToolkit {
+            path: path.into(),
+            version: version.into(),
+            source: "version.json".into(),
+        }
+    }
+
+    fn node() -> Vec<CudaToolkit> {
+        vec![
+            tk("/usr/local/cuda", "12.2.140"),
+            tk("/usr/local/cuda-12.4", "12.4.131"),
+            tk("/usr/local/cuda-12.2", "12.2.91"),
+            tk("/usr/local/cuda-11.8", "11.8.89"),
+            tk("/usr/local/cuda-12.20", "12.20.1"),
+        ]
+    }
+
+    fn path(r: Result<Option<&CudaToolkit>, ExecError>) -> Option<String> {
+        r.unwrap().map(|t| t.path.clone())
+    }
+
+    #[test]
+    fn nvml_versions() {
+        assert_eq!(cuda_version_from_nvml(12040), Some((12, 4)));
+        assert_eq!(cuda_version_from_nvml(11080), Some((11, 8)));
+        assert_eq!(cuda_version_from_nvml(0), None);
+    }
+
+    #[test]
+    fn requested_prefix_highest_patch_the_driver_runs() {
+        let t = node();
+        let d = Some((12, 4));
+        assert_eq!(
+            path(select_toolkit(&t, Some("12.2"), d)).as_deref(),
+            Some("/usr/local/cuda")
+        );
+        assert_eq!(
+            path(select_toolkit(&t, Some(" 12.2.91 "), d)).as_deref(),
+            Some("/usr/local/cuda-12.2")
+        );
+        // `12` means the highest 12.x the driver runs (not 12.20).
+        assert_eq!(
+            path(select_toolkit(&t, Some("12"), d)).as_deref(),
+            Some("/usr/local/cuda-12.4")
+        );
+        assert_eq!(
+            path(select_toolkit(&t, Some("11.8"), d)).as_deref(),
+            Some("/usr/local/cuda-11.8")
+        );
+    }
+
+    #[test]
+    fn nothing_requested_takes_the_highest_supported_or_none() {
+        let t = node();
+        assert_eq!(
+            path(select_toolkit(&t, None, Some((12, 3)))).as_deref(),
+            Some("/usr/local/cuda")
+        );
+        assert_eq!(
+            path(select_toolkit(&t, None, None)).as_deref(),
+            Some("/usr/local/cuda-12.20")
+        );
+        assert_eq!(path(select_toolkit(&t, None, Some((10, 2)))), None);
+        assert_eq!(path(select_toolkit(&[], None, Some((12, 4)))), None);
+        // Equal versions: the first listed.
+        let twins = [
+            tk("/opt/cuda", "12.2.140"),
+            tk("/usr/local/cuda", "12.2.140"),
+        ];
+        assert_eq!(
+            path(select_toolkit(&twins, None, None)).as_deref(),
+            Some("/opt/cuda")
+        );
+    }
+
+    #[test]
+    fn too_new_for_the_driver() {
+        let t = node();
+        let msg = select_toolkit(&t, Some("12.4"), Some((12, 2)))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            msg,
+            "CUDA libraries not accessible: CUDA 12.4 needs a driver that supports CUDA 12.4, \
+             but this node's driver supports up to 12.2; ask for --cuda=12.2 or older, or \
+             upgrade the driver"
+        );
+        // `12.20` only matches 12.20.1, which the driver cannot run.
+        let msg = select_toolkit(&t, Some("12.20"), Some((12, 4)))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("CUDA 12.20 needs"), "{msg}");
+        // `12` on a 11.x driver: every 12.x is too new; name the lowest.
+        let msg = select_toolkit(&t, Some("12"), Some((11, 8)))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("CUDA 12.2 needs"), "{msg}");
+    }
+
+    #[test]
+    fn not_installed_lists_what_is() {
+        let t = vec![tk("/usr/local/cuda-12.2", "12.2.140")];
+        let msg = select_toolkit(&t, Some("11.8"), Some((12, 2)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with(
+                "CUDA libraries not accessible: CUDA 11.8 is not installed on this node \
+                 (installed: 12.2.140 at /usr/local/cuda-12.2); "
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("gpu.cuda_paths"), "{msg}");
+        let msg = select_toolkit(&[], Some("12.2"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("(installed: none)"), "{msg}");
+    }
+
+    #[test]
+    fn bad_versions_are_refused() {
+        for bad in ["", "twelve", "12.", "12.2.1.1", "v12.2", "-1"] {
+            let err = select_toolkit(&node(), Some(bad), None).unwrap_err();
+            assert!(
+                matches!(err, ExecError::InvalidCudaVersion { .. }),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains("like 12.2"), "{err}");
+        }
+    }
 }

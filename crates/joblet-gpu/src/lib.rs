@@ -8,7 +8,10 @@
 //! fallback ([`topology`]); CUDA toolkits from their `version.json` /
 //! `version.txt` ([`cuda`]); device majors from `/proc/devices` ([`majors`]).
 //! [`discover`] puts them together; [`nvml::events`] is the health-event
-//! source ([`event`]).
+//! source ([`event`]). [`exec`] decides what a GPU job gets when it runs:
+//! driver capabilities, driver files via the ld.so cache, the visible
+//! GPUs within its allocation, its environment; [`cuda::select_toolkit`]
+//! picks its CUDA toolkit.
 //!
 //! Every root the code reads is a parameter so tests run against temp dirs
 //! and the project's fake `libnvidia-ml.so`. This crate reports facts only:
@@ -18,6 +21,7 @@
 pub mod cuda;
 pub mod discover;
 pub mod event;
+pub mod exec;
 pub mod inventory;
 pub mod majors;
 pub mod merge;
@@ -27,5 +31,9 @@ pub mod procfs;
 pub mod topology;
 
 pub use event::{GpuEvent, GpuEventKind};
+pub use exec::{
+    DriverCapabilities, DriverCapability, DriverFiles, DriverLib, ExecError, GpuEnv, GpuEnvInput,
+    JobGpu, LdCacheEntry, MpsSettings, SharingMode, VisibleRequest,
+};
 pub use inventory::{BackendReport, GpuInventory, InventoryError};
 pub use model::*;

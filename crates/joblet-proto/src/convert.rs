@@ -54,6 +54,8 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
         network: r.network,
         runtime: r.runtime,
         timeout_seconds: r.timeout_seconds,
+        gpu_time_seconds: res.gpu_time_seconds,
+        cuda_version: r.cuda_version,
     }
 }
 
@@ -104,5 +106,23 @@ mod tests {
         }
         assert_eq!(state_from_pb(0), None);
         assert_eq!(state_from_pb(99), None);
+    }
+
+    #[test]
+    fn gpu_time_and_cuda_reach_the_core_request() {
+        let r = job_request_from_pb(pb::RunJobRequest {
+            command: "python".into(),
+            resources: Some(pb::Resources {
+                gpu_count: 1,
+                gpu_time_seconds: Some(90),
+                ..Default::default()
+            }),
+            cuda_version: "12.2".into(),
+            ..Default::default()
+        });
+        assert_eq!(r.gpu_time_seconds, Some(90));
+        assert_eq!(r.cuda_version, "12.2");
+        let unset = job_request_from_pb(pb::RunJobRequest::default());
+        assert_eq!(unset.gpu_time_seconds, None);
     }
 }

@@ -48,6 +48,11 @@ pub enum ApiError {
     /// GPU calls on a node that runs without GPU support.
     #[error("GPU support is off on this node (gpu.enabled: false); an admin can turn it on in joblet-config.yml and restart joblet")]
     GpusDisabled,
+    /// A GPU request this node cannot serve (seed 001's "No GPUs
+    /// available", "Insufficient GPU memory", "CUDA libraries not
+    /// accessible"), with the reason and what to do.
+    #[error("{0}")]
+    GpuRequest(String),
     /// A GPU id that names no GPU, or more than one.
     #[error("{0}")]
     GpuRef(String),
@@ -72,6 +77,7 @@ impl ApiError {
             | ApiError::WrongState { .. }
             | ApiError::NotAllowed { .. }
             | ApiError::GpusDisabled
+            | ApiError::GpuRequest(_)
             | ApiError::GpuAdmin(_) => Code::FailedPrecondition,
             ApiError::GpuRef(_) => Code::NotFound,
             ApiError::PermissionDenied { .. } => Code::PermissionDenied,

@@ -105,6 +105,10 @@ pub enum StoreError {
     #[error("GPU allocation of job {job}: {what}")]
     Allocation { job: String, what: String },
 
+    /// A GPU audit record could not be stored or read back.
+    #[error("GPU audit record of job {job}: {what}")]
+    Audit { job: String, what: String },
+
     /// A value could not be encoded for storage.
     #[error("job {id}: could not encode {what}: {source}")]
     Encode {

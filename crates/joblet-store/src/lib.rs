@@ -1,6 +1,6 @@
 //! Joblet's durable state: one SQLite database holding every job, its state history and
-//! its sealed secrets, the GPUs' health states and history, and the GPU allocations ledger
-//! the scheduler is restored from.
+//! its sealed secrets, the GPUs' health states and history, the GPU allocations ledger
+//! the scheduler is restored from, and the append-only GPU audit log ([`AuditRecord`]).
 //!
 //! [`Store`] is the only way the daemon reads or changes job state. Every state change goes
 //! through [`Store::transition`], which checks it against the core state machine
@@ -32,6 +32,7 @@
 //! must not depend on them.
 
 mod allocations;
+mod audit;
 mod error;
 mod gpus;
 mod migrations;
@@ -49,6 +50,7 @@ use joblet_core::id::{check_prefix, resolve_prefix};
 use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+pub use audit::AuditRecord;
 pub use error::StoreError;
 pub use gpus::GpuEventRecord;
 pub use migrations::SCHEMA_VERSION;

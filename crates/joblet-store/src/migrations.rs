@@ -85,6 +85,45 @@ const MIGRATIONS: &[&str] = &[
         started_ms      INTEGER NOT NULL
     ) STRICT;
     "#,
+    // 4: the GPU audit log. One row per allocation: opened when a job gets its GPUs, closed
+    // once when they are released. No foreign key to `jobs`, so deleting a job keeps its
+    // records; the triggers make the table append-only (no deletes, a closed row is final,
+    // what was allocated never changes).
+    r#"
+    CREATE TABLE gpu_audit (
+        id                  INTEGER PRIMARY KEY,
+        job_id              TEXT NOT NULL,
+        owner               TEXT NOT NULL,
+        gpu_uuids_json      TEXT NOT NULL,
+        gpu_indices_json    TEXT NOT NULL,
+        memory_mb_per_gpu   INTEGER,
+        sharing             TEXT NOT NULL,
+        start_ms            INTEGER NOT NULL,
+        end_ms              INTEGER,
+        peak_memory_mb      INTEGER,
+        ended               TEXT,
+        reason              TEXT
+    ) STRICT;
+    CREATE INDEX gpu_audit_job ON gpu_audit(job_id, id);
+    CREATE INDEX gpu_audit_end ON gpu_audit(end_ms);
+    -- At most one open record per job.
+    CREATE UNIQUE INDEX gpu_audit_open ON gpu_audit(job_id) WHERE end_ms IS NULL;
+    CREATE TRIGGER gpu_audit_no_delete BEFORE DELETE ON gpu_audit
+    BEGIN
+        SELECT RAISE(ABORT, 'gpu_audit is append-only: records are never deleted');
+    END;
+    CREATE TRIGGER gpu_audit_closed_is_final BEFORE UPDATE ON gpu_audit
+    WHEN OLD.end_ms IS NOT NULL
+    BEGIN
+        SELECT RAISE(ABORT, 'gpu_audit: a closed record is final');
+    END;
+    CREATE TRIGGER gpu_audit_allocation_is_fixed
+    BEFORE UPDATE OF job_id, owner, gpu_uuids_json, gpu_indices_json, memory_mb_per_gpu,
+        sharing, start_ms ON gpu_audit
+    BEGIN
+        SELECT RAISE(ABORT, 'gpu_audit: what was allocated is never changed');
+    END;
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -170,7 +209,14 @@ mod tests {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        for t in ["job_secrets", "job_seq", "job_transitions", "jobs"] {
+        for t in [
+            "gpu_allocations",
+            "gpu_audit",
+            "job_secrets",
+            "job_seq",
+            "job_transitions",
+            "jobs",
+        ] {
             assert!(tables.iter().any(|x| x == t), "{t} missing from {tables:?}");
         }
     }

@@ -79,13 +79,19 @@ impl Api {
             rec,
             transitions,
             logs::log_bytes(&self.dirs, &rec.id),
+            crate::audit_api::job_gpus(&self.store, rec)?,
         ))
     }
 }
 
-/// A job record on the wire. Secret values never leave the node: only
-/// their names, each with "***".
-pub fn to_pb(rec: &JobRecord, transitions: Vec<pb::Transition>, log_bytes: u64) -> pb::Job {
+/// A job record on the wire, with the GPUs it holds or held (`gpus`).
+/// Secret values never leave the node: only their names, each with "***".
+pub fn to_pb(
+    rec: &JobRecord,
+    transitions: Vec<pb::Transition>,
+    log_bytes: u64,
+    gpus: Option<pb::JobGpus>,
+) -> pb::Job {
     let r = &rec.spec.resources;
     pb::Job {
         id: rec.id.to_string(),
@@ -104,6 +110,9 @@ pub fn to_pb(rec: &JobRecord, transitions: Vec<pb::Transition>, log_bytes: u64) 
             max_iobps: r.max_iobps.map(|v| v as i64).unwrap_or(0),
             gpu_count: i64::from(r.gpu_count),
             gpu_memory_mb: r.gpu_memory_mb.map(|v| v as i64).unwrap_or(0),
+            gpu_time_seconds: r
+                .gpu_time
+                .map(|t| i64::try_from(t.as_secs()).unwrap_or(i64::MAX)),
         }),
         env: rec.spec.env.clone().into_iter().collect(),
         secret_env: rec
@@ -122,6 +131,8 @@ pub fn to_pb(rec: &JobRecord, transitions: Vec<pb::Transition>, log_bytes: u64) 
         transitions,
         log_bytes,
         network: rec.spec.network.as_str().to_owned(),
+        gpus,
+        cuda_version: rec.spec.cuda.clone().unwrap_or_default(),
     }
 }
 
@@ -331,5 +342,16 @@ impl joblet_proto::JobService for Api {
                 .map(str::to_owned)
                 .collect(),
         }))
+    }
+
+    async fn list_audit(
+        &self,
+        req: Request<pb::ListAuditRequest>,
+    ) -> Result<Response<pb::ListAuditResponse>, Status> {
+        require_admin(&req, "read the GPU audit log (it needs role admin)")?;
+        Ok(Response::new(crate::audit_api::list(
+            &self.store,
+            req.get_ref(),
+        )?))
     }
 }

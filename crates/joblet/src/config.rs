@@ -4,11 +4,14 @@
 //! node. Unknown keys and bad values are start-up errors naming the dotted
 //! key (`jobs.default_timeout`) and the accepted form.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use joblet_gpu::exec::{DriverCapabilities, SharingMode};
+use joblet_sched::model::{Policy, RateLimit};
 use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -115,6 +118,48 @@ pub struct GpuConfig {
     /// Fault/load injection file for the simulated GPUs (fake-nvml's
     /// `MOCK_NVML_STATE`).
     pub simulate_state: Option<PathBuf>,
+    /// How jobs use GPUs: `exclusive` (one job per GPU), `shared` (jobs
+    /// share a GPU, each held to its `--gpu-memory` quota, enforced by the
+    /// monitor), `mps` (shared, plus an MPS control daemon per GPU).
+    pub sharing: SharingMode,
+    /// Which waiting GPU job goes next: `fifo`, `backfill` or `las`.
+    pub policy: Policy,
+    /// Most GPUs one owner may hold at once (owner → GPUs); unlisted
+    /// owners are unlimited.
+    pub owner_max_gpus: BTreeMap<String, u32>,
+    /// Per-owner GPU allocation rate (`{per_second: 2, burst: 10}`).
+    pub owner_rate: Option<RateLimit>,
+    /// What happens to a GPU after its job: `verify` (wait until NVML shows
+    /// none of the job's processes and memory back to its idle baseline,
+    /// else quarantine it), `reset` (as verify, but reset an exclusive GPU
+    /// that is not clean before quarantining it), `off`.
+    pub scrub_policy: ScrubPolicy,
+    /// How long release waits for a GPU to come back clean.
+    #[serde(deserialize_with = "de_duration")]
+    pub scrub_timeout: Duration,
+    /// GPU time limit for jobs that do not give `--gpu-time` (GPUs × wall
+    /// time); 0 = none.
+    #[serde(deserialize_with = "de_duration")]
+    pub default_gpu_time: Duration,
+    /// `NVIDIA_DRIVER_CAPABILITIES` for jobs that do not set it.
+    pub driver_capabilities: String,
+    /// Where the host's NVIDIA device nodes are (tests and simulations use
+    /// a directory of `mknod`-made nodes).
+    pub dev_dir: PathBuf,
+    /// The loader cache the driver libraries are found through.
+    pub ld_cache: PathBuf,
+    /// Where the driver's binaries (`nvidia-smi`, MPS) are looked up.
+    pub driver_bin_dirs: Vec<PathBuf>,
+}
+
+/// What release does with a GPU a job has left.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ScrubPolicy {
+    #[default]
+    Verify,
+    Reset,
+    Off,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -201,6 +246,20 @@ impl Default for GpuConfig {
             health_interval: Duration::from_secs(1),
             simulate: None,
             simulate_state: None,
+            sharing: SharingMode::Exclusive,
+            policy: Policy::Backfill,
+            owner_max_gpus: BTreeMap::new(),
+            owner_rate: None,
+            scrub_policy: ScrubPolicy::Verify,
+            scrub_timeout: Duration::from_secs(10),
+            default_gpu_time: Duration::ZERO,
+            driver_capabilities: "utility,compute".into(),
+            dev_dir: PathBuf::from("/dev"),
+            ld_cache: PathBuf::from("/etc/ld.so.cache"),
+            driver_bin_dirs: ["/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin"]
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
         }
     }
 }
@@ -330,6 +389,26 @@ fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
                 ),
             ));
         }
+    }
+    if let Err(e) = DriverCapabilities::parse(&cfg.gpu.driver_capabilities) {
+        return Err(("gpu.driver_capabilities".into(), e.to_string()));
+    }
+    if let Some(rate) = &cfg.gpu.owner_rate {
+        if !(rate.per_second.is_finite() && rate.per_second > 0.0) || rate.burst == 0 {
+            return Err((
+                "gpu.owner_rate".into(),
+                format!("invalid rate {}/s with burst {}: expected per_second > 0 and burst >= 1, e.g. {{per_second: 2, burst: 10}}", rate.per_second, rate.burst),
+            ));
+        }
+    }
+    if cfg.gpu.dev_dir.is_relative() {
+        return Err((
+            "gpu.dev_dir".into(),
+            format!(
+                "{} is not an absolute path; expected e.g. /dev",
+                cfg.gpu.dev_dir.display()
+            ),
+        ));
     }
     let base = &cfg.sandbox.cgroup_base;
     if base.is_empty()

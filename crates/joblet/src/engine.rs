@@ -1,17 +1,20 @@
-//! The daemon's one loop: it owns the scheduler core, feeds it events
-//! (submissions, stop requests, shim exits) and carries out the actions it
-//! returns (start a shim, record a transition). Every transition is written
-//! to the store before anyone is told about it.
+//! The daemon's one loop: it owns the schedulers (the slot scheduler for
+//! CPU jobs, `joblet-sched` for GPU jobs through [`GpuJobs`]), feeds them
+//! events (submissions, stop requests, shim exits, GPU health changes,
+//! finished release checks) and carries out the actions they return (start
+//! a shim, record a transition). Every transition is written to the store
+//! before anyone is told about it.
 //!
 //! API handlers talk to it through [`EngineHandle`]; reads (status, list,
 //! logs) go straight to the store and do not pass through the loop.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use joblet_core::gpu::GpuUpdate;
 use joblet_core::scheduler::{Action, Event, Scheduler};
 use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
 use joblet_proto::ApiError;
@@ -19,6 +22,7 @@ use joblet_shim::{JobDir, ShimError, ShimExit, ShimSpec};
 use joblet_store::{JobRecord, Store, TransitionExtra};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use crate::gpu::jobs::{Allocated, GpuAction, GpuJobs};
 use crate::outcome::{self, Final};
 use crate::sandbox::NodeSandbox;
 use crate::state_dir::StateDir;
@@ -49,10 +53,15 @@ enum Msg {
         id: JobId,
         result: Result<ShimExit, ShimError>,
     },
+    /// A GPU job's release check finished: `dirty` GPUs are quarantined.
+    Released {
+        id: JobId,
+        dirty: Vec<(String, String)>,
+    },
 }
 
 /// What the engine needs from the daemon's configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct EngineConfig {
     pub max_running: usize,
     pub stop_grace: Duration,
@@ -62,6 +71,11 @@ pub struct EngineConfig {
     pub shim_args: Vec<OsString>,
     /// `None`: jobs run unisolated (`sandbox.enabled: false`).
     pub sandbox: Option<NodeSandbox>,
+    /// GPU jobs (`gpu.enabled` with a sandbox), with the pool's updates.
+    pub gpu: Option<(
+        GpuJobs,
+        tokio::sync::mpsc::UnboundedReceiver<Vec<GpuUpdate>>,
+    )>,
 }
 
 /// Cheap to clone; every API handler holds one.
@@ -139,6 +153,15 @@ pub struct Engine {
     dirs: StateDir,
     cfg: EngineConfig,
     sched: Scheduler,
+    gpu: Option<GpuJobs>,
+    /// How jobs ended by the node (GPU failure, quota, GPU time) are
+    /// recorded, whatever their shim reports.
+    overrides: HashMap<JobId, Final>,
+    /// Jobs whose wall limit is their GPU time budget: the reason to give
+    /// if they time out.
+    gpu_time_reason: HashMap<JobId, String>,
+    /// GPU decisions made during recovery, carried out when the loop starts.
+    pending_gpu: Vec<GpuAction>,
     tx: mpsc::Sender<Msg>,
     ended: broadcast::Sender<JobId>,
 }
@@ -150,20 +173,28 @@ impl Engine {
     pub fn start(
         store: Arc<Store>,
         dirs: StateDir,
-        cfg: EngineConfig,
+        mut cfg: EngineConfig,
     ) -> Result<EngineHandle, ApiError> {
         let (tx, rx) = mpsc::channel(1024);
         let (ended, _) = broadcast::channel(1024);
+        let (gpu, gpu_rx) = match cfg.gpu.take() {
+            Some((g, r)) => (Some(g), Some(r)),
+            None => (None, None),
+        };
         let mut engine = Engine {
             store,
             dirs,
             sched: Scheduler::new(cfg.max_running),
+            gpu,
+            overrides: HashMap::new(),
+            gpu_time_reason: HashMap::new(),
+            pending_gpu: Vec::new(),
             cfg,
             tx: tx.clone(),
             ended: ended.clone(),
         };
         engine.recover()?;
-        tokio::spawn(engine.run(rx));
+        tokio::spawn(engine.run(rx, gpu_rx));
         Ok(EngineHandle { tx, ended })
     }
 
@@ -173,9 +204,27 @@ impl Engine {
         let mut queued = Vec::new();
         let unfinished = self.store.unfinished().map_err(store_error)?;
         let (mut reattached, mut finished, mut lost) = (0, 0, 0);
+        let mut gpu_queued = Vec::new();
+        let mut to_release = Vec::new();
         for rec in unfinished {
             let id = rec.id.clone();
+            let is_gpu = rec.spec.resources.gpu_count > 0;
+            if is_gpu && self.gpu.is_none() && !rec.state.is_terminal() {
+                self.finish(&id, Final { state: JobState::Failed, exit_code: None, reason: "No GPUs available: the daemon restarted without GPU support (gpu.enabled or the sandbox is off)".into() }, now);
+                continue;
+            }
             match rec.state {
+                JobState::Pending | JobState::Preempted | JobState::Queued if is_gpu => {
+                    if rec.state != JobState::Queued {
+                        self.transition(
+                            &id,
+                            JobState::Queued,
+                            now,
+                            "re-queued after daemon restart",
+                        )?;
+                    }
+                    gpu_queued.push(rec);
+                }
                 JobState::Pending | JobState::Preempted => {
                     self.transition(&id, JobState::Queued, now, "re-queued after daemon restart")?;
                     queued.push(id);
@@ -187,18 +236,30 @@ impl Engine {
                         Ok(Some(handle)) => {
                             tracing::info!(job = %id, shim_pid = handle.pid(), "reattached to running job");
                             self.watch(id.clone(), handle);
-                            running.push(id);
+                            if is_gpu {
+                                if let Some(g) = &mut self.gpu {
+                                    g.reattach(id.as_str(), &rec.spec);
+                                }
+                            } else {
+                                running.push(id);
+                            }
                             reattached += 1;
                         }
                         Ok(None) => match joblet_shim::read_exit(&dir) {
                             Ok(Some(exit)) => {
                                 self.finish(&id, outcome::from_shim(&exit), now);
                                 finished += 1;
+                                if is_gpu {
+                                    to_release.push(id.clone());
+                                }
                             }
                             Ok(None) | Err(_) => {
                                 self.reap_lost(&id);
                                 self.finish(&id, outcome::lost(true), now);
                                 lost += 1;
+                                if is_gpu {
+                                    to_release.push(id.clone());
+                                }
                             }
                         },
                         Err(e) => {
@@ -206,6 +267,9 @@ impl Engine {
                             self.reap_lost(&id);
                             self.finish(&id, outcome::lost(true), now);
                             lost += 1;
+                            if is_gpu {
+                                to_release.push(id.clone());
+                            }
                         }
                     }
                 }
@@ -223,6 +287,31 @@ impl Engine {
             "recovered jobs"
         );
         self.sched = Scheduler::restore(self.cfg.max_running, running, queued);
+        if let Some(g) = &mut self.gpu {
+            // Allocations of jobs that ended while the daemon was down (or
+            // between their end and their release) are released now.
+            for job in g.allocated_jobs() {
+                if let Ok(id) = JobId::parse(&job) {
+                    let done = self
+                        .store
+                        .get(&id)
+                        .ok()
+                        .flatten()
+                        .is_none_or(|r| r.state.is_terminal());
+                    if done && !to_release.contains(&id) {
+                        to_release.push(id);
+                    }
+                }
+            }
+            for rec in gpu_queued {
+                let req = g.request(rec.id.as_str(), &rec.owner, &rec.spec);
+                let actions = g.handle(joblet_sched::model::Event::Submit(Box::new(req)), now);
+                self.pending_gpu.extend(actions);
+            }
+        }
+        for id in to_release {
+            self.begin_release(&id);
+        }
         Ok(())
     }
 
@@ -236,11 +325,36 @@ impl Engine {
         }
     }
 
-    async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
-        // Start whatever the restored queue allows.
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Msg>,
+        mut gpu_rx: Option<tokio::sync::mpsc::UnboundedReceiver<Vec<GpuUpdate>>>,
+    ) {
+        // Start whatever the restored queues allow.
         let actions = self.sched.handle(Event::Tick, now_ms());
         self.apply(actions);
-        while let Some(msg) = rx.recv().await {
+        let pending = std::mem::take(&mut self.pending_gpu);
+        self.apply_gpu(pending);
+        if let Some(g) = &mut self.gpu {
+            let actions = g.handle(joblet_sched::model::Event::Tick, now_ms());
+            self.apply_gpu(actions);
+        }
+        loop {
+            let msg = tokio::select! {
+                m = rx.recv() => match m {
+                    Some(m) => m,
+                    None => break,
+                },
+                Some(updates) = async {
+                    match gpu_rx.as_mut() {
+                        Some(r) => r.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.gpu_updates(updates);
+                    continue;
+                }
+            };
             match msg {
                 Msg::Submit {
                     owner,
@@ -255,6 +369,8 @@ impl Engine {
                         Ok((rec, actions)) => {
                             let _ = reply.send(Ok(rec));
                             self.apply(actions);
+                            let gpu = std::mem::take(&mut self.pending_gpu);
+                            self.apply_gpu(gpu);
                         }
                         Err(e) => {
                             let _ = reply.send(Err(e));
@@ -272,16 +388,194 @@ impl Engine {
                 }
                 Msg::ShimExited { id, result } => {
                     let fin = match result {
-                        Ok(exit) => outcome::from_shim(&exit),
+                        Ok(exit) => {
+                            let mut fin = outcome::from_shim(&exit);
+                            if exit.outcome == joblet_shim::Outcome::TimedOut {
+                                if let Some(why) = self.gpu_time_reason.get(&id) {
+                                    fin.reason = why.clone();
+                                }
+                            }
+                            fin
+                        }
                         Err(e) => {
                             tracing::error!(job = %id, error = %e, "job's shim ended without an exit record");
                             self.reap_lost(&id);
                             outcome::lost(false)
                         }
                     };
+                    self.gpu_time_reason.remove(&id);
+                    let fin = self.overrides.remove(&id).unwrap_or(fin);
                     self.finish(&id, fin, now_ms());
-                    let actions = self.sched.handle(Event::Exited { job: id }, now_ms());
-                    self.apply(actions);
+                    if self.gpu.as_ref().is_some_and(|g| g.holds(id.as_str())) {
+                        self.begin_release(&id);
+                    } else {
+                        let actions = self.sched.handle(Event::Exited { job: id }, now_ms());
+                        self.apply(actions);
+                    }
+                }
+                Msg::Released { id, dirty } => self.released(&id, &dirty),
+            }
+        }
+    }
+
+    /// The pool changed: the GPU scheduler learns the new health; jobs the
+    /// change ends (GPU failure, forced offline, memory quota) are ended
+    /// with the reason.
+    fn gpu_updates(&mut self, updates: Vec<GpuUpdate>) {
+        let Some(g) = &mut self.gpu else { return };
+        let now = now_ms();
+        let mut actions = Vec::new();
+        for ev in g.health_events(&updates) {
+            actions.extend(g.handle(ev, now));
+        }
+        self.apply_gpu(actions);
+        for u in updates {
+            if let GpuUpdate::EndJobs {
+                jobs,
+                reason,
+                failed,
+                ..
+            } = u
+            {
+                for job in jobs {
+                    match JobId::parse(&job) {
+                        Ok(id) => self.end_job(id, &reason, failed),
+                        Err(_) => tracing::error!(%job, "GPU record names a malformed job id"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends a job for a reason of the node's: killed at once when `failed`
+    /// (its GPU failed, its quota was exceeded), stopped with the grace
+    /// period otherwise (an admin took its GPU offline). The final record
+    /// carries `reason`, whatever the shim reports.
+    fn end_job(&mut self, id: JobId, reason: &str, failed: bool) {
+        let Ok(rec) = self.record(&id) else { return };
+        if rec.state.is_terminal() || self.overrides.contains_key(&id) {
+            return;
+        }
+        tracing::warn!(job = %id, %reason, failed, "ending job");
+        let state = if failed {
+            JobState::Failed
+        } else {
+            JobState::Stopped
+        };
+        if rec.state != JobState::Running {
+            if let Some(g) = &mut self.gpu {
+                g.handle(joblet_sched::model::Event::Cancel(id.to_string()), now_ms());
+            }
+            self.finish(
+                &id,
+                Final {
+                    state,
+                    exit_code: None,
+                    reason: reason.to_string(),
+                },
+                now_ms(),
+            );
+            return;
+        }
+        self.overrides.insert(
+            id.clone(),
+            Final {
+                state,
+                exit_code: None,
+                reason: reason.to_string(),
+            },
+        );
+        let dir = JobDir::new(self.dirs.job(&id));
+        let grace = self.cfg.stop_grace;
+        tokio::spawn(async move {
+            let sent = if failed {
+                joblet_shim::request_kill(&dir).await
+            } else {
+                joblet_shim::request_stop(&dir, grace).await
+            };
+            if let Err(e) = sent {
+                tracing::debug!(job = %id, error = %e, "ending a job raced with its exit");
+            }
+        });
+    }
+
+    /// Starts the release check of a finished GPU job's GPUs; the result
+    /// comes back as [`Msg::Released`]. The GPUs stay allocated meanwhile.
+    fn begin_release(&mut self, id: &JobId) {
+        let Some(g) = &self.gpu else { return };
+        let targets = g.scrub_targets(id.as_str());
+        let shared = g.shared.clone();
+        let s = &g.settings;
+        let (policy, timeout, can_verify, bins) =
+            (s.scrub, s.scrub_timeout, s.can_verify, s.bin_dirs.clone());
+        let ended = self
+            .record(id)
+            .ok()
+            .and_then(|r| r.ended_ms)
+            .unwrap_or_else(now_ms);
+        let tx = self.tx.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let dirty = crate::gpu::scrub::verify(
+                &shared, &targets, policy, timeout, ended, can_verify, &bins,
+            )
+            .await;
+            let _ = tx.send(Msg::Released { id, dirty }).await;
+        });
+    }
+
+    /// Hands a finished job's GPUs back (quarantining those that failed the
+    /// release check), closes its audit record, and starts what now fits.
+    fn released(&mut self, id: &JobId, dirty: &[(String, String)]) {
+        let Some(g) = &mut self.gpu else { return };
+        let rec = self.store.get(id).ok().flatten();
+        let (state, reason, end) = match &rec {
+            Some(r) => (
+                r.state.to_string(),
+                r.reason.clone(),
+                r.ended_ms.unwrap_or_else(now_ms),
+            ),
+            None => ("DELETED".to_string(), String::new(), now_ms()),
+        };
+        for (uuid, why) in dirty {
+            tracing::error!(job = %id, gpu = %uuid, %why, "GPU did not come back clean; quarantined");
+        }
+        let (audit, actions) = g.release(id.as_str(), dirty, (&state, &reason, end), now_ms());
+        if let Some(a) = audit {
+            let path = self.dirs.root().join(crate::gpu::audit::FILE);
+            if let Err(e) = crate::gpu::audit::append(&path, &a) {
+                tracing::error!(path = %path.display(), error = %e, "cannot append to the GPU audit log");
+            }
+        }
+        self.apply_gpu(actions);
+    }
+
+    /// Carries out the GPU scheduler's decisions.
+    fn apply_gpu(&mut self, actions: Vec<GpuAction>) {
+        let mut work: VecDeque<GpuAction> = actions.into();
+        while let Some(a) = work.pop_front() {
+            let now = now_ms();
+            let fail = |reason: String| Final {
+                state: JobState::Failed,
+                exit_code: None,
+                reason,
+            };
+            match a {
+                GpuAction::Start { job, allocated } => {
+                    let Ok(id) = JobId::parse(&job) else { continue };
+                    if let Err(fin) = self.start_job(&id, Some(&allocated)) {
+                        self.finish(&id, fin, now);
+                        self.begin_release(&id);
+                    }
+                }
+                GpuAction::StartFailed { job, reason } => {
+                    let Ok(id) = JobId::parse(&job) else { continue };
+                    self.finish(&id, fail(reason), now);
+                    self.begin_release(&id);
+                }
+                GpuAction::Reject { job, reason } => {
+                    let Ok(id) = JobId::parse(&job) else { continue };
+                    self.finish(&id, fail(reason), now);
                 }
             }
         }
@@ -311,12 +605,31 @@ impl Engine {
                 )));
             }
         }
+        let gpu_request = if spec.resources.gpu_count > 0 {
+            let Some(g) = &self.gpu else {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(ApiError::GpuRequest("No GPUs available: GPU jobs are off on this node (they need gpu.enabled: true and sandbox.enabled: true); run the job without --gpu or ask an admin".into()));
+            };
+            let req = g.request(id.as_str(), &owner, &spec);
+            if let Err(e) = g.check(&req, &spec) {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+            Some(req)
+        } else {
+            None
+        };
         if let Err(e) = self.store.create_job(&id, &owner, &spec, &secrets, now) {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(store_error(e));
         }
         let rec = self.transition(&id, JobState::Queued, now, "")?;
-        tracing::info!(job = %id, %owner, command = %spec.command, "job queued");
+        tracing::info!(job = %id, %owner, command = %spec.command, gpus = spec.resources.gpu_count, "job queued");
+        if let (Some(req), Some(g)) = (gpu_request, self.gpu.as_mut()) {
+            let actions = g.handle(joblet_sched::model::Event::Submit(Box::new(req)), now);
+            self.pending_gpu.extend(actions);
+            return Ok((rec, Vec::new()));
+        }
         let actions = self.sched.handle(Event::Submit { job: id }, now);
         Ok((rec, actions))
     }
@@ -327,7 +640,7 @@ impl Engine {
         while let Some(action) = work.pop_front() {
             match action {
                 Action::Start { job } => {
-                    if let Err(fin) = self.start_job(&job) {
+                    if let Err(fin) = self.start_job(&job, None) {
                         self.finish(&job, fin, now_ms());
                         work.extend(self.sched.handle(Event::Exited { job }, now_ms()));
                     }
@@ -350,7 +663,7 @@ impl Engine {
     /// RUNNING is recorded before the shim is launched: a daemon that dies in
     /// between leaves a RUNNING job without a shim, which the next start
     /// reports as lost, never a job that runs twice.
-    fn start_job(&mut self, id: &JobId) -> Result<(), Final> {
+    fn start_job(&mut self, id: &JobId, gpus: Option<&Allocated>) -> Result<(), Final> {
         let fail = |reason: String| Final {
             state: JobState::Failed,
             exit_code: None,
@@ -375,6 +688,7 @@ impl Engine {
         })?;
         // In the sandbox the job sees its work dir as /work and runs as the
         // node's job user, who must own it (uploads included).
+        let mut gpu_env = None;
         let (home, runner) = match &self.cfg.sandbox {
             Some(sb) => {
                 crate::uploads::chown_tree(&workdir, sb.uid, sb.gid).map_err(|e| {
@@ -384,20 +698,54 @@ impl Engine {
                         sb.uid
                     ))
                 })?;
-                let job = sb.job(id, &rec.spec, &workdir);
+                let gpu_part = match (&self.gpu, gpus) {
+                    (Some(g), Some(a)) => crate::gpu::setup::gpu_job(
+                        &g.settings,
+                        &rec.spec,
+                        &a.gpus,
+                        a.quota_mb,
+                        &dir,
+                    )
+                    .map_err(fail)?,
+                    (Some(g), None) => crate::gpu::setup::cpu_job(&g.settings),
+                    (None, _) => Default::default(),
+                };
+                gpu_env = gpu_part.env.clone();
+                let job = sb.job(id, &rec.spec, &workdir, gpu_part);
                 let value = serde_json::to_value(&job)
                     .map_err(|e| fail(format!("cannot encode the sandbox settings: {e}")))?;
                 (PathBuf::from("/work"), Some(value))
             }
             None => (workdir.clone(), None),
         };
+        let mut env = jobenv::build(id, &rec.spec, &secrets, &home);
+        if let Some(g) = &gpu_env {
+            crate::gpu::setup::merge_env(&mut env, g);
+        }
+        let mut timeout = rec.spec.timeout;
+        if let (Some(g), Some(_)) = (&self.gpu, gpus) {
+            timeout = g.wall_limit(&rec.spec);
+            if let Some((budget, wall)) = g.gpu_time_wall(&rec.spec) {
+                if rec.spec.timeout.is_none_or(|t| wall < t) {
+                    self.gpu_time_reason.insert(
+                        id.clone(),
+                        format!(
+                            "GPU time limit reached: {} of GPU time ({} GPUs × {})",
+                            humantime::format_duration(budget),
+                            rec.spec.resources.gpu_count,
+                            humantime::format_duration(wall)
+                        ),
+                    );
+                }
+            }
+        }
         let spec = ShimSpec {
             job_id: id.to_string(),
             command: rec.spec.command.clone(),
             args: rec.spec.args.clone(),
-            env: jobenv::build(id, &rec.spec, &secrets, &home),
+            env,
             cwd: workdir,
-            timeout_ms: rec.spec.timeout.map(|t| t.as_millis() as u64),
+            timeout_ms: timeout.map(|t| t.as_millis() as u64),
             stop_grace_ms: self.cfg.stop_grace.as_millis() as u64,
             runner,
         };
@@ -463,6 +811,21 @@ impl Engine {
                     };
                     let _ = reply.send(res);
                 });
+            }
+            _ if rec.spec.resources.gpu_count > 0 => {
+                if let Some(g) = &mut self.gpu {
+                    g.handle(joblet_sched::model::Event::Cancel(id.to_string()), now_ms());
+                }
+                self.finish(
+                    &id,
+                    Final {
+                        state: JobState::Stopped,
+                        exit_code: None,
+                        reason: "stopped before it started".into(),
+                    },
+                    now_ms(),
+                );
+                let _ = reply.send(self.record(&id));
             }
             _ => {
                 let actions = self

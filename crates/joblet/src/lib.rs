@@ -9,6 +9,7 @@
 //! The decisions live in `joblet-core`; this crate only carries them out.
 
 pub mod api;
+pub mod audit_api;
 pub mod certcmd;
 pub mod config;
 pub mod engine;

@@ -15,6 +15,7 @@ use joblet_sandbox::init::{InitConfig, NetMode};
 use joblet_sandbox::JobSandbox;
 
 use crate::config::Config;
+use crate::gpu::setup::GpuSandbox;
 
 /// Where the daemon locks its cgroup base (`cgroup-<base>.lock`): two
 /// daemons on one host must never share a base, or one's start-up cleanup
@@ -161,13 +162,21 @@ impl NodeSandbox {
             cpu_pinning: self.support.cpu_pinning,
             memory_limit: self.support.memory_limit,
             io_limit: self.support.io_limit,
+            // Device control is always there with the sandbox; whether the
+            // node has GPUs is the server's to add.
             ..NodeCapabilities::default()
         }
     }
 
-    /// The sandbox for one job whose host working directory is `workdir`.
-    pub fn job(&self, id: &JobId, spec: &JobSpec, workdir: &Path) -> JobSandbox {
+    /// The sandbox for one job whose host working directory is `workdir`;
+    /// `gpu`: its GPU devices, driver files and masks
+    /// ([`crate::gpu::setup`]).
+    pub fn job(&self, id: &JobId, spec: &JobSpec, workdir: &Path, gpu: GpuSandbox) -> JobSandbox {
         let r = &spec.resources;
+        let mut devices = DeviceRules::minimal();
+        for rule in gpu.rules {
+            devices.allow(rule);
+        }
         JobSandbox {
             cgroup_base: self.cgroup_base.clone(),
             cgroup_name: id.to_string(),
@@ -179,7 +188,7 @@ impl NodeSandbox {
                 io_path: r.max_iobps.map(|_| workdir.to_owned()),
                 pids_max: self.pids_max,
             },
-            devices: DeviceRules::minimal(),
+            devices,
             init: InitConfig {
                 // Filled from the shim spec by the runner.
                 command: String::new(),
@@ -198,6 +207,9 @@ impl NodeSandbox {
                     joblet_core::Network::Host => NetMode::Host,
                 },
                 seccomp: self.seccomp,
+                binds: gpu.binds,
+                masks: gpu.masks,
+                device_binds: gpu.devices,
             },
         }
     }

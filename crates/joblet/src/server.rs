@@ -4,27 +4,29 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use joblet_core::{JobId, NodeCapabilities};
+use joblet_core::NodeCapabilities;
 use joblet_store::Store;
 use tokio::net::TcpListener;
 
 use crate::api::Api;
 use crate::config::Config;
-use crate::engine::{Engine, EngineConfig, EngineHandle};
+use crate::engine::{Engine, EngineConfig};
 use crate::gpu::api::GpuApi;
-use crate::gpu::monitor::EndJobs;
+use crate::gpu::jobs::GpuJobs;
 use crate::gpu::simulate::Simulation;
 use crate::sandbox::NodeSandbox;
 use crate::state_dir::{self, StateDir};
 use crate::tls;
 
 /// What this node enforces: the limits its sandbox can apply (none when
-/// jobs run unisolated), and uploads either way. Everything else a job asks
-/// for is refused with "not supported yet on this node".
-pub fn capabilities(sandbox: Option<&NodeSandbox>) -> NodeCapabilities {
+/// jobs run unisolated), GPUs when GPU jobs are on (they need the sandbox's
+/// device control), and uploads either way. Everything else a job asks for
+/// is refused with "not supported yet on this node".
+pub fn capabilities(sandbox: Option<&NodeSandbox>, gpu_jobs: bool) -> NodeCapabilities {
     let limits = sandbox.map(NodeSandbox::capabilities).unwrap_or_default();
     NodeCapabilities {
         uploads: true,
+        gpus: gpu_jobs && sandbox.is_some(),
         ..limits
     }
 }
@@ -42,7 +44,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         tracing::warn!("sandbox.enabled is false: jobs run unisolated as children of their shims");
         None
     };
-    let caps = capabilities(sandbox.as_ref());
+    let cgroup_base = sandbox.as_ref().map(|sb| sb.cgroup_base.clone());
     let pki = dirs.ensure_pki(&state_dir::server_hosts(
         cfg.server.address,
         &cfg.server.tls_hosts,
@@ -53,6 +55,36 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     let store = Arc::new(Store::open(&dirs.db(), &dirs.secrets_key())?);
     let shim_program: PathBuf =
         std::env::current_exe().context("locating the joblet binary to run shims")?;
+
+    // GPUs first: the engine's recovery needs the allocation ledger and
+    // the pool.
+    let gpus = if cfg.gpu.enabled {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (gpu_cfg, store) = (cfg.gpu.clone(), store.clone());
+        let (shared, monitor) = tokio::task::spawn_blocking(move || {
+            crate::gpu::start(&gpu_cfg, sim, store, cgroup_base, tx)
+        })
+        .await
+        .context("GPU discovery task")??;
+        Some((shared, monitor, rx))
+    } else {
+        None
+    };
+    let (gpu_jobs, gpus) = match gpus {
+        Some((shared, monitor, rx)) => {
+            let jobs = if sandbox.is_some() {
+                let jobs = GpuJobs::new(shared.clone(), &cfg.gpu).context("GPU jobs")?;
+                tracing::info!(settings = ?jobs.settings.sharing, policy = ?cfg.gpu.policy, "GPU jobs on");
+                Some((jobs, rx))
+            } else {
+                tracing::warn!("gpu.enabled but sandbox.enabled is false: GPUs are monitored, but GPU jobs are refused (their devices could not be isolated)");
+                None
+            };
+            (jobs, Some((shared, monitor)))
+        }
+        None => (None, None),
+    };
+    let caps = capabilities(sandbox.as_ref(), gpu_jobs.is_some());
     let engine = Engine::start(
         store.clone(),
         dirs.clone(),
@@ -62,21 +94,9 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             shim_program,
             shim_args: vec!["shim".into(), "--job-dir".into()],
             sandbox,
+            gpu: gpu_jobs,
         },
     )?;
-
-    let end_jobs = end_jobs_via(engine.clone());
-    let gpus = if cfg.gpu.enabled {
-        tracing::info!("GPU discovery and health monitoring on; GPU jobs are still refused as not supported yet");
-        let (gpu_cfg, store, end_jobs) = (cfg.gpu.clone(), store.clone(), end_jobs.clone());
-        let (shared, monitor) =
-            tokio::task::spawn_blocking(move || crate::gpu::start(&gpu_cfg, sim, store, end_jobs))
-                .await
-                .context("GPU discovery task")??;
-        Some((shared, monitor))
-    } else {
-        None
-    };
 
     let listener = TcpListener::bind(cfg.server.address)
         .await
@@ -103,7 +123,6 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     };
     let gpu_api = GpuApi {
         gpus: gpus.as_ref().map(|(shared, _)| shared.clone()),
-        on_end: end_jobs,
     };
     let incoming = tls::incoming(listener, Arc::new(tls_config));
     tonic::transport::Server::builder()
@@ -120,28 +139,6 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(dirs.server_json());
     tracing::info!("joblet stopped; running jobs keep running under their shims");
     Ok(())
-}
-
-/// Ends the jobs a GPU failure or a forced offline takes the GPU from:
-/// killed at once when the GPU failed, stopped with the grace period when
-/// an admin took it offline.
-fn end_jobs_via(engine: EngineHandle) -> EndJobs {
-    let rt = tokio::runtime::Handle::current();
-    Arc::new(move |jobs: Vec<String>, reason: String, failed: bool| {
-        for job in jobs {
-            let (engine, reason) = (engine.clone(), reason.clone());
-            rt.spawn(async move {
-                let Ok(id) = JobId::parse(&job) else {
-                    tracing::error!(%job, "GPU record names a malformed job id");
-                    return;
-                };
-                tracing::warn!(%job, %reason, failed, "ending job: its GPU left service");
-                if let Err(e) = engine.stop(id, None, failed).await {
-                    tracing::error!(%job, error = %e, "could not end a job whose GPU left service");
-                }
-            });
-        }
-    })
 }
 
 async fn shutdown_signal() {

@@ -66,6 +66,31 @@ pub enum Command {
     /// See the node's GPUs and their health; drain or take them offline (admin)
     #[command(subcommand)]
     Gpu(GpuCommand),
+    /// Admin: the GPU audit log, one record per GPU allocation
+    Audit(AuditArgs),
+}
+
+const AUDIT_AFTER_HELP: &str = "\
+Each GPU job leaves one record per allocation: who ran it, which GPUs it
+held (indices and UUIDs), when it got and released them, the most GPU
+memory it was seen using, and how it ended. Records are kept when the job
+is deleted. Jobs still holding GPUs are always listed (END shows -).
+
+Examples:
+  rnx audit
+  rnx audit --since 24h
+  rnx audit --since 2025-01-02T00:00:00Z --owner alice
+  rnx --json audit --since 7days | jq '.[] | select(.ended == \"FAILED\")'";
+
+#[derive(Debug, Args)]
+#[command(after_help = AUDIT_AFTER_HELP)]
+pub struct AuditArgs {
+    /// Only records that ended after this: a duration back from now (30m, 24h, 7days) or an RFC 3339 time (2025-01-02T03:04:05Z) [default: all]
+    #[arg(long, value_name = "DURATION|RFC3339", value_parser = parsers::since)]
+    pub since: Option<parsers::Since>,
+    /// Only this owner's records (the name `rnx job list` shows in OWNER)
+    #[arg(long, value_name = "NAME", value_parser = parsers::owner)]
+    pub owner: Option<String>,
 }
 
 const GPU_ID_HELP: &str = "GPU UUID, a unique UUID prefix (GPU-1a2b), or index";
@@ -149,6 +174,7 @@ like flags; put rnx's own flags before it, or use `--` to end them.
 Examples:
   rnx job run --gpu=1 python gpu_hello.py
   rnx job run --gpu=2 --gpu-memory=16GB --max-memory=32768 --max-cpu=800 python train.py
+  rnx job run --gpu=1 --gpu-time=2h --cuda=12.2 python train.py
   rnx job run --upload=model.py --upload=dataset/ \\
       python -m torch.distributed.launch --nproc_per_node=4 model.py
   rnx job run -e MODE=fast -s API_TOKEN=xyz --timeout=1h -- python x.py --epochs 3
@@ -196,6 +222,12 @@ pub struct RunArgs {
     /// Minimum free memory per GPU: 8GB, 4096MB or 4096 (megabytes), e.g. --gpu-memory=8GB
     #[arg(long, value_name = "SIZE", value_parser = parsers::gpu_memory_mb, allow_negative_numbers = true)]
     pub gpu_memory: Option<i64>,
+    /// How long the job may hold its GPUs, like 90s, 30m, 2h or 1h30m; needs --gpu [default: the node's]
+    #[arg(long, value_name = "DURATION", value_parser = parsers::gpu_time_secs, allow_negative_numbers = true)]
+    pub gpu_time: Option<i64>,
+    /// CUDA toolkit version to mount, MAJOR.MINOR[.PATCH], e.g. --cuda=12.2; needs --gpu [default: the runtime's]
+    #[arg(long, value_name = "VERSION", value_parser = parsers::cuda_version)]
+    pub cuda: Option<String>,
     /// Stream the job's output and exit with the job's exit code
     #[arg(short = 'f', long)]
     pub follow: bool,

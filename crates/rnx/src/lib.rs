@@ -13,6 +13,7 @@
 //! other than the client config it is pointed at.
 
 pub mod args;
+pub mod audit_view;
 pub mod client;
 pub mod commands;
 pub mod config;

@@ -86,6 +86,110 @@ pub fn timeout_secs(s: &str) -> Result<i64, String> {
     duration_secs(s, limits::MAX_TIMEOUT_SECS)
 }
 
+pub const GPU_TIME_FORM: &str =
+    "a GPU time limit like 90s, 30m, 2h or 1h30m (at least 1s, at most 366 days)";
+
+/// `--gpu-time=DURATION`: how long the job may hold its GPUs, in whole
+/// seconds; more than 0 (leave the flag out for the node's default).
+pub fn gpu_time_secs(s: &str) -> Result<i64, String> {
+    let d = parse::parse_duration(s).map_err(|_| format!("expected {GPU_TIME_FORM}"))?;
+    i64::try_from(d.as_secs())
+        .ok()
+        .filter(|secs| (1..=limits::MAX_TIMEOUT_SECS).contains(secs))
+        .ok_or_else(|| format!("expected {GPU_TIME_FORM}"))
+}
+
+/// `--cuda=VERSION`: `12.2` or `12.2.1`.
+pub fn cuda_version(s: &str) -> Result<String, String> {
+    parse::parse_cuda_version(s).map_err(expected)
+}
+
+/// `rnx audit --since`: a time span back from now, or a point in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// `--since 2h`: records that ended in the last two hours.
+    Ago(Duration),
+    /// `--since 2025-01-02T03:04:05Z`, in Unix milliseconds.
+    At(joblet_core::UnixMillis),
+}
+
+impl Since {
+    /// The point in time, given the current one.
+    pub fn to_unix_ms(self, now_ms: joblet_core::UnixMillis) -> joblet_core::UnixMillis {
+        match self {
+            Since::At(ms) => ms,
+            Since::Ago(d) => {
+                now_ms.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            }
+        }
+    }
+}
+
+pub const SINCE_FORM: &str = "a duration back from now like 30m, 2h or 7days, or an RFC 3339 time like 2025-01-02T03:04:05Z or 2025-01-02T05:04:05+02:00, or a date like 2025-01-02 (UTC)";
+
+/// `rnx audit --since=DURATION|RFC3339`.
+pub fn since(s: &str) -> Result<Since, String> {
+    let t = s.trim();
+    if let Ok(d) = parse::parse_duration(t) {
+        return Ok(Since::Ago(d));
+    }
+    rfc3339_ms(t)
+        .map(Since::At)
+        .ok_or_else(|| format!("expected {SINCE_FORM}"))
+}
+
+/// An RFC 3339 time with `Z` or a `±HH:MM` offset, or a bare date (UTC
+/// midnight), in Unix milliseconds.
+fn rfc3339_ms(t: &str) -> Option<joblet_core::UnixMillis> {
+    let is_date = t.len() == 10 && t.as_bytes()[4] == b'-' && t.as_bytes()[7] == b'-';
+    let (local, offset_secs) = if is_date {
+        (format!("{t}T00:00:00Z"), 0i64)
+    } else if let Some(base) = t.strip_suffix(['Z', 'z']) {
+        (format!("{base}Z"), 0)
+    } else {
+        // `…+HH:MM` / `…-HH:MM` after the seconds.
+        let split = t.len().checked_sub(6)?;
+        let (base, zone) = (t.get(..split)?, t.get(split..)?);
+        let z = zone.as_bytes();
+        let sign = match z[0] {
+            b'+' => 1,
+            b'-' => -1,
+            _ => return None,
+        };
+        if z[3] != b':' {
+            return None;
+        }
+        let hh: i64 = zone.get(1..3)?.parse().ok()?;
+        let mm: i64 = zone.get(4..6)?.parse().ok()?;
+        if hh > 23
+            || mm > 59
+            || !zone[1..3]
+                .bytes()
+                .chain(zone[4..6].bytes())
+                .all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        (format!("{base}Z"), sign * (hh * 3600 + mm * 60))
+    };
+    // Strict: `T` between date and time, a zone given (checked above).
+    if local.as_bytes().get(10) != Some(&b'T') {
+        return None;
+    }
+    let at = humantime::parse_rfc3339(&local).ok()?;
+    let ms = i64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()?;
+    Some(ms - offset_secs * 1000)
+}
+
+/// `rnx audit --owner=NAME`.
+pub fn owner(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    if t.is_empty() || t.len() > 256 || t.chars().any(char::is_control) {
+        return Err("expected an owner name (the certificate's common name, as `rnx job list` shows it), like alice".to_owned());
+    }
+    Ok(t.to_owned())
+}
+
 /// `--grace=DURATION` of `job stop`.
 pub fn grace_secs(s: &str) -> Result<i64, String> {
     duration_secs(s, limits::MAX_TIMEOUT_SECS)
@@ -294,5 +398,54 @@ mod tests {
             value: "hunter2".into(),
         };
         assert_eq!(format!("{p:?}"), "TOKEN=***");
+    }
+
+    #[test]
+    fn gpu_time_and_cuda() {
+        assert_eq!(gpu_time_secs("90s"), Ok(90));
+        assert_eq!(gpu_time_secs("30m"), Ok(1800));
+        assert_eq!(gpu_time_secs("2h"), Ok(7200));
+        assert_eq!(gpu_time_secs("1h30m"), Ok(5400));
+        assert_eq!(gpu_time_secs("45"), Ok(45));
+        for bad in ["0", "0s", "500ms", "-5", "soon", "400days", ""] {
+            let e = gpu_time_secs(bad).unwrap_err();
+            assert!(e.contains("like 90s, 30m, 2h or 1h30m"), "{bad}: {e}");
+        }
+        assert_eq!(cuda_version("12.2"), Ok("12.2".into()));
+        assert_eq!(cuda_version("11.8.0"), Ok("11.8.0".into()));
+        for bad in ["12", "v12.2", "12.2.1.1", "latest"] {
+            let e = cuda_version(bad).unwrap_err();
+            assert!(
+                e.contains("expected a CUDA version like 12.2"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn since_takes_durations_and_times() {
+        const T: i64 = 1_735_787_045_000; // 2025-01-02T03:04:05Z
+        assert_eq!(since("2h"), Ok(Since::Ago(Duration::from_secs(7200))));
+        assert_eq!(since("2h").unwrap().to_unix_ms(T), T - 7_200_000);
+        assert_eq!(since("2025-01-02T03:04:05Z"), Ok(Since::At(T)));
+        assert_eq!(since("2025-01-02T03:04:05.250Z"), Ok(Since::At(T + 250)));
+        assert_eq!(since("2025-01-02T05:04:05+02:00"), Ok(Since::At(T)));
+        assert_eq!(since("2025-01-01T22:34:05-04:30"), Ok(Since::At(T)));
+        assert_eq!(since("2025-01-02"), Ok(Since::At(T - 11_045_000)));
+        for bad in [
+            "yesterday",
+            "2025-01-02T03:04:05",
+            "2025-01-02 03:04:05Z",
+            "2025-01-02T03:04:05+2:00",
+            "2025-01-02T03:04:05+25:00",
+            "2025-13-02",
+            "",
+        ] {
+            let e = since(bad).unwrap_err();
+            assert!(e.contains("RFC 3339 time like"), "{bad}: {e}");
+        }
+        assert_eq!(owner(" alice "), Ok("alice".into()));
+        assert!(owner("").is_err());
+        assert!(owner("a\nb").is_err());
     }
 }

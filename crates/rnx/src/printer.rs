@@ -9,6 +9,7 @@ use joblet_core::parse::format_duration;
 use joblet_core::UnixMillis;
 use serde::Serialize;
 
+use crate::audit_view::{self, AuditView};
 use crate::gpu_view::{self, GpuHealthView, GpuNodeView, GpuView};
 use crate::view::{command_line, rfc3339, JobView, WhoAmIView};
 
@@ -157,6 +158,17 @@ impl<W: Write> Printer<W> {
         }
     }
 
+    /// `audit`: the table, or a JSON array with one object per record.
+    pub fn audit(&mut self, records: &[AuditView]) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(records),
+            Format::Human => {
+                audit_view::write_table(&mut self.out, records)?;
+                self.out.flush()
+            }
+        }
+    }
+
     pub fn whoami(&mut self, who: &WhoAmIView) -> io::Result<()> {
         match self.format {
             Format::Json => self.json(who),
@@ -245,12 +257,7 @@ pub fn write_status(
     if let Some(io) = r.max_iobps {
         writeln!(o, "Max IO: {io} bytes/s")?;
     }
-    if r.gpu_count > 0 {
-        writeln!(o, "GPUs: {} requested", r.gpu_count)?;
-    }
-    if let Some(gmem) = r.gpu_memory_mb {
-        writeln!(o, "GPU Memory: {gmem} MB required per GPU")?;
-    }
+    write_gpus(o, job)?;
     if !job.env.is_empty() {
         writeln!(o, "Environment:")?;
         for (k, v) in &job.env {
@@ -288,6 +295,64 @@ pub fn write_status(
             );
             writeln!(o, "{}", line.trim_end())?;
         }
+    }
+    Ok(())
+}
+
+fn gpus_word(n: usize) -> &'static str {
+    if n == 1 {
+        "GPU"
+    } else {
+        "GPUs"
+    }
+}
+
+/// The GPU lines of `job status`, seed 001's first:
+/// `GPUs: [0, 1] (2 GPUs allocated)`, `GPU Memory: 8192 MB required per GPU`.
+fn write_gpus(o: &mut dyn Write, job: &JobView) -> io::Result<()> {
+    let r = &job.resources;
+    if r.gpu_count > 0 {
+        let count = usize::try_from(r.gpu_count).unwrap_or(usize::MAX);
+        match &job.gpus {
+            Some(g) => {
+                let indices: Vec<String> = g.indices.iter().map(u32::to_string).collect();
+                let n = g.indices.len().max(g.uuids.len());
+                writeln!(
+                    o,
+                    "GPUs: [{}] ({n} {} allocated)",
+                    indices.join(", "),
+                    gpus_word(n)
+                )?;
+            }
+            None if matches!(job.state.as_str(), "PENDING" | "QUEUED" | "PREEMPTED") => {
+                writeln!(o, "GPUs: waiting for {count} {}", gpus_word(count))?
+            }
+            None => writeln!(o, "GPUs: {count} requested, none allocated")?,
+        }
+    }
+    if let Some(gmem) = r.gpu_memory_mb {
+        writeln!(o, "GPU Memory: {gmem} MB required per GPU")?;
+    }
+    if let Some(g) = &job.gpus {
+        if !g.uuids.is_empty() {
+            writeln!(o, "GPU UUIDs: {}", g.uuids.join(", "))?;
+        }
+        if !g.sharing.is_empty() && g.sharing != "exclusive" {
+            writeln!(o, "GPU Sharing: {}", g.sharing)?;
+        }
+        if let Some(peak) = g.peak_memory_mb {
+            writeln!(o, "GPU Peak Memory: {peak} MB")?;
+        }
+    }
+    if let Some(t) = r.gpu_time_seconds {
+        writeln!(
+            o,
+            "GPU Time Limit: {}",
+            format_duration(Duration::from_secs(t as u64))
+        )?;
+    }
+    if let Some(cuda) = &job.cuda_version {
+        writeln!(o, "CUDA: {cuda}")?;
     }
     Ok(())
 }
@@ -370,7 +435,19 @@ mod tests {
                 max_iobps: 10_485_760,
                 gpu_count: 2,
                 gpu_memory_mb: 8192,
+                gpu_time_seconds: Some(7200),
             }),
+            gpus: Some(pb::JobGpus {
+                indices: vec![0, 1],
+                uuids: vec![
+                    "GPU-1a2b3c4d-0000-1111-2222-333344445555".into(),
+                    "GPU-5e6f7a8b-0000-1111-2222-333344445555".into(),
+                ],
+                memory_mb_per_gpu: 8192,
+                sharing: "exclusive".into(),
+                peak_memory_mb: 5500,
+            }),
+            cuda_version: "12.2".into(),
             env: [("MODE".to_owned(), "fast".to_owned())].into(),
             secret_env: [("API_TOKEN".to_owned(), "***".to_owned())].into(),
             exit_code: Some(0),
@@ -493,5 +570,116 @@ mod tests {
             supported: vec!["env".into(), "secret_env".into(), "timeout".into()],
         };
         insta::assert_snapshot!(human(|p| p.whoami(&who)));
+    }
+
+    /// Seed 001's lines, for a placed and for a waiting GPU job.
+    #[test]
+    fn gpu_lines_of_job_status() {
+        let placed = human(|p| p.job_status(&JobView::from(&sample_job()), false, T0));
+        assert!(
+            placed.contains(
+                "GPUs: [0, 1] (2 GPUs allocated)\nGPU Memory: 8192 MB required per GPU\n"
+            ),
+            "{placed}"
+        );
+        assert!(placed.contains("GPU UUIDs: GPU-1a2b3c4d-0000-1111-2222-333344445555, GPU-5e6f7a8b-0000-1111-2222-333344445555\n"), "{placed}");
+        assert!(placed.contains("GPU Peak Memory: 5500 MB\n"), "{placed}");
+
+        let mut waiting = sample_job();
+        waiting.state = pb::JobState::Queued as i32;
+        waiting.gpus = None;
+        waiting.resources = Some(pb::Resources {
+            gpu_count: 2,
+            ..Default::default()
+        });
+        let text = human(|p| p.job_status(&JobView::from(&waiting), false, T0));
+        assert!(text.contains("GPUs: waiting for 2 GPUs\n"), "{text}");
+        assert!(!text.contains("GPU Memory"), "not asked for: {text}");
+        assert!(!text.contains("GPU UUIDs"), "{text}");
+        let v = json(|p| p.job_status(&JobView::from(&waiting), false, T0));
+        assert_eq!(v["gpus"], serde_json::Value::Null);
+        assert_eq!(v["resources"]["gpu_count"], 2);
+
+        let mut one = sample_job();
+        one.gpus = Some(pb::JobGpus {
+            indices: vec![3],
+            uuids: vec!["GPU-x".into()],
+            sharing: "shared".into(),
+            ..Default::default()
+        });
+        let text = human(|p| p.job_status(&JobView::from(&one), false, T0));
+        assert!(text.contains("GPUs: [3] (1 GPU allocated)\n"), "{text}");
+        assert!(text.contains("GPU Sharing: shared\n"), "{text}");
+        assert!(!text.contains("GPU Peak Memory"), "{text}");
+
+        let cpu = human(|p| p.job_status(&JobView::from(&minimal_running_job()), false, T0));
+        assert!(!cpu.contains("GPU"), "{cpu}");
+    }
+
+    #[test]
+    fn gpu_fields_in_json() {
+        let v = json(|p| p.job_status(&JobView::from(&sample_job()), false, T0));
+        assert_eq!(v["gpus"]["indices"], serde_json::json!([0, 1]));
+        assert_eq!(
+            v["gpus"]["uuids"][1],
+            "GPU-5e6f7a8b-0000-1111-2222-333344445555"
+        );
+        assert_eq!(v["gpus"]["memory_mb_per_gpu"], 8192);
+        assert_eq!(v["gpus"]["peak_memory_mb"], 5500);
+        assert_eq!(v["resources"]["gpu_time_seconds"], 7200);
+        assert_eq!(v["cuda_version"], "12.2");
+    }
+
+    fn audit_records() -> Vec<AuditView> {
+        [
+            pb::AuditRecord {
+                job_id: "abc123de-f456-7890-1234-567890abcdef".into(),
+                owner: "alice".into(),
+                gpu_uuids: vec!["GPU-aaaa".into(), "GPU-bbbb".into()],
+                gpu_indices: vec![0, 1],
+                memory_mb_per_gpu: 8192,
+                sharing: "exclusive".into(),
+                start_ms: T0,
+                end_ms: T0 + 5_430_000,
+                duration_ms: 5_430_000,
+                peak_memory_mb: 7900,
+                ended: "FAILED".into(),
+                reason: "GPU memory quota exceeded: used 9000 MB of 8192 MB on GPU-aaaa".into(),
+            },
+            pb::AuditRecord {
+                job_id: "0f0e0d0c-0000-4000-8000-000000000001".into(),
+                owner: "bob".into(),
+                gpu_uuids: vec!["GPU-cccc".into()],
+                gpu_indices: vec![2],
+                sharing: "shared".into(),
+                start_ms: T0 + 60_000,
+                ..Default::default()
+            },
+        ]
+        .iter()
+        .map(AuditView::from)
+        .collect()
+    }
+
+    #[test]
+    fn audit_table() {
+        insta::assert_snapshot!(human(|p| p.audit(&audit_records())));
+        assert_eq!(
+            human(|p| p.audit(&[])),
+            "JOB  OWNER  GPUS  START  END  DURATION  PEAK MEM  ENDED\n"
+        );
+    }
+
+    #[test]
+    fn audit_json() {
+        let v = json(|p| p.audit(&audit_records()));
+        insta::assert_snapshot!(serde_json::to_string_pretty(&v).unwrap());
+        let open = &v[1];
+        assert_eq!(open["end"], serde_json::Value::Null);
+        assert_eq!(open["end_ms"], serde_json::Value::Null);
+        assert_eq!(open["duration_ms"], serde_json::Value::Null);
+        assert_eq!(open["memory_mb_per_gpu"], serde_json::Value::Null);
+        assert_eq!(v[0]["start"], "2025-01-02T03:04:05.000Z");
+        assert_eq!(v[0]["duration_ms"], 5_430_000);
     }
 }

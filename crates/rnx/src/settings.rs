@@ -49,6 +49,11 @@ pub enum Action {
     },
     WhoAmI,
     Gpu(GpuAction),
+    /// `rnx audit`.
+    Audit {
+        since: Option<crate::parsers::Since>,
+        owner: Option<String>,
+    },
 }
 
 /// `rnx gpu ...`.
@@ -105,6 +110,10 @@ impl Settings {
 pub fn action(command: Command) -> Result<Action, Error> {
     Ok(match command {
         Command::Whoami => Action::WhoAmI,
+        Command::Audit(a) => Action::Audit {
+            since: a.since,
+            owner: a.owner,
+        },
         Command::Gpu(gpu) => Action::Gpu(match gpu {
             GpuCommand::Status(a) => GpuAction::Status { all: a.all },
             GpuCommand::Health(a) => GpuAction::Health { gpu_id: a.gpu_id },
@@ -180,6 +189,8 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         network: a.network.clone().unwrap_or_default(),
         runtime: a.runtime.clone().unwrap_or_default(),
         timeout_seconds: a.timeout,
+        gpu_time_seconds: a.gpu_time,
+        cuda_version: a.cuda.clone().unwrap_or_default(),
     };
     request.validate().map_err(|source| Error::InvalidRequest {
         flag: flag_for_field(&source),
@@ -204,6 +215,8 @@ pub fn flag_for_field(e: &FieldError) -> &'static str {
         (_, "resources.max_iobps") => "--max-iobps",
         (_, "resources.gpu_count") => "--gpu",
         (_, "resources.gpu_memory_mb") => "--gpu-memory",
+        (_, "resources.gpu_time_seconds") => "--gpu-time",
+        ("cuda_version", _) => "--cuda",
         ("env", _) => "--env",
         ("secret_env", _) => "--secret-env",
         ("uploads", _) => "--upload",
@@ -227,6 +240,7 @@ pub fn request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
             max_iobps: r.max_iobps,
             gpu_count: r.gpu_count,
             gpu_memory_mb: r.gpu_memory_mb,
+            gpu_time_seconds: r.gpu_time_seconds,
         }),
         env: r.env.iter().cloned().collect(),
         secret_env: r.secret_env.iter().cloned().collect(),
@@ -235,6 +249,7 @@ pub fn request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
         timeout_seconds: r.timeout_seconds,
         volumes: r.volumes.clone(),
         network: r.network.clone(),
+        cuda_version: r.cuda_version.clone(),
     }
 }
 

@@ -33,6 +33,12 @@ pub struct JobView {
     /// `none` (loopback only) or `host`.
     pub network: String,
     pub resources: ResourcesView,
+    /// The GPUs the job holds (or held, once it ended). `null` for a CPU
+    /// job and for a GPU job not placed yet: `resources.gpu_count` says
+    /// how many it waits for.
+    pub gpus: Option<GpusView>,
+    /// The CUDA toolkit version asked for (`--cuda`).
+    pub cuda_version: Option<String>,
     pub env: BTreeMap<String, String>,
     /// Keys of the secret environment; every value is `***`.
     pub secret_env: BTreeMap<String, String>,
@@ -49,6 +55,34 @@ pub struct ResourcesView {
     pub max_iobps: Option<i64>,
     pub gpu_count: i64,
     pub gpu_memory_mb: Option<i64>,
+    /// `--gpu-time` in seconds; `null` = the node's default.
+    pub gpu_time_seconds: Option<i64>,
+}
+
+/// The GPUs allocated to a job.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GpusView {
+    /// Host GPU indices, as `rnx gpu status` shows them.
+    pub indices: Vec<u32>,
+    pub uuids: Vec<String>,
+    /// Memory reserved per GPU in MB; `null` = the whole GPU.
+    pub memory_mb_per_gpu: Option<u64>,
+    /// `exclusive`, `shared`, `mps` or `mig`.
+    pub sharing: String,
+    /// Most GPU memory the job was seen using, in MB; `null` = not known.
+    pub peak_memory_mb: Option<u64>,
+}
+
+impl From<&pb::JobGpus> for GpusView {
+    fn from(g: &pb::JobGpus) -> Self {
+        GpusView {
+            indices: g.indices.clone(),
+            uuids: g.uuids.clone(),
+            memory_mb_per_gpu: (g.memory_mb_per_gpu > 0).then_some(g.memory_mb_per_gpu),
+            sharing: g.sharing.clone(),
+            peak_memory_mb: (g.peak_memory_mb > 0).then_some(g.peak_memory_mb),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -138,7 +172,10 @@ impl From<&pb::Job> for JobView {
                 max_iobps: positive(r.max_iobps),
                 gpu_count: r.gpu_count.max(0),
                 gpu_memory_mb: positive(r.gpu_memory_mb),
+                gpu_time_seconds: r.gpu_time_seconds.and_then(positive),
             },
+            gpus: j.gpus.as_ref().map(GpusView::from),
+            cuda_version: non_empty(&j.cuda_version),
             env: j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             secret_env: j
                 .secret_env

@@ -38,6 +38,11 @@ fn help_rnx_job_run() {
 }
 
 #[test]
+fn help_rnx_audit() {
+    insta::assert_snapshot!(help(&["audit", "--help"]));
+}
+
+#[test]
 fn help_rnx_gpu() {
     insta::assert_snapshot!(help(&["gpu", "--help"]));
 }
@@ -75,6 +80,19 @@ fn usage_errors_exit_2_and_name_the_flag() {
         (
             &["gpu", "watch", "--interval", "10ms"],
             "expected at least 100ms",
+        ),
+        (
+            &["job", "run", "--gpu=1", "--gpu-time=soon", "x"],
+            "invalid value 'soon' for '--gpu-time <DURATION>': expected a GPU time limit like 90s",
+        ),
+        (
+            &["job", "run", "--gpu=1", "--cuda=twelve", "x"],
+            "invalid value 'twelve' for '--cuda <VERSION>': expected a CUDA version like 12.2",
+        ),
+        (&["job", "run", "--cuda=12.2", "x"], "rnx: error: invalid --cuda"),
+        (
+            &["audit", "--since", "yesterday"],
+            "invalid value 'yesterday' for '--since <DURATION|RFC3339>'",
         ),
     ] {
         let out = rnx(args, home.path());

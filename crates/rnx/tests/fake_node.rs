@@ -53,6 +53,10 @@ struct Fake {
     last_upload: Mutex<Option<(pb::RunJobRequest, Vec<u8>)>>,
     /// What the JobEnded event reports.
     exit_code: Option<i32>,
+    /// The last ListAudit request.
+    last_audit: Mutex<Option<pb::ListAuditRequest>>,
+    /// Answer ListAudit as to a viewer.
+    audit_denied: bool,
 }
 
 fn job(state: pb::JobState) -> pb::Job {
@@ -69,6 +73,14 @@ fn job(state: pb::JobState) -> pb::Job {
         }),
         secret_env: [("TOKEN".to_owned(), "***".to_owned())].into(),
         created_unix_ms: 1_735_787_045_000,
+        // Placed once it runs; waiting before.
+        gpus: (state == pb::JobState::Running).then(|| pb::JobGpus {
+            indices: vec![3],
+            uuids: vec!["GPU-3c4d5e6f-0000-1111-2222-333344445555".into()],
+            memory_mb_per_gpu: 8192,
+            sharing: "exclusive".into(),
+            peak_memory_mb: 2048,
+        }),
         ..Default::default()
     }
 }
@@ -220,6 +232,45 @@ impl JobService for Fake {
     ) -> Result<Response<pb::DeleteJobResponse>, Status> {
         let j = find(&r.into_inner().job_id)?;
         Ok(Response::new(pb::DeleteJobResponse { id: j.id }))
+    }
+
+    async fn list_audit(
+        &self,
+        r: Request<pb::ListAuditRequest>,
+    ) -> Result<Response<pb::ListAuditResponse>, Status> {
+        if self.audit_denied {
+            return Err(Status::permission_denied(
+                "bob has role \"viewer\", which may not read the GPU audit log (it needs role admin); ask an admin for an admin certificate (`joblet cert issue --role admin`)",
+            ));
+        }
+        *self.last_audit.lock().unwrap() = Some(r.into_inner());
+        Ok(Response::new(pb::ListAuditResponse {
+            records: vec![
+                pb::AuditRecord {
+                    job_id: JOB_ID.into(),
+                    owner: "admin".into(),
+                    gpu_uuids: vec!["GPU-aaaa".into(), "GPU-bbbb".into()],
+                    gpu_indices: vec![0, 1],
+                    memory_mb_per_gpu: 8192,
+                    sharing: "exclusive".into(),
+                    start_ms: 1_735_787_045_000,
+                    end_ms: 1_735_787_105_000,
+                    duration_ms: 60_000,
+                    peak_memory_mb: 4096,
+                    ended: "COMPLETED".into(),
+                    reason: "exited with code 0".into(),
+                },
+                pb::AuditRecord {
+                    job_id: "0f0e0d0c-0000-4000-8000-000000000001".into(),
+                    owner: "alice".into(),
+                    gpu_uuids: vec!["GPU-cccc".into()],
+                    gpu_indices: vec![2],
+                    sharing: "exclusive".into(),
+                    start_ms: 1_735_787_165_000,
+                    ..Default::default()
+                },
+            ],
+        }))
     }
 
     async fn who_am_i(
@@ -390,6 +441,8 @@ async fn run_prints_the_id_and_sends_the_request() {
             "run",
             "--gpu=1",
             "--gpu-memory=8GB",
+            "--gpu-time=1h30m",
+            "--cuda=12.2",
             "-s",
             "TOKEN=hunter2",
             "-e",
@@ -408,6 +461,8 @@ async fn run_prints_the_id_and_sends_the_request() {
     assert_eq!(sent.args, ["train.py", "--epochs", "3"]);
     let res = sent.resources.unwrap();
     assert_eq!((res.gpu_count, res.gpu_memory_mb), (1, 8192));
+    assert_eq!(res.gpu_time_seconds, Some(5400));
+    assert_eq!(sent.cuda_version, "12.2");
     assert_eq!(sent.secret_env["TOKEN"], "hunter2");
     assert_eq!(sent.env["A"], "1");
     assert_eq!(sent.timeout_seconds, None);
@@ -464,7 +519,20 @@ async fn status_list_whoami_stop_delete() {
         s.starts_with(&format!("UUID: {JOB_ID}\nStatus: RUNNING\n")),
         "{s}"
     );
-    assert!(s.contains("GPU Memory: 8192 MB required per GPU\n"), "{s}");
+    assert!(
+        s.contains("GPUs: [3] (1 GPU allocated)\nGPU Memory: 8192 MB required per GPU\n"),
+        "{s}"
+    );
+    assert!(
+        s.contains("GPU UUIDs: GPU-3c4d5e6f-0000-1111-2222-333344445555\n"),
+        "{s}"
+    );
+    assert!(s.contains("GPU Peak Memory: 2048 MB\n"), "{s}");
+
+    let out = node.rnx(&["--json", "job", "status", "abc1"]).await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gpus"]["indices"], serde_json::json!([3]));
+    assert_eq!(v["gpus"]["peak_memory_mb"], 2048);
     assert!(s.contains("  TOKEN=***\n"), "{s}");
 
     let out = node.rnx(&["job", "list", "--json"]).await;
@@ -612,4 +680,89 @@ async fn follow_without_an_exit_code_exits_125_with_the_reason() {
     let out = node.rnx(&["job", "log", "-f", "abc"]).await;
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout, expected(pb::LogStream::Stdout));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_table_json_and_filters() {
+    let node = start(Fake::default()).await;
+    let out = node.rnx(&["audit"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 3, "{s}");
+    assert!(
+        lines[0].starts_with("JOB       OWNER  GPUS  START")
+            && lines[0].ends_with("PEAK MEM  ENDED"),
+        "{s}"
+    );
+    assert!(
+        lines[1].starts_with("abc123de  admin  0,1   2025-01-02T03:04:05Z"),
+        "{s}"
+    );
+    assert!(lines[1].ends_with("1m        4096 MB   COMPLETED"), "{s}");
+    assert!(lines[2].starts_with("0f0e0d0c  alice  2 "), "{s}");
+    let sent = node.fake.last_audit.lock().unwrap().clone().unwrap();
+    assert_eq!(sent, pb::ListAuditRequest::default());
+
+    let out = node
+        .rnx(&[
+            "--json",
+            "audit",
+            "--since=2025-01-02T00:00:00Z",
+            "--owner",
+            "alice",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = v.as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0]["job_id"], JOB_ID);
+    assert_eq!(
+        records[0]["gpu_uuids"],
+        serde_json::json!(["GPU-aaaa", "GPU-bbbb"])
+    );
+    assert_eq!(records[0]["end"], "2025-01-02T03:05:05.000Z");
+    assert_eq!(records[0]["end_ms"], 1_735_787_105_000_i64);
+    assert_eq!(records[1]["end"], serde_json::Value::Null);
+    let sent = node.fake.last_audit.lock().unwrap().clone().unwrap();
+    assert_eq!(sent.since_ms, 1_735_776_000_000);
+    assert_eq!(sent.owner, "alice");
+
+    // A duration is taken back from now.
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let out = node.rnx(&["audit", "--since", "2h"]).await;
+    assert_eq!(out.status.code(), Some(0));
+    let since = node
+        .fake
+        .last_audit
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap()
+        .since_ms;
+    assert!(
+        (before - 7_200_000 - 1_000..=before - 7_200_000 + 60_000).contains(&since),
+        "{since} vs {before}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_as_a_viewer_exits_1_naming_the_role() {
+    let node = start(Fake {
+        audit_denied: true,
+        ..Default::default()
+    })
+    .await;
+    let out = node.rnx(&["audit"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(
+        e.starts_with("rnx: error: permission denied: bob has role \"viewer\", which may not read the GPU audit log (it needs role admin)"),
+        "{e}"
+    );
+    assert!(out.stdout.is_empty());
 }

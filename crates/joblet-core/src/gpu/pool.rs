@@ -303,6 +303,13 @@ impl GpuPool {
         out
     }
 
+    /// Takes a GPU out of service because it did not come back clean
+    /// after a job (release check): DEGRADED with `why`, and any job still
+    /// on it (a shared GPU) fails.
+    pub fn quarantine(&mut self, uuid: &str, why: &str, now: UnixMillis) -> Vec<GpuUpdate> {
+        self.fail(uuid, format!("quarantined: {why}"), now)
+    }
+
     /// A device fault: degrade a healthy GPU and fail its jobs.
     fn fail(&mut self, uuid: &str, cause: String, now: UnixMillis) -> Vec<GpuUpdate> {
         let Some(e) = self.gpus.get_mut(uuid) else {
@@ -783,5 +790,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn quarantine_degrades_with_the_reason_and_ends_remaining_jobs() {
+        let mut pool = GpuPool::new();
+        pool.sync(&[("GPU-a".into(), 0)], 0);
+        pool.allocate("GPU-a", "j1", 1).unwrap();
+        pool.allocate("GPU-a", "j2", 1).unwrap();
+        pool.release("GPU-a", "j1", 2).unwrap();
+        let u = pool.quarantine("GPU-a", "4096 MiB still used after job j1", 3);
+        let e = pool.get("GPU-a").unwrap();
+        assert_eq!(e.state, GpuState::Degraded);
+        assert!(
+            e.cause.contains("quarantined: 4096 MiB still used"),
+            "{}",
+            e.cause
+        );
+        assert!(u.iter().any(|u| matches!(u, GpuUpdate::EndJobs { jobs, failed: true, .. } if jobs == &["j2".to_string()])));
+        assert!(!pool.placeable("GPU-a"));
     }
 }

@@ -5,7 +5,10 @@
 //!
 //! `--try-write PATH`, `--try-read PATH`, `--try-open PATH` (read-write),
 //! `--try-mknod PATH` (char 1:3), `--try-ptrace PID` (attach, detach), `--try-mount`, `--try-unshare-user`,
-//! `--try-clone-newuser`, `--try-clone3`, `--try-setns`, `--try-bpf`.
+//! `--try-clone-newuser`, `--try-clone3`, `--try-setns`, `--try-bpf`;
+//! `--read-file PATH` (the attempt also carries `content`, lossy UTF-8, at
+//! most 4 KiB, and `len`), `--stat PATH` (`lstat`; also `kind`, `size`,
+//! `mode` and, for a directory, its sorted `entries`).
 //!
 //! Depends on std, libc and serde_json only, so it runs in any sandbox that
 //! provides the C library.
@@ -386,6 +389,53 @@ fn try_mknod(path: &str) -> String {
     outcome(ret.into())
 }
 
+/// Reads `path`: the outcome and `content`/`len` on success.
+fn read_file(path: &str) -> (String, Value) {
+    match fs::read(path) {
+        Ok(bytes) => {
+            let shown = &bytes[..bytes.len().min(4096)];
+            (
+                "ok".into(),
+                json!({"content": String::from_utf8_lossy(shown), "len": bytes.len()}),
+            )
+        }
+        Err(e) => (io_outcome::<()>(Err(e)), json!({})),
+    }
+}
+
+/// `lstat`s `path`: the outcome and `kind`, `size`, `mode` (and `entries`
+/// of a directory) on success.
+fn stat(path: &str) -> (String, Value) {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) => return (io_outcome::<()>(Err(e)), json!({})),
+    };
+    let ft = meta.file_type();
+    let kind = if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_dir() {
+        "dir"
+    } else if ft.is_file() {
+        "file"
+    } else if ft.is_char_device() {
+        "char"
+    } else if ft.is_block_device() {
+        "block"
+    } else {
+        "other"
+    };
+    let mut extra = json!({
+        "kind": kind,
+        "size": meta.len(),
+        "mode": meta.permissions().mode() & 0o7777,
+    });
+    if ft.is_dir() {
+        extra["entries"] = json!(dir_names(path));
+    }
+    ("ok".into(), extra)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut tries = Vec::new();
@@ -393,7 +443,18 @@ fn main() {
     while i < args.len() {
         let op = args[i].as_str();
         let target = args.get(i + 1).cloned().unwrap_or_default();
+        let mut extra = json!({});
         let (name, result, used) = match op {
+            "--read-file" => {
+                let (result, more) = read_file(&target);
+                extra = more;
+                ("read-file", result, 2)
+            }
+            "--stat" => {
+                let (result, more) = stat(&target);
+                extra = more;
+                ("stat", result, 2)
+            }
             "--try-write" => ("write", try_write(&target), 2),
             "--try-read" => ("read", io_outcome(fs::read(&target)), 2),
             "--try-open" => ("open", try_open(&target), 2),
@@ -415,7 +476,11 @@ fn main() {
         } else {
             Value::Null
         };
-        tries.push(json!({"op": name, "target": target, "result": result}));
+        let mut entry = json!({"op": name, "target": target, "result": result});
+        if let (Some(entry), Some(extra)) = (entry.as_object_mut(), extra.as_object()) {
+            entry.extend(extra.clone());
+        }
+        tries.push(entry);
         i += used;
     }
 

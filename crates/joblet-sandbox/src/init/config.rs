@@ -42,6 +42,32 @@ pub struct InitConfig {
     pub net: NetMode,
     /// Load the seccomp filter (see [`super::denied_syscalls`]).
     pub seccomp: bool,
+    /// Host files or directories bound read-only (nosuid, nodev) at `target`
+    /// in the job, after `/dev` and `/proc` are built (so a target under
+    /// `/proc`, e.g. `/proc/driver/nvidia/params`, overlays the job's procfs).
+    #[serde(default)]
+    pub binds: Vec<Bind>,
+    /// Paths hidden in the job if present there: a file gets an empty
+    /// read-only regular file bound over it, a directory an empty read-only
+    /// tmpfs. Missing paths (and symlinks) are skipped. Applied after `binds`.
+    #[serde(default)]
+    pub masks: Vec<PathBuf>,
+    /// Host device nodes bound into the job's `/dev` under another name
+    /// (`source` anywhere on the host, e.g. a directory of `mknod`-made
+    /// nodes; `target` under `/dev`). Like `extra_devices`, each must be a
+    /// device node on the host or the job does not start.
+    #[serde(default)]
+    pub device_binds: Vec<Bind>,
+}
+
+/// One host file or directory bound read-only into the job at another path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bind {
+    /// Absolute host path (symlinks are resolved on the host); it must exist.
+    pub source: PathBuf,
+    /// Absolute path in the job. Missing directories up to it are created in
+    /// the job's root tmpfs; an existing file or directory is bound over.
+    pub target: PathBuf,
 }
 
 /// A config the init refuses before doing anything.
@@ -65,11 +91,51 @@ pub enum ConfigError {
     DeviceOutsideDev(PathBuf),
     #[error("tmp_size_mb must be between 1 and 1048576, got {0}")]
     BadTmpSize(u64),
+    #[error("binds[{index}].{end} {path} must be an absolute path without '..' or '.' components")]
+    BadBindPath {
+        index: usize,
+        /// `"source"` or `"target"`.
+        end: &'static str,
+        path: PathBuf,
+    },
+    #[error("binds[{index}].target {path} is refused: {reason}; give a new path such as /run/<name>, an existing file or directory of a read-only mount, or one file under /proc")]
+    ReservedBindTarget {
+        index: usize,
+        path: PathBuf,
+        reason: &'static str,
+    },
+    #[error("binds[{index}].target {path} is also the target of binds[{first}]: give each bind its own target")]
+    DuplicateBindTarget {
+        index: usize,
+        first: usize,
+        path: PathBuf,
+    },
+    #[error(
+        "masks[{index}] {path} must be an absolute path without '..' or '.' components, and not /"
+    )]
+    BadMask { index: usize, path: PathBuf },
 }
 
 /// Paths the sandbox mounts itself; a read-only host bind may not replace
 /// them (nested paths such as `/tmp/x` are refused too).
 const RESERVED: [&str; 5] = ["/dev", "/proc", "/tmp", "/work", "/sys"];
+
+/// Why `target` may not be a bind target, if it may not.
+fn reserved_bind_target(target: &Path) -> Option<&'static str> {
+    if target == Path::new("/") {
+        Some("it would cover the job's whole root")
+    } else if target == Path::new("/proc") {
+        Some("it would cover the job's whole /proc with its masked paths")
+    } else if target.starts_with("/dev") {
+        Some("the job's /dev is built by the sandbox; give device nodes in extra_devices")
+    } else if target.starts_with("/work") {
+        Some("/work is the host's work directory; a mount point created there would be left behind on the host")
+    } else if target.starts_with(super::rootfs::OLD_ROOT) {
+        Some("the host's root is parked there while the sandbox is built")
+    } else {
+        None
+    }
+}
 
 /// Whether `p` may be bound read-only into jobs: absolute, clean, and not
 /// `/` nor at or under a path the sandbox provides itself. The daemon checks
@@ -111,6 +177,13 @@ impl InitConfig {
         for p in &self.ro_mounts {
             check_ro_mount(p)?;
         }
+        for b in &self.device_binds {
+            clean_absolute("device_binds.source", &b.source)?;
+            clean_absolute("device_binds.target", &b.target)?;
+            if !b.target.starts_with("/dev") || b.target == Path::new("/dev") {
+                return Err(ConfigError::DeviceOutsideDev(b.target.clone()));
+            }
+        }
         for p in &self.extra_devices {
             clean_absolute("extra_devices", p)?;
             if !p.starts_with("/dev") || p == Path::new("/dev") {
@@ -118,8 +191,49 @@ impl InitConfig {
             }
         }
         clean_absolute("work_dir", &self.work_dir)?;
+        self.validate_binds()?;
+        for (index, p) in self.masks.iter().enumerate() {
+            if !is_clean_absolute(p) || p == Path::new("/") {
+                return Err(ConfigError::BadMask {
+                    index,
+                    path: p.clone(),
+                });
+            }
+        }
         if self.tmp_size_mb == 0 || self.tmp_size_mb > 1 << 20 {
             return Err(ConfigError::BadTmpSize(self.tmp_size_mb));
+        }
+        Ok(())
+    }
+
+    fn validate_binds(&self) -> Result<(), ConfigError> {
+        for (index, b) in self.binds.iter().enumerate() {
+            for (end, path) in [("source", &b.source), ("target", &b.target)] {
+                if !is_clean_absolute(path) {
+                    return Err(ConfigError::BadBindPath {
+                        index,
+                        end,
+                        path: path.clone(),
+                    });
+                }
+            }
+            if let Some(reason) = reserved_bind_target(&b.target) {
+                return Err(ConfigError::ReservedBindTarget {
+                    index,
+                    path: b.target.clone(),
+                    reason,
+                });
+            }
+            if let Some(first) = self.binds[..index]
+                .iter()
+                .position(|o| o.target == b.target)
+            {
+                return Err(ConfigError::DuplicateBindTarget {
+                    index,
+                    first,
+                    path: b.target.clone(),
+                });
+            }
         }
         Ok(())
     }
@@ -136,22 +250,22 @@ fn no_nul(field: &'static str, value: &str) -> Result<(), ConfigError> {
 }
 
 fn clean_absolute(field: &'static str, p: &Path) -> Result<(), ConfigError> {
-    let bad = || ConfigError::BadPath {
-        field,
-        path: p.to_path_buf(),
-    };
-    if !p.is_absolute() {
-        return Err(bad());
-    }
-    if p.to_str().is_none_or(|s| s.contains('\0')) {
-        return Err(bad());
-    }
-    if p.components()
-        .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
-    {
-        return Err(bad());
+    if !is_clean_absolute(p) {
+        return Err(ConfigError::BadPath {
+            field,
+            path: p.to_path_buf(),
+        });
     }
     Ok(())
+}
+
+/// Absolute, UTF-8 without NUL, no `..` or `.` components.
+fn is_clean_absolute(p: &Path) -> bool {
+    p.is_absolute()
+        && p.to_str().is_some_and(|s| !s.contains('\0'))
+        && !p
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
 }
 
 #[cfg(test)]
@@ -173,7 +287,201 @@ pub(crate) mod tests {
             tmp_size_mb: 64,
             net: NetMode::None,
             seccomp: true,
+            binds: vec![Bind {
+                source: "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15".into(),
+                target: "/run/joblet/driver/lib/libcuda.so.1".into(),
+            }],
+            masks: vec!["/proc/driver/nvidia".into()],
+            device_binds: vec![],
         }
+    }
+
+    fn bind(source: &str, target: &str) -> Bind {
+        Bind {
+            source: source.into(),
+            target: target.into(),
+        }
+    }
+
+    #[test]
+    fn config_json_without_binds_or_masks_still_parses() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        let obj = v.as_object_mut().unwrap();
+        obj.remove("binds");
+        obj.remove("masks");
+        let c: InitConfig = serde_json::from_value(v).unwrap();
+        assert!(c.binds.is_empty() && c.masks.is_empty());
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn bind_paths_must_be_clean_and_absolute_naming_the_entry() {
+        for (source, target, end) in [
+            ("lib/libcuda.so", "/run/x", "source"),
+            ("/usr/../etc/shadow", "/run/x", "source"),
+            ("/usr/lib", "run/x", "target"),
+            ("/usr/lib", "/run/../etc", "target"),
+            ("/usr/lib", "", "target"),
+        ] {
+            let mut c = sample();
+            c.binds.push(bind(source, target));
+            let e = c.validate().unwrap_err();
+            let path = if end == "source" { source } else { target };
+            assert_eq!(
+                e,
+                ConfigError::BadBindPath {
+                    index: 1,
+                    end,
+                    path: path.into()
+                },
+                "{source} -> {target}"
+            );
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("binds[1].{end} ")), "{msg}");
+            assert!(msg.contains("absolute path without '..'"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn bind_targets_may_not_cover_what_the_sandbox_builds() {
+        for target in [
+            "/",
+            "/proc",
+            "/dev",
+            "/dev/nvidia0",
+            "/work",
+            "/work/x",
+            "/.oldroot/etc",
+        ] {
+            let mut c = sample();
+            c.binds = vec![bind("/usr/lib", target)];
+            match c.validate() {
+                Err(e @ ConfigError::ReservedBindTarget { index: 0, .. }) => {
+                    let msg = e.to_string();
+                    assert!(
+                        msg.starts_with(&format!("binds[0].target {target} is refused: ")),
+                        "{msg}"
+                    );
+                    assert!(msg.contains("/run/<name>"), "{msg}");
+                }
+                other => panic!("{target}: {other:?}"),
+            }
+        }
+        // Near misses are fine: a file under /proc, names that only
+        // start like a reserved path, existing paths of read-only mounts.
+        let mut c = sample();
+        c.binds = vec![
+            bind("/tmp/params", "/proc/driver/nvidia/params"),
+            bind("/usr/lib", "/device"),
+            bind("/usr/lib", "/workspace/lib"),
+            bind("/usr/lib", "/tmp/lib"),
+            bind("/etc/hosts", "/etc/hosts"),
+        ];
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn two_binds_may_not_share_a_target() {
+        let mut c = sample();
+        c.binds
+            .push(bind("/usr/lib", "/run/joblet/driver/lib/libcuda.so.1"));
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::DuplicateBindTarget {
+                index: 1,
+                first: 0,
+                path: "/run/joblet/driver/lib/libcuda.so.1".into()
+            })
+        );
+    }
+
+    mod paths {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One path component that is neither `.` nor `..`.
+        fn segment() -> impl Strategy<Value = String> {
+            "[a-z0-9._-]{1,8}".prop_filter("not . or ..", |s| s != "." && s != "..")
+        }
+
+        proptest! {
+            #[test]
+            fn clean_paths_pass_and_a_parent_component_anywhere_fails(
+                segs in proptest::collection::vec(segment(), 1..6),
+                at in 0usize..6,
+            ) {
+                let clean = format!("/{}", segs.join("/"));
+                let mut with_parent = segs.clone();
+                with_parent.insert(at.min(segs.len()), "..".into());
+                let dirty = format!("/{}", with_parent.join("/"));
+
+                let mut c = sample();
+                c.masks = vec![clean.clone().into()];
+                c.binds = vec![bind(&clean, &format!("/run/j{clean}"))];
+                prop_assert_eq!(c.validate(), Ok(()));
+
+                c.masks = vec![dirty.clone().into()];
+                prop_assert_eq!(
+                    c.validate(),
+                    Err(ConfigError::BadMask { index: 0, path: dirty.clone().into() })
+                );
+                c.masks.clear();
+                c.binds = vec![bind("/usr/lib", &dirty)];
+                prop_assert_eq!(
+                    c.validate(),
+                    Err(ConfigError::BadBindPath { index: 0, end: "target", path: dirty.into() })
+                );
+            }
+
+            #[test]
+            fn targets_are_refused_exactly_at_and_under_reserved_places(
+                first in prop_oneof![
+                    prop::sample::select(vec!["dev", "work", "proc", ".oldroot", "run", "devices", "workspace"])
+                        .prop_map(String::from),
+                    segment(),
+                ],
+                rest in proptest::collection::vec(segment(), 0..4),
+            ) {
+                let segs: Vec<String> = std::iter::once(first).chain(rest).collect();
+                let target = format!("/{}", segs.join("/"));
+                let reserved = segs[0] == "dev"
+                    || segs[0] == "work"
+                    || segs[0] == ".oldroot"
+                    || (segs.len() == 1 && segs[0] == "proc");
+                let mut c = sample();
+                c.binds = vec![bind("/usr/lib", &target)];
+                let refused = matches!(
+                    c.validate(),
+                    Err(ConfigError::ReservedBindTarget { .. })
+                );
+                prop_assert_eq!(refused, reserved, "{}", target);
+            }
+        }
+    }
+
+    #[test]
+    fn masks_must_be_clean_absolute_and_not_root() {
+        for bad in ["/", "relative", "/proc/../etc", ""] {
+            let mut c = sample();
+            c.masks = vec!["/ok".into(), bad.into()];
+            let e = c.validate().unwrap_err();
+            assert_eq!(
+                e,
+                ConfigError::BadMask {
+                    index: 1,
+                    path: bad.into()
+                },
+                "{bad}"
+            );
+            assert!(e.to_string().starts_with("masks[1] "), "{e}");
+        }
+        let mut c = sample();
+        c.masks = vec![
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.1".into(),
+            "/dev/nvidia0".into(),
+            "/proc/driver/nvidia".into(),
+        ];
+        c.validate().unwrap();
     }
 
     #[test]

@@ -46,11 +46,19 @@ pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
         let path = dev.join(name);
         bind_node(&path)?;
     }
-    for path in &config.extra_devices {
-        let meta = fs::metadata(host(path)).stage(Stage::Dev, || {
+    let extra = config
+        .extra_devices
+        .iter()
+        .map(|p| (p.as_path(), p.as_path()));
+    let binds = config
+        .device_binds
+        .iter()
+        .map(|b| (b.source.as_path(), b.target.as_path()));
+    for (source, target) in extra.chain(binds) {
+        let meta = fs::metadata(host(source)).stage(Stage::Dev, || {
             format!(
                 "extra device {}: cannot stat it on the host",
-                path.display()
+                source.display()
             )
         })?;
         let ft = meta.file_type();
@@ -59,11 +67,11 @@ pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
                 Stage::Dev,
                 format!(
                     "extra device {} is not a device node on the host",
-                    path.display()
+                    source.display()
                 ),
             ));
         }
-        bind_node(path)?;
+        bind_node_from(source, target)?;
     }
     for (name, target) in LINKS {
         std::os::unix::fs::symlink(target, dev.join(name))
@@ -95,7 +103,13 @@ pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
 /// Binds the host node at `path` onto an empty file at the same path
 /// (nosuid, noexec).
 fn bind_node(path: &Path) -> Result<(), SetupError> {
-    let source = host(path);
+    bind_node_from(path, path)
+}
+
+/// Binds the host node at `from` onto an empty file at `path` in the job
+/// (nosuid, noexec).
+fn bind_node_from(from: &Path, path: &Path) -> Result<(), SetupError> {
+    let source = host(from);
     touch(path).stage(Stage::Dev, || {
         format!("creating mount point {}", path.display())
     })?;

@@ -25,6 +25,10 @@ pub enum Stage {
     Proc,
     /// `/dev` and the extra devices.
     Dev,
+    /// The configured binds of host paths at other paths.
+    Binds,
+    /// The configured masked paths.
+    Masks,
     Hostname,
     /// Bringing up `lo` in the new network namespace.
     Network,
@@ -46,6 +50,8 @@ impl Stage {
             Stage::Rootfs => "rootfs",
             Stage::Proc => "proc",
             Stage::Dev => "dev",
+            Stage::Binds => "binds",
+            Stage::Masks => "masks",
             Stage::Hostname => "hostname",
             Stage::Network => "network",
             Stage::Privileges => "privileges",
@@ -55,13 +61,15 @@ impl Stage {
         }
     }
 
-    pub(crate) const ALL: [Stage; 12] = [
+    pub(crate) const ALL: [Stage; 14] = [
         Stage::Config,
         Stage::Unshare,
         Stage::Fork,
         Stage::Rootfs,
         Stage::Proc,
         Stage::Dev,
+        Stage::Binds,
+        Stage::Masks,
         Stage::Hostname,
         Stage::Network,
         Stage::Privileges,

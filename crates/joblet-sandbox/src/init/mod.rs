@@ -13,7 +13,8 @@
 //!    the outer process is still alive, non-dumpable, own process group;
 //!    `/` rslave; root tmpfs + `pivot_root` with the host root parked at
 //!    `/.oldroot`; read-only binds; `/work`; `/tmp`; `/dev`; `/proc`;
-//!    hostname; `lo` up; host root detached; `/` remounted read-only; fork
+//!    the config's [`Bind`]s at their targets, then its masks; hostname;
+//!    `lo` up; host root detached; `/` remounted read-only; fork
 //!    the job; keep only `CAP_KILL`; forward signals to the job's process
 //!    group; reap every child; exit with the job's status.
 //! 3. the job (pid 2): own process group; every signal to its default
@@ -32,6 +33,7 @@
 //! forwarding chain. When the outer process dies, pid 1 dies with it, and
 //! with pid 1 the whole pid namespace.
 
+mod binds;
 mod config;
 mod devfs;
 mod error;
@@ -47,7 +49,7 @@ mod seccomp;
 mod spawn;
 mod sys;
 
-pub use config::{check_ro_mount, ConfigError, InitConfig, NetMode};
+pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, NetMode};
 pub use error::{InitError, Stage};
 pub use outer::run_init;
 pub use seccomp::denied_syscalls;

@@ -2,8 +2,8 @@
 //! namespace: `/` made rslave, a small tmpfs pivoted to as the new root
 //! with the host root parked at [`OLD_ROOT`] while the tree is built from
 //! it, read-only host binds (symlinks such as merged-/usr's `/bin -> usr/bin`
-//! recreated as symlinks), `/work`, `/tmp`, `/dev` and `/proc`; then the
-//! host root is detached and `/` remounted read-only. `/sys` is not
+//! recreated as symlinks), `/work`, `/tmp`, `/dev` and `/proc`, then the
+//! config's binds and masks ([`super::binds`]); then the host root is detached and `/` remounted read-only. `/sys` is not
 //! mounted: the job sees no sysfs at all.
 
 use std::fs;
@@ -18,7 +18,7 @@ use nix::unistd::{chdir, pivot_root};
 use super::config::InitConfig;
 use super::error::Stage;
 use super::report::{self, Context, SetupError};
-use super::{devfs, procfs, sys};
+use super::{binds, devfs, procfs, sys};
 
 /// Where the host's root lives while the tree is being built.
 pub(crate) const OLD_ROOT: &str = "/.oldroot";
@@ -180,7 +180,7 @@ pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
     })?;
     devfs::build(config)?;
     procfs::build()?;
-    Ok(())
+    binds::apply(config)
 }
 
 /// Mounts the new root tmpfs and pivots into it, parking the host root at

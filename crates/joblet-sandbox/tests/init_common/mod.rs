@@ -55,6 +55,9 @@ pub fn config(work: &Path, command: &str, args: &[&str]) -> InitConfig {
         tmp_size_mb: 16,
         net: NetMode::None,
         seccomp: true,
+        binds: vec![],
+        masks: vec![],
+        device_binds: vec![],
     }
 }
 
@@ -175,4 +178,14 @@ pub fn mount<'a>(v: &'a serde_json::Value, mount_point: &str) -> Option<&'a serd
 /// The host's mount table as seen by this test process.
 pub fn host_mounts() -> String {
     fs::read_to_string("/proc/self/mountinfo").unwrap()
+}
+
+/// The probe's whole record of attempt `op` on `target`.
+pub fn attempt<'a>(v: &'a serde_json::Value, op: &str, target: &str) -> &'a serde_json::Value {
+    v["tries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["op"] == op && t["target"] == target)
+        .unwrap_or_else(|| panic!("no try {op} {target} in {v}"))
 }

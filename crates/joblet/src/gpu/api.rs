@@ -5,7 +5,6 @@ use joblet_core::gpu::AdminAction;
 use joblet_proto::{pb, ApiError};
 use tonic::{Request, Response, Status};
 
-use super::monitor::{dispatch_end_jobs, EndJobs};
 use super::view::{gpu_pb, resolve_gpu, status_pb};
 use super::SharedGpus;
 use crate::api::{caller, require_admin};
@@ -18,7 +17,6 @@ const HISTORY: u32 = 50;
 pub struct GpuApi {
     /// `None` when the node runs with `gpu.enabled: false`.
     pub gpus: Option<SharedGpus>,
-    pub on_end: EndJobs,
 }
 
 impl GpuApi {
@@ -98,7 +96,7 @@ impl joblet_proto::GpuService for GpuApi {
             }
         };
         let now = now_ms();
-        let (reply, updates) = {
+        let reply = {
             let mut node = gpus.lock();
             let uuid = resolve_gpu(&node, &r.gpu_id).map_err(ApiError::GpuRef)?;
             let updates = node
@@ -112,9 +110,8 @@ impl joblet_proto::GpuService for GpuApi {
                 .iter()
                 .find(|g| g.uuid == uuid)
                 .ok_or_else(|| ApiError::GpuRef(format!("GPU {uuid} vanished")))?;
-            (gpu_pb(info, node.pool.get(&uuid)), updates)
+            gpu_pb(info, node.pool.get(&uuid))
         };
-        dispatch_end_jobs(&updates, &self.on_end);
         Ok(Response::new(reply))
     }
 }

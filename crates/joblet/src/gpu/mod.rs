@@ -1,18 +1,27 @@
 //! The node's GPUs inside the daemon: discovery at start ([`start`]), the
-//! health monitor ([`monitor`]), the GPU API ([`api`]), and the one-shot
-//! `joblet discover` / `joblet doctor` commands ([`report`], [`doctor`]).
+//! health monitor ([`monitor`]) with per-job memory attribution and quotas
+//! ([`quota`]), GPU jobs ([`jobs`]: scheduling, allocation, the sandbox
+//! pieces of [`setup`], release checks of [`scrub`], the [`audit`] log),
+//! the GPU API ([`api`]), and the one-shot `joblet discover` /
+//! `joblet doctor` commands ([`report`], [`doctor`]).
 //!
 //! The decisions (states, XID classes, thermal pauses, admin rules) are
 //! `joblet_core::gpu::GpuPool`'s; this module feeds it what NVML says,
 //! persists what comes out, and logs it.
 
 pub mod api;
+pub mod audit;
 pub mod doctor;
+pub mod jobs;
 pub mod monitor;
+pub mod quota;
 pub mod report;
+pub mod scrub;
+pub mod setup;
 pub mod simulate;
 pub mod view;
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{bail, Context};
@@ -34,13 +43,23 @@ pub struct GpuNode {
     pub pool: GpuPool,
     pub sampled_at: UnixMillis,
     pub simulation: Option<Simulation>,
+    /// Running GPU jobs, for memory attribution and quotas.
+    pub jobs: BTreeMap<String, quota::JobUse>,
+    /// The sandbox's cgroup base: a process in `/<base>/<job id>` belongs to
+    /// that job. `None`: jobs are not sandboxed, so not attributable.
+    pub cgroup_base: Option<String>,
 }
 
-/// The GPU state shared by the monitor and the API.
+/// Receives every batch of pool updates (the engine: health changes for
+/// its scheduler, jobs to end).
+pub type UpdateSink = tokio::sync::mpsc::UnboundedSender<Vec<GpuUpdate>>;
+
+/// The GPU state shared by the monitor, the engine and the API.
 #[derive(Debug, Clone)]
 pub struct SharedGpus {
     node: Arc<Mutex<GpuNode>>,
     store: Arc<Store>,
+    notify: UpdateSink,
 }
 
 impl SharedGpus {
@@ -54,8 +73,9 @@ impl SharedGpus {
         &self.store
     }
 
-    /// Persists and logs what the pool decided. A store failure is logged
-    /// (the in-memory state is still right; the next change saves it again).
+    /// Persists and logs what the pool decided, then tells the engine. A
+    /// store failure is logged (the in-memory state is still right; the
+    /// next change saves it again).
     pub fn commit(&self, node: &GpuNode, updates: &[GpuUpdate], now: UnixMillis) {
         if updates.is_empty() {
             return;
@@ -67,6 +87,8 @@ impl SharedGpus {
         if let Err(e) = self.store.record_gpus(&entries, updates, now) {
             tracing::error!(error = %e, "could not persist GPU state changes");
         }
+        // The engine is gone only while the daemon shuts down.
+        let _ = self.notify.send(updates.to_vec());
     }
 }
 
@@ -125,7 +147,8 @@ pub fn start(
     cfg: &GpuConfig,
     sim: Option<Simulation>,
     store: Arc<Store>,
-    on_end_jobs: monitor::EndJobs,
+    cgroup_base: Option<String>,
+    notify: UpdateSink,
 ) -> anyhow::Result<(SharedGpus, monitor::Monitor)> {
     let opts = discovery_options(cfg, sim.as_ref());
     let (inventory, nvml) =
@@ -166,13 +189,17 @@ pub fn start(
             pool,
             sampled_at: now,
             simulation: sim,
+            jobs: BTreeMap::new(),
+            cgroup_base,
         })),
         store,
+        notify,
     };
     {
         let node = shared.lock();
         shared.commit(&node, &updates, now);
     }
-    let monitor = monitor::Monitor::start(shared.clone(), cfg, nvml, on_end_jobs)?;
+    let nvml = nvml.map(Arc::new);
+    let monitor = monitor::Monitor::start(shared.clone(), cfg, nvml)?;
     Ok((shared, monitor))
 }

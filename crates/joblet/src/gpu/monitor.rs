@@ -3,8 +3,9 @@
 //!
 //! Both are plain threads: NVML calls block, and they must not stall the
 //! async runtime. Each observation is applied under the node lock, then
-//! persisted and logged; jobs a GPU failure ends are handed to the engine
-//! through [`EndJobs`].
+//! persisted, logged and handed to the engine ([`SharedGpus::commit`]).
+//! Each sample also attributes GPU memory to jobs and ends those over
+//! their quota ([`super::quota`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -20,10 +21,6 @@ use joblet_gpu::{BackendReport, GpuEvent, GpuEventKind, GpuInfo, GpuInventory};
 use super::{GpuNode, SharedGpus};
 use crate::config::GpuConfig;
 use crate::engine::now_ms;
-
-/// Ends jobs a GPU failure or a forced offline took the GPU from:
-/// `(job ids, reason, failed)`.
-pub type EndJobs = Arc<dyn Fn(Vec<String>, String, bool) + Send + Sync>;
 
 /// The running monitor threads; [`Monitor::stop`] ends them.
 pub struct Monitor {
@@ -45,8 +42,7 @@ impl Monitor {
     pub fn start(
         shared: SharedGpus,
         cfg: &GpuConfig,
-        nvml: Option<NvmlInventory>,
-        on_end: EndJobs,
+        nvml: Option<Arc<NvmlInventory>>,
     ) -> anyhow::Result<Monitor> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
@@ -56,18 +52,17 @@ impl Monitor {
             );
             return Ok(Monitor { stop, threads });
         };
-        let nvml = Arc::new(nvml);
         let (tx, rx) = mpsc::channel();
         threads.push(
             joblet_gpu::nvml::events::spawn_event_thread(&nvml, tx, stop.clone())
                 .context("starting the NVML event thread")?,
         );
         {
-            let (shared, stop, on_end) = (shared.clone(), stop.clone(), on_end.clone());
+            let (shared, stop) = (shared.clone(), stop.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name("gpu-events".into())
-                    .spawn(move || event_loop(&shared, &rx, &stop, &on_end))
+                    .spawn(move || event_loop(&shared, &rx, &stop))
                     .context("starting the GPU event handler")?,
             );
         }
@@ -76,7 +71,7 @@ impl Monitor {
             threads.push(
                 std::thread::Builder::new()
                     .name("gpu-monitor".into())
-                    .spawn(move || sample_loop(&shared, nvml.as_ref(), interval, &stop2, &on_end))
+                    .spawn(move || sample_loop(&shared, nvml.as_ref(), interval, &stop2))
                     .context("starting the GPU monitor")?,
             );
         }
@@ -92,13 +87,7 @@ impl Monitor {
     }
 }
 
-fn sample_loop(
-    shared: &SharedGpus,
-    inv: &dyn GpuInventory,
-    interval: Duration,
-    stop: &AtomicBool,
-    on_end: &EndJobs,
-) {
+fn sample_loop(shared: &SharedGpus, inv: &dyn GpuInventory, interval: Duration, stop: &AtomicBool) {
     let mut failing = false;
     while sleep_unless_stopped(interval, stop) {
         let t0 = Instant::now();
@@ -108,8 +97,7 @@ fn sample_loop(
                     tracing::info!("GPU sampling works again");
                     failing = false;
                 }
-                let updates = apply_sample(shared, report);
-                dispatch_end_jobs(&updates, on_end);
+                apply_sample(shared, report);
             }
             Err(e) => {
                 if !failing {
@@ -166,6 +154,7 @@ pub fn apply_sample(shared: &SharedGpus, report: BackendReport) -> Vec<GpuUpdate
         updates.extend(node.pool.observe(&uuid, Observed::Sample(obs), now));
     }
     node.sampled_at = now;
+    updates.extend(super::quota::attribute(&mut node, shared.store(), now));
     shared.commit(&node, &updates, now);
     updates
 }
@@ -204,17 +193,11 @@ pub fn observation(g: &GpuInfo) -> GpuObservation {
     }
 }
 
-fn event_loop(
-    shared: &SharedGpus,
-    rx: &mpsc::Receiver<GpuEvent>,
-    stop: &AtomicBool,
-    on_end: &EndJobs,
-) {
+fn event_loop(shared: &SharedGpus, rx: &mpsc::Receiver<GpuEvent>, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(ev) => {
-                let updates = apply_event(shared, &ev);
-                dispatch_end_jobs(&updates, on_end);
+                apply_event(shared, &ev);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -259,19 +242,4 @@ pub fn apply_event(shared: &SharedGpus, ev: &GpuEvent) -> Vec<GpuUpdate> {
     }
     shared.commit(&node, &updates, now);
     updates
-}
-
-/// Hands every `EndJobs` among `updates` to the engine.
-pub fn dispatch_end_jobs(updates: &[GpuUpdate], on_end: &EndJobs) {
-    for u in updates {
-        if let GpuUpdate::EndJobs {
-            jobs,
-            reason,
-            failed,
-            ..
-        } = u
-        {
-            on_end(jobs.clone(), reason.clone(), *failed);
-        }
-    }
 }

@@ -147,7 +147,7 @@ async fn get(ctx: &mut Ctx, id: &str) -> Result<pb::Job, Error> {
         .map_err(|s| Error::from_status(&ctx.node.address, s))
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

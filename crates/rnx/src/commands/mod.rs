@@ -1,6 +1,7 @@
 //! Running the resolved [`Settings`]: read the config, connect, dispatch to
 //! the command group.
 
+mod audit;
 mod gpu;
 mod job;
 mod whoami;
@@ -41,5 +42,6 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         Action::Delete { id } => job::delete(ctx, &id).await,
         Action::WhoAmI => whoami::run(ctx).await,
         Action::Gpu(gpu) => gpu::run(ctx, gpu).await,
+        Action::Audit { since, owner } => audit::run(ctx, since, owner).await,
     }
 }

@@ -185,7 +185,7 @@ fn all_run_flags_reach_the_request() {
         "--json job run --max-cpu=250 --cpu-cores=3,1,2 --max-memory=1GB --max-iobps=1048576 \
          -e A=1 --env B=x=y -s TOKEN=s3cret --secret-env PW= --upload=a.txt --volume=v1 \
          --volume=v2 --runtime=rt --timeout=1h30m --gpu=2 --gpu-memory=4GB \
-         -f --reconnect-timeout=5s -- sleep 1",
+         --gpu-time=2h --cuda=12.2 -f --reconnect-timeout=5s -- sleep 1",
     );
     let Ok(Action::Run(run)) = parse(&line) else {
         panic!("{line:?}");
@@ -206,6 +206,8 @@ fn all_run_flags_reach_the_request() {
         volumes: strings(&["v1", "v2"]),
         runtime: "rt".into(),
         timeout_seconds: Some(5400),
+        gpu_time_seconds: Some(7200),
+        cuda_version: "12.2".into(),
     };
     assert_eq!(run.request, want);
     assert_eq!(run.uploads, [std::path::PathBuf::from("a.txt")]);
@@ -264,6 +266,11 @@ fn bad_values_name_the_flag_and_the_form() {
         // Accepted by each flag, refused by the request rules (same as the server's).
         (&["--gpu-memory=8GB"], &["invalid --gpu-memory", "gpu_count of at least 1"]),
         (&["-e", "A=1", "-s", "A=2"], &["invalid --secret-env", "given twice"]),
+        (&["--gpu-time=0"], &["'--gpu-time <DURATION>'", "expected a GPU time limit like 90s, 30m, 2h or 1h30m"]),
+        (&["--gpu-time=-1h"], &["'--gpu-time <DURATION>'", "at least 1s"]),
+        (&["--gpu=1", "--cuda=12"], &["'--cuda <VERSION>'", "expected a CUDA version like 12.2 or 12.2.1"]),
+        (&["--gpu-time=1h"], &["invalid --gpu-time", "gpu_count of at least 1", "--gpu=N together with --gpu-time"]),
+        (&["--cuda=12.2"], &["invalid --cuda", "--gpu=N together with --cuda"]),
     ];
     for (flags, needles) in cases {
         let mut line = vec!["job", "run"];
@@ -364,6 +371,27 @@ fn other_commands() {
         Ok(Action::Delete { id: "abc".into() })
     );
     assert_eq!(parse(&["whoami"]), Ok(Action::WhoAmI));
+    assert_eq!(
+        parse(&["audit"]),
+        Ok(Action::Audit {
+            since: None,
+            owner: None
+        })
+    );
+    assert_eq!(
+        parse(&["audit", "--since", "24h", "--owner=alice"]),
+        Ok(Action::Audit {
+            since: Some(crate::parsers::Since::Ago(Duration::from_secs(86_400))),
+            owner: Some("alice".into())
+        })
+    );
+    assert_eq!(
+        parse(&["audit", "--since=2025-01-02T03:04:05Z"]),
+        Ok(Action::Audit {
+            since: Some(crate::parsers::Since::At(1_735_787_045_000)),
+            owner: None
+        })
+    );
 
     for (line, needle) in [
         (&["job", "status", "xyz!"][..], "is not valid"),
@@ -376,6 +404,11 @@ fn other_commands() {
             &["job", "stop", "abc", "--grace=later"],
             "expected a duration",
         ),
+        (
+            &["audit", "--since=last tuesday"],
+            "or an RFC 3339 time like",
+        ),
+        (&["audit", "--owner="], "expected an owner name"),
     ] {
         let msg = parse(line).unwrap_err();
         assert!(msg.contains(needle), "{line:?}: {msg}");
@@ -386,7 +419,8 @@ fn other_commands() {
 fn request_round_trips_through_the_wire_form() {
     let r = request(&words(
         "job run --max-cpu=100 --cpu-cores=0-1 --max-memory=512 --gpu=1 --gpu-memory=1GB \
-         -e A=1 -s S=2 --upload=u --volume=v --runtime=rt --timeout=30s -- sh -c true",
+         -e A=1 -s S=2 --upload=u --volume=v --runtime=rt --timeout=30s --gpu-time=90s \
+         --cuda=11.8.0 -- sh -c true",
     ));
     assert_eq!(joblet_proto::job_request_from_pb(request_to_pb(&r)), r);
 }
@@ -403,6 +437,8 @@ fn every_field_error_maps_to_its_flag() {
         ("resources.max_iobps", "--max-iobps"),
         ("resources.gpu_count", "--gpu"),
         ("resources.gpu_memory_mb", "--gpu-memory"),
+        ("resources.gpu_time_seconds", "--gpu-time"),
+        ("cuda_version", "--cuda"),
         ("env", "--env"),
         ("env[\"A\"]", "--env"),
         ("secret_env[\"A\"]", "--secret-env"),

@@ -1,0 +1,463 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted backticks/$vars are meant literally (markdown labels, sh -c scripts)
+# GPU job start latency, all in one run on this machine (issue 6, BENCHMARKS.md):
+#   - `rnx job run --follow --gpu=1 -- true` end to end against a local
+#     joblet daemon (sandbox on) whose 8 GPUs are SIMULATED from a mock-NVML
+#     profile (gpu.simulate, served by target/release/libnvidia_ml.so);
+#     `rnx job run --follow -- true` on the same daemon as a reference;
+#   - Slurm `srun --gres=gpu:1 true` on the private single-node cluster of
+#     bench/slurm-up.sh (cgroup v1 ConstrainDevices, 8-GPU gres on mknod'ed
+#     /dev/nvidia[0-7], config as in GPU-FACTS "Measured peers"), after a
+#     check that its device split is really enforced: inside a 1-GPU job the
+#     allocated node opens with ENXIO (allowed, no driver behind it) and
+#     every other one fails with EPERM (denied by the devices cgroup);
+#   - `crun run` of `true` (static busybox bundle), plus `crun run` with
+#     /dev/nvidia0 in the spec and allowed in its device cgroup.
+#
+# Every command is timed the same way: wall time from spawn to exit (python3
+# `time.perf_counter()` around `subprocess.run`, stdio to /dev/null) after
+# GPU_BENCH_WARMUP untimed runs; median = sorted[n/2], p90 = sorted[n*9/10]
+# (as in joblet-bench and isolation-peers.sh). crun 1.8 refuses this host's
+# hybrid cgroup layout, so (as in isolation-peers.sh) its rows are timed
+# inside one private mount namespace with /sys/fs/cgroup/unified unmounted;
+# the wrapper is not counted.
+#
+# Usage: bench/gpu-start.sh [--no-build] [--no-slurm] [--no-joblet]   (as root)
+#   --no-build   use the binaries already in target/release
+#   --no-slurm   skip Slurm (no cluster is started)
+#   --no-joblet  skip the joblet daemon and its rows
+#   GPU_BENCH_RUNS    (default 50)  timed runs per command
+#   GPU_BENCH_WARMUP  (default 3)   untimed runs before them (>= 1; the first
+#                                   one's stderr becomes a failed row's reason)
+#   GPU_BENCH_PROFILE (default fixtures/nvml-profiles/mock-nvml-config-a100.yaml,
+#                     8 GPUs) the daemon's gpu.simulate
+#   GPU_BENCH_DIR     (default ${TMPDIR:-/tmp}/joblet-bench-gpu) our scratch dir
+#   SLURM_BENCH_*     passed to bench/slurm-up.sh (SLURM_BENCH_GPUS is forced
+#                     to 8; SchedulerParameters default as in bench/run.sh)
+# Prints markdown on stdout (machine line, table, Slurm device check, ratios),
+# progress on stderr. Exit status 0 only when every row was measured and the
+# Slurm device split was confirmed. Cleans up on exit: the daemon it started
+# and its cgroups, crun containers it created, the Slurm cluster if this
+# script brought it up (bench/slurm-down.sh: daemons, mknod'ed nodes), the
+# device nodes it made itself, and its scratch dir.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+
+BUILD=1 SLURM=1 JOBLET=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) BUILD=0 ;;
+    --no-slurm) SLURM=0 ;;
+    --no-joblet) JOBLET=0 ;;
+    -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-start: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+RUNS="${GPU_BENCH_RUNS:-50}"
+WARMUP="${GPU_BENCH_WARMUP:-3}"
+PROFILE="${GPU_BENCH_PROFILE:-$ROOT/fixtures/nvml-profiles/mock-nvml-config-a100.yaml}"
+DIR="${GPU_BENCH_DIR:-${TMPDIR:-/tmp}/joblet-bench-gpu}"
+MARKER="$DIR/.joblet-bench-gpu"    # proves the directory is ours
+GPUS=8                             # gres size and simulated GPUs
+PREFIX="joblet-gpubench-"          # crun container ids (and so their cgroups)
+CGROUP_BASE="joblet-gpubench-$$"   # the daemon's sandbox.cgroup_base
+CGROUP_LOCK="/run/joblet/cgroup-$CGROUP_BASE.lock"
+UNIFIED=/sys/fs/cgroup/unified     # hybrid layout's cgroup2 mount
+BIN="$ROOT/target/release"
+SLURM_DIR="${SLURM_BENCH_DIR:-/tmp/joblet-bench-slurm}"
+
+log() { echo "gpu-start: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# --- preconditions -----------------------------------------------------------
+[ "$(id -u)" -eq 0 ] || die "must run as root (sandbox, crun, slurmd, mknod)"
+[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "GPU_BENCH_RUNS must be a positive number, got '$RUNS'"
+[[ "$WARMUP" =~ ^[1-9][0-9]*$ ]] || die "GPU_BENCH_WARMUP must be at least 1, got '$WARMUP'"
+command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (Debian: python3)"
+if [ "$JOBLET" = 1 ]; then
+  [ -f "$PROFILE" ] || die "GPU_BENCH_PROFILE $PROFILE is not a file (a mock-NVML profile with $GPUS GPUs)"
+  n_prof="$(grep -c '^  - index:' "$PROFILE" || true)"
+  [ "$n_prof" = "$GPUS" ] || log "WARNING: $PROFILE lists $n_prof GPUs, Slurm's gres has $GPUS"
+fi
+export GPU_BENCH_RUNS="$RUNS" GPU_BENCH_WARMUP="$WARMUP"
+
+# --- packages (crun + static busybox; slurm-up.sh installs Slurm) ------------
+static_busybox() {
+  local bb
+  for bb in /usr/bin/busybox /bin/busybox; do
+    # ldd fails on a static executable ("not a dynamic executable").
+    if [ -x "$bb" ] && ! ldd "$bb" >/dev/null 2>&1; then echo "$bb"; return 0; fi
+  done
+  return 1
+}
+need_pkgs=()
+command -v crun >/dev/null 2>&1 || need_pkgs+=(crun)
+static_busybox >/dev/null || need_pkgs+=(busybox-static)
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+  log "installing ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # --no-remove: busybox-static conflicts with the dynamic busybox package.
+  apt_install() { apt-get install -y -q --no-install-recommends --no-remove "${need_pkgs[@]}" >&2; }
+  if ! apt_install; then
+    log "apt-get install failed; running apt-get update once and retrying"
+    { apt-get update -q >&2 && apt_install; } ||
+      log "WARNING: could not install ${need_pkgs[*]}; the crun rows will show as failed"
+  fi
+fi
+
+# --- build ---------------------------------------------------------------------
+if [ "$JOBLET" = 1 ]; then
+  if [ "$BUILD" = 1 ]; then
+    log "building joblet, rnx and the fake NVML library (release)"
+    cargo build --release --locked -p joblet -p rnx -p fake-nvml >&2
+  fi
+  for f in joblet rnx libnvidia_ml.so; do
+    [ -f "$BIN/$f" ] || die "$BIN/$f missing: run without --no-build (cargo build --release -p joblet -p rnx -p fake-nvml)"
+  done
+fi
+
+# --- cgroup layout (crun needs /sys/fs/cgroup/unified out of sight) ----------
+HYBRID=0
+if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ] && mountpoint -q "$UNIFIED" 2>/dev/null; then
+  HYBRID=1
+fi
+crun_ns() {
+  if [ "$HYBRID" = 1 ]; then
+    unshare -m --propagation private sh -c 'umount "$0" && exec "$@"' "$UNIFIED" "$@"
+  else
+    "$@"
+  fi
+}
+
+# --- cleanup (also run first, to clear an interrupted run) -------------------
+DAEMON_PID=""
+SLURM_STARTED=0
+remove_cgroups_named() { # <name>: rmdir that cgroup (and below) in every hierarchy
+  local d
+  for d in /sys/fs/cgroup/*/"$1" /sys/fs/cgroup/"$1"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ ! -d "$d" ] || log "WARNING: cgroup $d not empty, left in place"
+  done
+}
+cleanup() {
+  local id node
+  if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+    log "stopping joblet daemon (pid $DAEMON_PID)"
+    kill -TERM "$DAEMON_PID" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$DAEMON_PID" 2>/dev/null || true
+    wait "$DAEMON_PID" 2>/dev/null || true
+  fi
+  DAEMON_PID=""
+  remove_cgroups_named "$CGROUP_BASE"
+  rm -f "$CGROUP_LOCK"
+  if command -v crun >/dev/null 2>&1; then
+    for id in $(crun list -q 2>/dev/null | grep "^$PREFIX" || true); do
+      crun_ns crun delete -f "$id" >/dev/null 2>&1 || log "WARNING: crun delete -f $id failed"
+    done
+  fi
+  find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -depth -type d -name "${PREFIX}*" \
+    -exec rmdir {} \; 2>/dev/null || true
+  if [ "$SLURM_STARTED" = 1 ]; then
+    bench/slurm-down.sh || log "WARNING: bench/slurm-down.sh failed"
+    SLURM_STARTED=0
+  fi
+  # Device nodes this script made itself (never pre-existing or Slurm's).
+  if [ -s "$DIR/created-devnodes" ]; then
+    while read -r node; do
+      if [[ "$node" =~ ^/dev/nvidia[0-9]+$ ]] && [ -c "$node" ]; then rm -f "$node"; fi
+    done <"$DIR/created-devnodes"
+  fi
+  if [ -e "$MARKER" ]; then rm -rf "$DIR"; fi
+}
+if [ -e "$DIR" ] && [ ! -e "$MARKER" ] && [ -n "$(ls -A "$DIR" 2>/dev/null)" ]; then
+  die "$DIR exists, is not empty and was not created by this script; set GPU_BENCH_DIR"
+fi
+cleanup
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$DIR"
+touch "$MARKER"
+
+# --- timing harness ------------------------------------------------------------
+# harness.py LABEL CMD...: "{i}" in CMD becomes a unique run tag (container
+# ids). Prints "LABEL<TAB>ok<TAB>median<TAB>p90" or "LABEL<TAB>failed<TAB>reason".
+cat >"$DIR/harness.py" <<'EOF'
+import os, signal, subprocess, sys, time
+
+label, argv = sys.argv[1], sys.argv[2:]
+runs, warmup = int(os.environ["GPU_BENCH_RUNS"]), int(os.environ["GPU_BENCH_WARMUP"])
+TIMEOUT_S = 30
+
+# Hung-run guard through SIGALRM, not subprocess.run(timeout=...), whose
+# polling wait adds up to ~1 ms per run and quantizes the times.
+class Hung(Exception):
+    pass
+
+def on_alarm(signum, frame):
+    raise Hung(f"no exit within {TIMEOUT_S} s")
+
+signal.signal(signal.SIGALRM, on_alarm)
+
+def cmd(tag):
+    return [a.replace("{i}", f"{os.getpid()}-{tag}") for a in argv]
+
+def fail(reason):
+    print(f"{label}\tfailed\t{reason[:220]}")
+    sys.exit(0)
+
+for w in range(warmup):
+    try:
+        p = subprocess.run(cmd(f"w{w}"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as e:
+        fail(str(e))
+    if p.returncode != 0:
+        lines = [l.strip() for l in p.stderr.decode(errors="replace").splitlines() if l.strip()]
+        fail(lines[-1] if lines else f"exit status {p.returncode}")
+
+times = []
+for i in range(runs):
+    c = cmd(i)
+    signal.alarm(TIMEOUT_S)
+    try:
+        t = time.perf_counter()
+        rc = subprocess.run(c, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL).returncode
+        d = time.perf_counter() - t
+    except (OSError, Hung) as e:
+        fail(f"run {i}: {e}")
+    finally:
+        signal.alarm(0)
+    if rc != 0:
+        fail(f"run {i}: exit status {rc}")
+    times.append(d)
+times.sort()
+print(f"{label}\tok\t{times[len(times) // 2] * 1000:.2f}\t{times[len(times) * 9 // 10] * 1000:.2f}")
+EOF
+
+declare -A MEDIAN=()
+rows=()
+measure() { # KEY LABEL [RUNNER...] -- CMD...
+  local key="$1" label="$2" line status a
+  shift 2
+  local runner=()
+  while [ "$1" != -- ]; do runner+=("$1"); shift; done
+  shift
+  log "timing $label ($WARMUP warm-up + $RUNS runs)"
+  line="$("${runner[@]}" python3 "$DIR/harness.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
+  if [ -z "$line" ]; then # the runner failed before the harness
+    line="$label"$'\tfailed\t'"$(grep . "$DIR/harness.err" | tail -n 1 | cut -c1-160 || true)"
+  fi
+  IFS=$'\t' read -r _ status a _ <<<"$line"
+  [ "$status" != ok ] || MEDIAN[$key]="$a"
+  rows+=("$line")
+}
+fail_row() { rows+=("$1"$'\tfailed\t'"$2"); }
+
+# --- Slurm with an 8-GPU gres ------------------------------------------------
+SLURM_LABEL='Slurm `srun --gres=gpu:1 true` (cgroup v1, ConstrainDevices=yes)'
+split_line="" split_ok=0
+if [ "$SLURM" = 1 ]; then
+  # shellcheck source=bench/slurm-pids.sh
+  source bench/slurm-pids.sh
+  if pid_alive "$SLURM_DIR/run/slurmctld.pid" slurmctld; then
+    log "a bench Slurm is already up in $SLURM_DIR; reusing it and leaving it up"
+  else
+    SLURM_STARTED=1
+  fi
+  export SLURM_BENCH_GPUS="$GPUS"
+  export SLURM_BENCH_SCHED_PARAMS="${SLURM_BENCH_SCHED_PARAMS-batch_sched_delay=0}"
+  if out="$(bench/slurm-up.sh)"; then
+    eval "$(grep '^export ' <<<"$out")"
+  else
+    fail_row "$SLURM_LABEL" "bench/slurm-up.sh failed (see stderr)"
+    SLURM=0
+  fi
+fi
+if [ "$SLURM" = 1 ]; then
+  # Which GPU the job got, and what opening each node gives inside it.
+  probe='echo "gpus=${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-?}}"; n=0
+         while [ "$n" -lt '"$GPUS"' ]; do cat /dev/nvidia$n </dev/null 2>&1 >/dev/null; n=$((n + 1)); done; true'
+  if split="$(timeout 60 srun -N1 -n1 --gres=gpu:1 sh -c "$probe" 2>&1)"; then
+    enxio="$(grep -c 'No such device or address' <<<"$split" || true)"
+    eperm="$(grep -c 'Operation not permitted' <<<"$split" || true)"
+    allocated="$(sed -n 's/^gpus=//p' <<<"$split" | head -n 1)"
+    shown=""
+    for n in 0 1; do
+      shown+="$(grep -m1 "/dev/nvidia$n:" <<<"$split" | sed 's/^[^:]*: //')"$'; '
+    done
+    split_line="inside \`srun --gres=gpu:1\` (got GPU ${allocated:-?}): \`cat /dev/nvidia0; cat /dev/nvidia1\` → ${shown%; }; of the $GPUS nodes $enxio opened with ENXIO (allowed), $eperm with EPERM (denied)"
+    if [ "$enxio" = 1 ] && [ "$eperm" = $((GPUS - 1)) ]; then
+      split_ok=1
+      split_line="Slurm device split enforced: $split_line"
+    else
+      split_line="Slurm device split NOT as expected (want 1 ENXIO, $((GPUS - 1)) EPERM): $split_line"
+    fi
+  else
+    split_line="Slurm device check failed: $(tail -n 1 <<<"$split")"
+  fi
+  log "$split_line"
+fi
+
+# --- device nodes for the simulated GPUs -------------------------------------
+# Slurm's gres and the joblet daemon use the same /dev/nvidia[0-7] (c 195 N);
+# slurm-up.sh made them when Slurm runs. Without Slurm, make the missing ones
+# here (recorded, and removed on exit).
+if [ "$JOBLET" = 1 ]; then
+  for ((n = 0; n < GPUS; n++)); do
+    node="/dev/nvidia$n"
+    if [ ! -e "$node" ]; then
+      mknod -m 666 "$node" c 195 "$n"
+      echo "$node" >>"$DIR/created-devnodes"
+    fi
+  done
+fi
+
+# --- joblet daemon with simulated GPUs ---------------------------------------
+RNX_GPU_LABEL='`rnx job run --follow --gpu=1 -- true` (sandbox, simulated 8-GPU node)'
+RNX_LABEL='`rnx job run --follow -- true` (same daemon, no GPU; reference)'
+if [ "$JOBLET" = 1 ]; then
+  STATE="$DIR/joblet"
+  CONFIG="$STATE/joblet-config.yml"
+  mkdir -p "$STATE"
+  cat >"$CONFIG" <<YAML
+# Written by joblet bench/gpu-start.sh; removed with $DIR.
+server:
+  address: "127.0.0.1:0"
+  state_dir: "$STATE/state"
+jobs:
+  max_running: 4
+sandbox:
+  enabled: true
+  cgroup_base: "$CGROUP_BASE"
+gpu:
+  enabled: true
+  simulate: "$PROFILE"
+YAML
+  log "starting joblet daemon (config $CONFIG)"
+  "$BIN/joblet" server --config "$CONFIG" </dev/null >"$STATE/joblet.log" 2>&1 &
+  DAEMON_PID=$!
+  up=0
+  for _ in $(seq 600); do
+    kill -0 "$DAEMON_PID" 2>/dev/null || break
+    if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("pid") != int(sys.argv[2]))' \
+      "$STATE/state/server.json" "$DAEMON_PID" 2>/dev/null; then
+      up=1
+      break
+    fi
+    sleep 0.05
+  done
+  if [ "$up" = 1 ]; then
+    export RNX_CONFIG="$STATE/state/rnx-config.yml"
+    # The node must serve the simulated GPUs (else --gpu=1 measures nothing real).
+    gpu_seen="$("$BIN/rnx" --json gpu status 2>&1 | python3 -c '
+import json, sys
+try:
+    n = json.load(sys.stdin)
+    print("%d GPUs, simulated=%s" % (len(n["gpus"]), str(n["simulated"]).lower()))
+except Exception as e:
+    print(f"unreadable `rnx --json gpu status`: {e}")' || true)"
+    log "daemon up (pid $DAEMON_PID): $gpu_seen"
+    [ "$gpu_seen" = "$GPUS GPUs, simulated=true" ] ||
+      log "WARNING: expected $GPUS simulated GPUs from $PROFILE, the node reports: $gpu_seen"
+    measure rnx_gpu "$RNX_GPU_LABEL" -- "$BIN/rnx" job run --follow --gpu=1 -- true
+    measure rnx "$RNX_LABEL" -- "$BIN/rnx" job run --follow -- true
+  else
+    reason="daemon did not start: $(grep . "$STATE/joblet.log" | tail -n 1 | cut -c1-160 || true)"
+    tail -n 20 "$STATE/joblet.log" >&2 || true
+    fail_row "$RNX_GPU_LABEL" "$reason"
+    fail_row "$RNX_LABEL" "$reason"
+  fi
+fi
+
+# --- crun ------------------------------------------------------------------------
+CRUN_LABEL='`crun run` `true` (busybox bundle)'
+CRUN_DEV_LABEL='`crun run` `true` with /dev/nvidia0 (spec device + device-cgroup allow c 195:0)'
+BUNDLE="$DIR/bundle" BUNDLE_DEV="$DIR/bundle-gpu"
+crun_err=""
+if ! BB="$(static_busybox)"; then
+  crun_err="no static busybox (install busybox-static)"
+elif ! command -v crun >/dev/null 2>&1; then
+  crun_err="crun not installed"
+else
+  mkdir -p "$BUNDLE/rootfs/bin" "$BUNDLE_DEV"
+  cp "$BB" "$BUNDLE/rootfs/bin/busybox"
+  ln -s busybox "$BUNDLE/rootfs/bin/true"
+  if (cd "$BUNDLE" && crun spec >/dev/null 2>&1); then
+    python3 - "$BUNDLE" "$BUNDLE_DEV" <<'EOF'
+import json, os, sys
+bundle, bundle_dev = sys.argv[1], sys.argv[2]
+with open(os.path.join(bundle, "config.json")) as f:
+    spec = json.load(f)
+spec["process"]["terminal"] = False
+spec["process"]["args"] = ["/bin/true"]
+spec["root"] = {"path": os.path.join(bundle, "rootfs"), "readonly": True}
+with open(os.path.join(bundle, "config.json"), "w") as f:
+    json.dump(spec, f, indent=2)
+# The same container given one GPU the way an OCI hook would: the node in
+# linux.devices (crun creates it) and allowed in the device cgroup.
+linux = spec.setdefault("linux", {})
+linux.setdefault("devices", []).append(
+    {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0,
+     "fileMode": 0o666, "uid": 0, "gid": 0})
+linux.setdefault("resources", {}).setdefault("devices", []).append(
+    {"allow": True, "type": "c", "major": 195, "minor": 0, "access": "rw"})
+with open(os.path.join(bundle_dev, "config.json"), "w") as f:
+    json.dump(spec, f, indent=2)
+EOF
+  else
+    crun_err="\`crun spec\` failed"
+  fi
+fi
+if [ -n "$crun_err" ]; then
+  fail_row "$CRUN_LABEL" "$crun_err"
+  fail_row "$CRUN_DEV_LABEL" "$crun_err"
+else
+  measure crun "$CRUN_LABEL" crun_ns -- crun run --bundle "$BUNDLE" "${PREFIX}{i}"
+  measure crun_dev "$CRUN_DEV_LABEL" crun_ns -- crun run --bundle "$BUNDLE_DEV" "${PREFIX}dev-{i}"
+fi
+
+# --- Slurm timing (after the others, so its daemons' start-up has settled) ---
+if [ "$SLURM" = 1 ]; then
+  measure srun "$SLURM_LABEL" -- srun -N1 -n1 --gres=gpu:1 true
+fi
+
+# --- report ----------------------------------------------------------------------
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r), $(date -u +%F); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "### GPU job start: \`true\` with one GPU ($RUNS runs each, after $WARMUP warm-up)"
+echo
+echo "| command | runs | median ms | p90 ms |"
+echo "|---|---:|---:|---:|"
+all_ok=1
+for row in "${rows[@]}"; do
+  IFS=$'\t' read -r label status a b <<<"$row"
+  if [ "$status" = ok ]; then
+    echo "| $label | $RUNS | $a | $b |"
+  else
+    echo "| $label | 0 | failed: ${a//|/\\|} | |"
+    all_ok=0
+  fi
+done
+[ "$HYBRID" = 0 ] || echo "
+crun rows are timed inside one private mount namespace with $UNIFIED unmounted (crun refuses this hybrid cgroup layout); the wrapper is not counted."
+if [ -n "$split_line" ]; then
+  echo
+  echo "$split_line"
+fi
+ratio() { # A B: A/B to 2 places, or n/a
+  if [ -n "${1:-}" ] && [ -n "${2:-}" ]; then python3 -c "print(f'{$1 / $2:.2f}')"; else echo "n/a"; fi
+}
+echo
+echo "| ratio (medians) | value | goal (issue 6) |"
+echo "|---|---:|---|"
+echo "| \`rnx --gpu=1\` ÷ \`crun run\` | $(ratio "${MEDIAN[rnx_gpu]:-}" "${MEDIAN[crun]:-}") | ≤ 0.8 |"
+echo "| Slurm \`srun --gres=gpu:1\` ÷ \`rnx --gpu=1\` | $(ratio "${MEDIAN[srun]:-}" "${MEDIAN[rnx_gpu]:-}") | ≥ 5 |"
+echo "| \`rnx\` (no GPU) ÷ \`crun run\` (reference) | $(ratio "${MEDIAN[rnx]:-}" "${MEDIAN[crun]:-}") | |"
+if [ "$SLURM" = 1 ] && [ "$split_ok" = 0 ]; then all_ok=0; fi
+log "done in ${SECONDS}s"
+[ "$all_ok" = 1 ] || { log "some rows failed or the Slurm device split was not confirmed (see above)"; exit 1; }

@@ -1,0 +1,461 @@
+//! GPU jobs end to end through the daemon on simulated GPUs (fake NVML
+//! serving the 8-GPU A100 profile) with `mknod`-made device nodes: exactly
+//! the job's GPUs inside the sandbox (both device-filter paths), NVML in
+//! the job seeing only them, memory quotas, gangs, XIDs, release checks
+//! and the audit log. Needs root.
+
+mod sandbox_common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+use serde_json::{json, Value};
+
+use sandbox_common::*;
+
+/// The uvm node's major in the test's device dir: no driver owns it.
+const UVM_MAJOR: u64 = 4000;
+
+/// A node with simulated GPUs whose device nodes live in `<node>/dev`.
+struct GpuNode {
+    node: SandboxNode,
+    dev: PathBuf,
+    state: PathBuf,
+}
+
+impl std::ops::Deref for GpuNode {
+    type Target = SandboxNode;
+    fn deref(&self) -> &SandboxNode {
+        &self.node
+    }
+}
+
+fn make_dev_dir(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut nodes = vec![
+        ("nvidiactl".to_string(), 195, 255),
+        ("nvidia-uvm".to_string(), UVM_MAJOR, 0),
+    ];
+    nodes.extend((0..8).map(|i| (format!("nvidia{i}"), 195, i)));
+    for (name, major, minor) in nodes {
+        let p = dir.join(name);
+        mknod(
+            &p,
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            makedev(major, minor),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    }
+}
+
+fn start_gpu(gpu_keys: &str) -> GpuNode {
+    // The device dir and state file are made before the daemon starts, in
+    // a temp dir of their own (removed with the node).
+    let side = tempfile::Builder::new()
+        .prefix("joblet-e2e-gpu-")
+        .tempdir()
+        .unwrap();
+    let dev = side.path().join("dev");
+    make_dev_dir(&dev);
+    let state = side.path().join("nvml-state.json");
+    std::fs::write(&state, "{}").unwrap();
+    let keys = format!(
+        "gpu:\n  enabled: true\n  hwloc: false\n  health_interval: 200ms\n  scrub_timeout: 1s\n  simulate: \"{}\"\n  simulate_state: \"{}\"\n  dev_dir: \"{}\"\n{gpu_keys}",
+        joblet_e2e::fixture("nvml-profiles/mock-nvml-config-a100.yaml").display(),
+        state.display(),
+        dev.display(),
+    );
+    let node = start(&keys);
+    // The nvml-list helper goes where jobs find the probe.
+    std::fs::copy(
+        joblet_e2e::bin_dir().join("nvml-list"),
+        node.probe.0.path().join("nvml-list"),
+    )
+    .unwrap();
+    // Keep the side dir alive as long as the node: leak it into the
+    // probe dir's lifetime by moving it under /var/tmp's probe dir owner.
+    let keep = side.keep();
+    GpuNode {
+        node,
+        dev: keep.join("dev"),
+        state: keep.join("nvml-state.json"),
+    }
+}
+
+impl Drop for GpuNode {
+    fn drop(&mut self) {
+        if let Some(side) = self.dev.parent() {
+            let _ = std::fs::remove_dir_all(side);
+        }
+    }
+}
+
+fn inject(path: &Path, state: Value) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&state).unwrap()).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn wait_for(node: &Node, what: &str, mut pred: impl FnMut() -> Option<Value>) -> Value {
+    let deadline = Instant::now() + T;
+    loop {
+        if let Some(v) = pred() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            node.daemon_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+use joblet_e2e::Node;
+
+fn wait_state(node: &Node, id: &str, state: &str) -> Value {
+    wait_for(node, &format!("job {id} {state}"), || {
+        let st = node.status(id);
+        (st["state"] == state).then_some(st)
+    })
+}
+
+/// The host pid of a running job's process (its `job.pid` record).
+fn job_pid(node: &Node, id: &str) -> i32 {
+    let path = node.state_dir().join("jobs").join(id).join("job.pid");
+    let v = wait_for(node, "job.pid", || {
+        joblet_e2e::read_pid_file(&path).map(|p| json!(p))
+    });
+    v.as_i64().unwrap() as i32
+}
+
+/// The GPU indices a job holds, from `rnx gpu status`.
+fn gpus_of(node: &Node, id: &str) -> Vec<u64> {
+    let s = node.rnx_json(&["gpu", "status"]);
+    s["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| {
+            g["jobs"].as_array().is_some_and(|j| {
+                j.iter().any(|x| {
+                    x.as_str()
+                        .is_some_and(|x| id.starts_with(x) || x.starts_with(id))
+                })
+            })
+        })
+        .map(|g| g["index"].as_u64().unwrap())
+        .collect()
+}
+
+fn gpu_state(node: &Node, index: u64) -> Value {
+    node.rnx_json(&["gpu", "status", "--all"])["gpus"][index as usize].clone()
+}
+
+fn audit(node: &Node) -> Vec<Value> {
+    let v = node.rnx_json(&["audit"]);
+    v.as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("rnx audit --json is not an array: {v}"))
+}
+
+fn audit_of(node: &Node, id: &str) -> Value {
+    wait_for(node, &format!("a closed audit record for {id}"), || {
+        audit(node)
+            .into_iter()
+            .find(|r| r["job_id"] == id && r["ended"].as_str().is_some_and(|e| !e.is_empty()))
+    })
+}
+
+#[test]
+fn a_two_gpu_job_gets_exactly_its_nodes_and_nvml_sees_only_them() {
+    let node = start_gpu("");
+    let list = node.probe.0.path().join("nvml-list");
+    let script = format!(
+        "ls /dev; for n in /dev/nvidia*; do cat $n 2>&1; done; echo CVD=$CUDA_VISIBLE_DEVICES; echo UUIDS=$JOBLET_GPU_UUIDS; {}",
+        list.display()
+    );
+    let done = run_job(&node, &["--gpu=2", "--", "sh", "-c", &script]);
+    let out = &done.stdout;
+    assert_eq!(
+        done.status["state"], "COMPLETED",
+        "{}\n{out}\n{}",
+        done.status, done.stderr
+    );
+    let held = &done.status["gpus"];
+    let indices: Vec<u64> = held["indices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(indices.len(), 2, "{}", done.status);
+    // Exactly its two GPU nodes (named by minor; the A100 profile's minors
+    // equal the indices), the control node and uvm: nothing else.
+    let nodes: Vec<&str> = out.lines().filter(|l| l.starts_with("nvidia")).collect();
+    let mut want: Vec<String> = indices.iter().map(|i| format!("nvidia{i}")).collect();
+    want.extend(["nvidia-uvm".to_string(), "nvidiactl".to_string()]);
+    want.sort();
+    let mut got: Vec<String> = nodes.iter().map(|s| s.to_string()).collect();
+    got.sort();
+    assert_eq!(got, want, "{out}");
+    // Opening each: the device filter lets it through to the (absent) driver.
+    for i in &indices {
+        assert!(
+            out.contains(&format!("/dev/nvidia{i}: No such device or address")),
+            "{out}"
+        );
+    }
+    assert!(!out.contains("Operation not permitted"), "{out}");
+    assert!(out.contains("CVD=0,1"), "{out}");
+    // NVML inside the job: the simulated driver library, showing only the
+    // job's GPUs, in the order CUDA_VISIBLE_DEVICES numbers them.
+    let nvml: Value =
+        serde_json::from_str(out.lines().last().unwrap()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(nvml["count"], 2, "{nvml}");
+    let uuids: Vec<&str> = held["uuids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let seen: Vec<&str> = nvml["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["uuid"].as_str().unwrap())
+        .collect();
+    assert_eq!(seen, uuids, "{nvml}");
+    assert!(out.contains(&format!("UUIDS={}", uuids.join(","))), "{out}");
+
+    // A CPU job: no GPU nodes, no GPU environment.
+    let cpu = run_job(&node, &["--", "sh", "-c", "ls /dev; env"]);
+    assert_eq!(cpu.status["state"], "COMPLETED", "{}", cpu.status);
+    assert!(!cpu.stdout.contains("nvidia"), "{}", cpu.stdout);
+    assert!(
+        !cpu.stdout.contains("CUDA_VISIBLE_DEVICES"),
+        "{}",
+        cpu.stdout
+    );
+
+    let rec = audit_of(&node, &done.id);
+    assert_eq!(rec["ended"], "COMPLETED", "{rec}");
+    assert_eq!(rec["gpu_uuids"].as_array().unwrap().len(), 2, "{rec}");
+}
+
+/// A host process joined to only one of the job's device-control paths
+/// (the v1 devices cgroup, or the cgroup2 dir with the eBPF filter) gets
+/// ENXIO on the job's GPU and EPERM on another GPU's node: each path alone
+/// enforces the job's GPUs.
+#[test]
+fn each_device_filter_path_alone_allows_only_the_jobs_gpu() {
+    let node = start_gpu("");
+    let script = "while [ ! -e gate ]; do sleep 0.05; done";
+    let id = node.run(&["--gpu=1", "--", "sh", "-c", script]);
+    wait_state(&node, &id, "RUNNING");
+    let mine = gpus_of(&node, &id);
+    assert_eq!(mine.len(), 1);
+    let other = (mine[0] + 1) % 8;
+    let dirs = wait_for(&node, "job cgroups", || {
+        let d = node.base.job_dirs(&id);
+        (!d.is_empty()).then(|| json!(d))
+    });
+    let dirs: Vec<PathBuf> = serde_json::from_value(dirs).unwrap();
+    for (path_kind, marker) in [("v1", "/devices/"), ("v2", "/unified/")] {
+        let Some(dir) = dirs.iter().find(|d| d.to_string_lossy().contains(marker)) else {
+            panic!("no {path_kind} job cgroup among {dirs:?}");
+        };
+        let probe = |n: u64| {
+            let p = node.dev.join(format!("nvidia{n}"));
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "echo $$ > '{}/cgroup.procs' && exec {} --try-open '{}'",
+                    dir.display(),
+                    node.probe_bin(),
+                    p.display()
+                ))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+            tried(&report, "open")
+        };
+        assert_eq!(probe(mine[0]), "ENXIO", "{path_kind}: the job's GPU");
+        assert_eq!(probe(other), "EPERM", "{path_kind}: another GPU");
+    }
+    let gate = node
+        .state_dir()
+        .join("jobs")
+        .join(&id)
+        .join("work")
+        .join("gate");
+    std::fs::write(&gate, "").unwrap();
+    let st = node.wait_done(&id, T);
+    assert_eq!(st["state"], "COMPLETED", "{st}");
+}
+
+#[test]
+fn a_shared_job_over_its_memory_quota_is_killed_and_one_under_it_is_not() {
+    let node = start_gpu("  sharing: shared\n");
+    let over = node.run(&["--gpu=1", "--gpu-memory=1GB", "--", "sleep", "60"]);
+    let under = node.run(&["--gpu=1", "--gpu-memory=1GB", "--", "sleep", "60"]);
+    wait_state(&node, &over, "RUNNING");
+    wait_state(&node, &under, "RUNNING");
+    let (g_over, g_under) = (gpus_of(&node, &over)[0], gpus_of(&node, &under)[0]);
+    let (p_over, p_under) = (job_pid(&node, &over), job_pid(&node, &under));
+    let mut gpus = serde_json::Map::new();
+    let mut add = |g: u64, pid: i32, mb: u64| {
+        let e = gpus
+            .entry(g.to_string())
+            .or_insert_with(|| json!({"processes": []}));
+        e["processes"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"pid": pid, "used_memory_bytes": mb << 20}));
+    };
+    add(g_over, p_over, 2048);
+    add(g_under, p_under, 512);
+    inject(&node.state, json!({ "gpus": gpus }));
+    let st = wait_state(&node, &over, "FAILED");
+    let reason = st["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("GPU memory quota exceeded: used 2048 MB of 1024 MB on GPU-"),
+        "{st}"
+    );
+    // One more monitor period: the job under its quota keeps running.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(node.status(&under)["state"], "RUNNING");
+    inject(&node.state, json!({}));
+    node.rnx_ok(&["job", "stop", &under]);
+    node.wait_done(&under, T);
+    let rec = audit_of(&node, &over);
+    assert_eq!(rec["ended"], "FAILED", "{rec}");
+    assert!(rec["peak_memory_mb"].as_u64().unwrap() >= 2048, "{rec}");
+    assert!(
+        rec["reason"].as_str().unwrap().contains("quota exceeded"),
+        "{rec}"
+    );
+}
+
+#[test]
+fn a_gang_waits_whole_and_an_xid_79_fails_its_job_and_takes_the_gpu_out() {
+    let node = start_gpu("");
+    let sleepers: Vec<String> = (0..5)
+        .map(|_| node.run(&["--gpu=1", "--", "sleep", "60"]))
+        .collect();
+    for s in &sleepers {
+        wait_state(&node, s, "RUNNING");
+    }
+    let gang = node.run(&["--gpu=4", "--", "true"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let st = node.status(&gang);
+    assert_eq!(
+        st["state"], "QUEUED",
+        "3 free GPUs: the 4-GPU gang waits: {st}"
+    );
+    assert!(gpus_of(&node, &gang).is_empty(), "never half-started");
+
+    // XID 79 (fallen off the bus) on the first sleeper's GPU.
+    let victim = &sleepers[0];
+    let g = gpus_of(&node, victim)[0];
+    inject(
+        &node.state,
+        json!({"events": [{"gpu": g, "type": "xid", "data": 79}]}),
+    );
+    let st = wait_state(&node, victim, "FAILED");
+    assert!(st["reason"].as_str().unwrap().contains("XID 79"), "{st}");
+    // Out of the pool, and released once its job is gone.
+    let gs = wait_for(&node, "the GPU degraded and released", || {
+        let s = gpu_state(&node, g);
+        (s["state"] == "DEGRADED" && s["jobs"].as_array().is_none_or(|j| j.is_empty())).then_some(s)
+    });
+    assert!(
+        gs["state_cause"].as_str().unwrap().contains("XID 79"),
+        "{gs}"
+    );
+    // 3 healthy GPUs free: the gang still waits.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(node.status(&gang)["state"], "QUEUED");
+    // One more finishes: 4 healthy free, the gang runs, all at once.
+    node.rnx_ok(&["job", "stop", &sleepers[1]]);
+    let st = node.wait_done(&gang, T);
+    assert_eq!(st["state"], "COMPLETED", "{st}");
+    assert_eq!(st["gpus"]["indices"].as_array().unwrap().len(), 4, "{st}");
+    assert!(
+        !st["gpus"]["indices"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(g)),
+        "{st}"
+    );
+    for s in &sleepers[2..] {
+        node.rnx_ok(&["job", "stop", s]);
+    }
+    let rec = audit_of(&node, victim);
+    assert!(rec["reason"].as_str().unwrap().contains("XID 79"), "{rec}");
+    audit_of(&node, &gang);
+}
+
+#[test]
+fn release_quarantines_a_gpu_whose_memory_stays_used() {
+    let node = start_gpu("");
+    let id = node.run(&[
+        "--gpu=1",
+        "--",
+        "sh",
+        "-c",
+        "while [ ! -e gate ]; do sleep 0.05; done",
+    ]);
+    wait_state(&node, &id, "RUNNING");
+    let g = gpus_of(&node, &id)[0];
+    // Memory in use that never goes away (a leaked context).
+    inject(
+        &node.state,
+        json!({"gpus": {g.to_string(): {"memory_used_bytes": 4096u64 << 20}}}),
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    std::fs::write(
+        node.state_dir()
+            .join("jobs")
+            .join(&id)
+            .join("work")
+            .join("gate"),
+        "",
+    )
+    .unwrap();
+    let st = node.wait_done(&id, T);
+    assert_eq!(st["state"], "COMPLETED", "{st}");
+    let gs = wait_for(&node, "the GPU quarantined", || {
+        let s = gpu_state(&node, g);
+        (s["state"] == "DEGRADED").then_some(s)
+    });
+    let health = node.rnx_json(&["gpu", "health", "--gpu-id", &g.to_string()]);
+    assert!(
+        health
+            .to_string()
+            .contains("quarantined: 4096 MiB of memory still in use"),
+        "{gs}\n{health}"
+    );
+    // Nothing is placed on it afterwards.
+    let next = run_job(&node, &["--gpu=1", "--", "true"]);
+    assert_eq!(next.status["state"], "COMPLETED");
+    assert!(!next.status["gpus"]["indices"]
+        .as_array()
+        .unwrap()
+        .contains(&json!(g)));
+    let rec = audit_of(&node, &id);
+    assert_eq!(rec["ended"], "COMPLETED", "{rec}");
+    // The audit log is also JSON lines next to the database.
+    let lines = std::fs::read_to_string(node.state_dir().join("gpu-audit.jsonl")).unwrap();
+    assert!(
+        lines
+            .lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok()),
+        "{lines}"
+    );
+    assert!(lines.contains(&id), "{lines}");
+}

@@ -1,0 +1,688 @@
+//! GPU jobs: the engine's side of `joblet-sched`. A GPU job's request goes
+//! through the scheduler core; its placement is persisted (allocation
+//! ledger and audit record) and marked in the GPU pool before the job
+//! starts, and released exactly once after its GPUs pass the release check
+//! ([`super::scrub`]).
+//!
+//! The engine owns one [`GpuJobs`]; everything here runs on its loop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use joblet_core::gpu::GpuUpdate;
+use joblet_core::{JobSpec, UnixMillis};
+use joblet_gpu::exec::{
+    find_driver_files, parse_ld_cache, parse_visible, DriverCapabilities, DriverFiles, JobGpu,
+    LdCacheEntry, SharingMode,
+};
+use joblet_gpu::{CudaToolkit, DeviceMajors, GpuInfo};
+use joblet_proto::ApiError;
+use joblet_sched::model::{
+    Action, Event, GpuHealth, GpuSpec, JobRequest, NodeSpec, Placement, Quota, SchedConfig,
+    Sharing, Unplaceable, WorkloadClass,
+};
+use joblet_sched::scheduler::Scheduler;
+use joblet_store::AuditRecord;
+
+use super::quota::JobUse;
+use super::scrub::ScrubTarget;
+use super::simulate::Simulation;
+use super::SharedGpus;
+use crate::config::{GpuConfig, ScrubPolicy};
+
+/// The node's one scheduler node id.
+const NODE: u32 = 0;
+
+/// What the node's GPU jobs get, fixed at start-up.
+#[derive(Debug, Clone)]
+pub struct GpuSettings {
+    pub sharing: SharingMode,
+    pub scrub: ScrubPolicy,
+    pub scrub_timeout: Duration,
+    /// The monitor samples NVML, so releases can be verified.
+    pub can_verify: bool,
+    pub default_gpu_time: Option<Duration>,
+    pub caps: DriverCapabilities,
+    pub dev_dir: PathBuf,
+    pub ld_cache: Vec<LdCacheEntry>,
+    pub ld_cache_path: PathBuf,
+    pub bin_dirs: Vec<PathBuf>,
+    pub toolkits: Vec<CudaToolkit>,
+    /// The newest CUDA the driver runs.
+    pub driver_max: Option<(u32, u32)>,
+    pub majors: DeviceMajors,
+    pub simulation: Option<Simulation>,
+    /// fake-nvml's state file, for simulated jobs.
+    pub simulate_state: Option<PathBuf>,
+}
+
+impl GpuSettings {
+    /// The driver files for `caps` (the simulated driver has only NVML).
+    pub fn driver_files(&self, caps: &DriverCapabilities) -> DriverFiles {
+        find_driver_files(caps, &self.ld_cache, &self.bin_dirs)
+    }
+}
+
+/// A GPU job the scheduler placed, as the engine starts it.
+#[derive(Debug, Clone)]
+pub struct Allocated {
+    /// The job's GPUs in PCI bus order (CUDA's order inside the job).
+    pub gpus: Vec<JobGpu>,
+    /// Per-GPU memory quota the monitor enforces (shared and MPS modes).
+    pub quota_mb: Option<u64>,
+    pub request: JobRequest,
+}
+
+/// What the engine does for a scheduler decision.
+#[derive(Debug)]
+pub enum GpuAction {
+    Start {
+        job: String,
+        allocated: Allocated,
+    },
+    /// Recording the allocation failed: the job fails with `reason`.
+    StartFailed {
+        job: String,
+        reason: String,
+    },
+    Reject {
+        job: String,
+        reason: String,
+    },
+}
+
+pub struct GpuJobs {
+    pub shared: SharedGpus,
+    pub settings: GpuSettings,
+    sched: Scheduler,
+    /// Requests of waiting and running jobs (the ledger needs them).
+    requests: HashMap<String, JobRequest>,
+    /// Largest GPU memory, for "Insufficient GPU memory".
+    largest_mb: u64,
+}
+
+impl std::fmt::Debug for GpuJobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuJobs")
+            .field("waiting", &self.sched.waiting())
+            .field("running", &self.sched.running())
+            .finish()
+    }
+}
+
+fn mib(bytes: Option<u64>) -> u64 {
+    bytes.unwrap_or(0) / (1024 * 1024)
+}
+
+/// The scheduler's view of one GPU.
+fn gpu_spec(g: &GpuInfo, nvlink_group: Option<u32>) -> GpuSpec {
+    let numa = g.numa_node.unwrap_or(0);
+    GpuSpec {
+        index: g.index,
+        uuid: g.uuid.clone(),
+        memory_mb: mib(g.memory_total_bytes),
+        numa,
+        socket: numa,
+        nvlink_group,
+        compute_capability: g
+            .compute_capability
+            .map(|c| (c.major, c.minor))
+            .unwrap_or((0, 0)),
+        mig: Vec::new(),
+    }
+}
+
+/// NVLink groups: GPUs linked directly or through others share a group
+/// (named by the smallest index in it); unlinked GPUs have none.
+fn nvlink_groups(gpus: &[GpuInfo]) -> Vec<Option<u32>> {
+    let pos = |bus: &str| {
+        gpus.iter().position(|g| {
+            joblet_gpu::model::normalize_bus_id(&g.pci_bus_id)
+                == joblet_gpu::model::normalize_bus_id(bus)
+        })
+    };
+    let mut parent: Vec<usize> = (0..gpus.len()).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    for (i, g) in gpus.iter().enumerate() {
+        for peer in &g.nvlink_peers {
+            if let Some(j) = pos(peer) {
+                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    (0..gpus.len())
+        .map(|i| {
+            if gpus[i].nvlink_peers.is_empty() {
+                None
+            } else {
+                let r = root(&mut parent, i);
+                Some(gpus[r].index)
+            }
+        })
+        .collect()
+}
+
+/// The node as the scheduler sees it.
+pub fn node_spec(gpus: &[GpuInfo]) -> NodeSpec {
+    let groups = nvlink_groups(gpus);
+    NodeSpec {
+        id: NODE,
+        gpus: gpus
+            .iter()
+            .zip(groups)
+            .map(|(g, grp)| gpu_spec(g, grp))
+            .collect(),
+    }
+}
+
+/// Scheduler settings from `gpu.*`.
+pub fn sched_config(cfg: &GpuConfig) -> SchedConfig {
+    SchedConfig {
+        policy: cfg.policy,
+        owner_quotas: cfg
+            .owner_max_gpus
+            .iter()
+            .map(|(o, n)| (o.clone(), Quota { max_gpus: *n }))
+            .collect(),
+        owner_rate: cfg.owner_rate,
+        ..SchedConfig::default()
+    }
+}
+
+impl GpuJobs {
+    /// Builds the scheduler from the discovered GPUs and the allocation
+    /// ledger (allocations of jobs that were running when the daemon
+    /// stopped). Waiting jobs are added by the engine's recovery.
+    pub fn new(shared: SharedGpus, cfg: &GpuConfig) -> anyhow::Result<GpuJobs> {
+        let (spec, majors, toolkits, driver_max, simulation, can_verify) = {
+            let node = shared.lock();
+            let inv = &node.inventory;
+            (
+                node_spec(&inv.gpus),
+                inv.device_majors.clone(),
+                inv.cuda_toolkits.clone(),
+                inv.cuda_driver_version.map(|v| (v.major, v.minor)),
+                node.simulation.clone(),
+                !cfg.health_interval.is_zero()
+                    && inv.backends.contains(&joblet_gpu::model::Backend::Nvml),
+            )
+        };
+        let caps = DriverCapabilities::parse(&cfg.driver_capabilities)
+            .context("gpu.driver_capabilities")?;
+        let ld_cache = if simulation.is_some() {
+            // Simulated GPUs have no driver files; the fake library is
+            // mounted instead.
+            Vec::new()
+        } else {
+            match std::fs::read(&cfg.ld_cache) {
+                Ok(bytes) => parse_ld_cache(&bytes, &cfg.ld_cache)
+                    .with_context(|| format!("gpu.ld_cache: {}", cfg.ld_cache.display()))?,
+                Err(e) => {
+                    tracing::warn!(path = %cfg.ld_cache.display(), error = %e, "cannot read the loader cache: GPU jobs get no driver libraries");
+                    Vec::new()
+                }
+            }
+        };
+        // Binds need clean absolute paths (no `..`): the job's mounts are
+        // checked for that.
+        let canon = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        let simulation = simulation.map(|s| Simulation {
+            from: canon(&s.from),
+            library: canon(&s.library),
+        });
+        let settings = GpuSettings {
+            sharing: cfg.sharing,
+            scrub: cfg.scrub_policy,
+            scrub_timeout: cfg.scrub_timeout,
+            can_verify,
+            default_gpu_time: (!cfg.default_gpu_time.is_zero()).then_some(cfg.default_gpu_time),
+            caps,
+            dev_dir: cfg.dev_dir.clone(),
+            ld_cache,
+            ld_cache_path: cfg.ld_cache.clone(),
+            bin_dirs: cfg.driver_bin_dirs.clone(),
+            toolkits,
+            driver_max,
+            majors,
+            simulation,
+            simulate_state: cfg.simulate_state.as_ref().map(canon),
+        };
+        let ledger = shared
+            .store()
+            .allocations()
+            .context("reading GPU allocations")?;
+        let largest_mb = spec.gpus.iter().map(|g| g.memory_mb).max().unwrap_or(0);
+        let mut requests = HashMap::new();
+        let mut running = Vec::new();
+        for (req, placement, started) in ledger {
+            requests.insert(req.job.clone(), req.clone());
+            running.push((req, placement, started));
+        }
+        let sched = match Scheduler::restore(
+            sched_config(cfg),
+            vec![spec.clone()],
+            running,
+            Vec::new(),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                // The GPUs changed under the recorded allocations (a GPU
+                // vanished). The engine's recovery releases allocations of
+                // jobs that are gone; the live ones are kept off the GPUs
+                // they still name through the pool.
+                tracing::error!(error = %e, "recorded GPU allocations do not fit the GPUs found; scheduling from an empty ledger");
+                Scheduler::new(sched_config(cfg), vec![spec])
+            }
+        };
+        Ok(GpuJobs {
+            shared,
+            settings,
+            sched,
+            requests,
+            largest_mb,
+        })
+    }
+
+    /// A running job the daemon reattached to after a restart: the
+    /// monitor attributes and enforces its memory again.
+    pub fn reattach(&mut self, job: &str, _spec: &JobSpec) {
+        let Some(p) = self.sched.cluster().placement(job).cloned() else {
+            tracing::warn!(%job, "a running GPU job has no recorded allocation");
+            return;
+        };
+        let req = self.requests.get(job).cloned();
+        let mut node = self.shared.lock();
+        let gpus: Vec<String> = p
+            .units
+            .iter()
+            .filter_map(|u| node.inventory.gpus.iter().find(|g| g.index == u.index))
+            .map(|g| g.uuid.clone())
+            .collect();
+        let quota_mb = req
+            .filter(|r| p.sharing == Sharing::Shared && r.gpu_memory_mb > 0)
+            .map(|r| r.gpu_memory_mb);
+        node.jobs.insert(
+            job.to_string(),
+            JobUse {
+                gpus,
+                quota_mb,
+                exclusive: p.sharing == Sharing::Exclusive,
+                ..JobUse::default()
+            },
+        );
+    }
+
+    /// The jobs the ledger says hold GPUs.
+    pub fn allocated_jobs(&self) -> Vec<String> {
+        self.requests.keys().cloned().collect()
+    }
+
+    /// The scheduler's request for a job.
+    pub fn request(&self, job: &str, owner: &str, spec: &JobSpec) -> JobRequest {
+        let r = &spec.resources;
+        let shared = self.settings.sharing != SharingMode::Exclusive && r.gpu_memory_mb.is_some();
+        let wall = spec.timeout.map(|t| t.as_millis() as u64);
+        JobRequest {
+            job: job.to_string(),
+            owner: owner.to_string(),
+            queue: "default".into(),
+            gpu_count: r.gpu_count,
+            gpu_memory_mb: r.gpu_memory_mb.unwrap_or(0),
+            sharing: if shared {
+                Sharing::Shared
+            } else {
+                Sharing::Exclusive
+            },
+            mig_profile: None,
+            min_compute_capability: None,
+            class: WorkloadClass::Training,
+            priority: 0,
+            allow_cross_numa: true,
+            allow_cross_node: false,
+            preemptible: false,
+            time_limit_ms: self.wall_limit(spec).map(|d| d.as_millis() as u64).or(wall),
+        }
+    }
+
+    /// The wall-clock limit a job's GPU time budget (`--gpu-time` or the
+    /// node default; GPU time = GPUs × wall time) comes to.
+    pub fn gpu_time_wall(&self, spec: &JobSpec) -> Option<(Duration, Duration)> {
+        let budget = spec.resources.gpu_time.or(self.settings.default_gpu_time)?;
+        let n = spec.resources.gpu_count.max(1);
+        Some((budget, budget / n))
+    }
+
+    /// The job's effective wall-clock limit: its timeout or its GPU time
+    /// budget, whichever ends first.
+    pub fn wall_limit(&self, spec: &JobSpec) -> Option<Duration> {
+        match (spec.timeout, self.gpu_time_wall(spec).map(|(_, w)| w)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Refuses at submission what could never run here, with seed 001's
+    /// messages.
+    pub fn check(&self, req: &JobRequest, spec: &JobSpec) -> Result<(), ApiError> {
+        let total = self.sched.cluster().total_units();
+        if total == 0 {
+            return Err(ApiError::GpuRequest(
+                "No GPUs available: this node found no usable GPU at start-up; check `nvidia-smi` on the host and the joblet log (GPU discovery), or run the job without --gpu".into(),
+            ));
+        }
+        if let Err(e) = self.sched.cluster().check_ever_placeable(req) {
+            let msg = match e {
+                Unplaceable::TooMuchMemory { asked_mb, largest_mb } => format!(
+                    "Insufficient GPU memory: the job asks for {asked_mb} MB per GPU but the largest GPU on this node has {largest_mb} MB; lower --gpu-memory (see `rnx gpu status`), or spread the work over more GPUs with less memory each"
+                ),
+                Unplaceable::OverQuota { asked, quota } => format!(
+                    "No GPUs available: the job asks for {asked} GPUs but owner {}'s quota is {quota} (gpu.owner_max_gpus); ask for at most {quota}",
+                    req.owner
+                ),
+                other => format!(
+                    "No GPUs available: the job {other}; this node has {total} GPUs (see `rnx gpu status`), ask for fewer"
+                ),
+            };
+            return Err(ApiError::GpuRequest(msg));
+        }
+        let _ = self.largest_mb;
+        for key in ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"] {
+            if let Some(v) = spec.env.get(key) {
+                let checked = if key == "NVIDIA_VISIBLE_DEVICES" {
+                    parse_visible(Some(v)).map(|_| ())
+                } else {
+                    DriverCapabilities::parse(v).map(|_| ())
+                };
+                checked.map_err(|e| {
+                    ApiError::InvalidField(joblet_core::FieldError::new(
+                        format!("env[\"{key}\"]"),
+                        e.to_string(),
+                    ))
+                })?;
+            }
+        }
+        super::setup::check_cuda(&self.settings, spec).map_err(ApiError::GpuRequest)?;
+        Ok(())
+    }
+
+    /// Feeds the scheduler and turns its decisions into engine actions,
+    /// persisting every allocation before it is acted on.
+    pub fn handle(&mut self, event: Event, now: UnixMillis) -> Vec<GpuAction> {
+        if let Event::Submit(req) = &event {
+            self.requests.insert(req.job.clone(), (**req).clone());
+        }
+        if let Event::Cancel(job) = &event {
+            if self.sched.cluster().placement(job).is_none() {
+                self.requests.remove(job);
+            }
+        }
+        let actions = self.sched.handle(event, now);
+        let mut out = Vec::new();
+        for a in actions {
+            match a {
+                Action::Start { placement } => {
+                    let job = placement.job.clone();
+                    match self.allocate(&placement, now) {
+                        Ok(allocated) => out.push(GpuAction::Start { job, allocated }),
+                        Err(reason) => out.push(GpuAction::StartFailed { job, reason }),
+                    }
+                }
+                Action::Reject { job, reason } => {
+                    self.requests.remove(&job);
+                    out.push(GpuAction::Reject {
+                        job,
+                        reason: format!("No GPUs available: {reason}"),
+                    })
+                }
+                Action::Preempt { job, reason } => {
+                    // Daemon jobs are never preemptible, so the core never
+                    // asks; if it did, the job keeps running.
+                    tracing::error!(%job, %reason, "the scheduler asked to preempt a job that is not preemptible; ignored");
+                }
+            }
+        }
+        out
+    }
+
+    /// Persists the placement (ledger + audit) and reserves its GPUs in the
+    /// pool; only then may the job start.
+    fn allocate(&mut self, p: &Placement, now: UnixMillis) -> Result<Allocated, String> {
+        let req = self
+            .requests
+            .get(&p.job)
+            .cloned()
+            .ok_or_else(|| format!("internal: no request recorded for job {}", p.job))?;
+        let store = self.shared.store();
+        store
+            .record_allocation(&req, p, now)
+            .map_err(|e| format!("cannot record the GPU allocation: {e}"))?;
+        let mut node = self.shared.lock();
+        let mut gpus = Vec::new();
+        for unit in &p.units {
+            let Some(g) = node.inventory.gpus.iter().find(|g| g.index == unit.index) else {
+                return Err(Self::undo(&p.job, &format!("GPU {} vanished", unit.index)));
+            };
+            gpus.push(JobGpu {
+                index: g.index,
+                uuid: g.uuid.clone(),
+                minor: g.minor,
+                bus_id: g.pci_bus_id.clone(),
+                memory_mb: mib(g.memory_total_bytes),
+            });
+        }
+        gpus.sort_by(|a, b| {
+            joblet_gpu::model::normalize_bus_id(&a.bus_id)
+                .cmp(&joblet_gpu::model::normalize_bus_id(&b.bus_id))
+        });
+        let mut updates = Vec::new();
+        for g in &gpus {
+            match node.pool.allocate(&g.uuid, &p.job, now) {
+                Ok(u) => updates.extend(u),
+                Err(e) => {
+                    // The pool and the scheduler disagree (a health change
+                    // in flight): give back what was taken.
+                    for done in gpus.iter().take_while(|d| d.uuid != g.uuid) {
+                        if let Ok(u) = node.pool.release(&done.uuid, &p.job, now) {
+                            updates.extend(u);
+                        }
+                    }
+                    self.shared.commit(&node, &updates, now);
+                    drop(node);
+                    return Err(Self::undo(&p.job, &e.to_string()));
+                }
+            }
+        }
+        let quota_mb =
+            (p.sharing == Sharing::Shared && req.gpu_memory_mb > 0).then_some(req.gpu_memory_mb);
+        let baseline: BTreeMap<String, u64> = gpus
+            .iter()
+            .map(|g| {
+                let used = node
+                    .inventory
+                    .gpus
+                    .iter()
+                    .find(|i| i.uuid == g.uuid)
+                    .map(|i| mib(i.memory_used_bytes))
+                    .unwrap_or(0);
+                (g.uuid.clone(), used)
+            })
+            .collect();
+        node.jobs.insert(
+            p.job.clone(),
+            JobUse {
+                gpus: gpus.iter().map(|g| g.uuid.clone()).collect(),
+                quota_mb,
+                baseline_mb: baseline,
+                exclusive: p.sharing == Sharing::Exclusive,
+                ..JobUse::default()
+            },
+        );
+        self.shared.commit(&node, &updates, now);
+        drop(node);
+        let rec = AuditRecord {
+            job_id: p.job.clone(),
+            owner: req.owner.clone(),
+            gpu_uuids: gpus.iter().map(|g| g.uuid.clone()).collect(),
+            gpu_indices: gpus.iter().map(|g| g.index).collect(),
+            memory_mb_per_gpu: (req.gpu_memory_mb > 0).then_some(req.gpu_memory_mb),
+            sharing: match p.sharing {
+                Sharing::Exclusive => "exclusive".into(),
+                Sharing::Shared => self.settings.sharing.to_string(),
+            },
+            start_ms: now,
+            end_ms: None,
+            peak_memory_mb: None,
+            ended: None,
+            reason: None,
+        };
+        if let Err(e) = store.audit_open(&rec) {
+            tracing::error!(job = %p.job, error = %e, "cannot open the job's GPU audit record");
+        }
+        Ok(Allocated {
+            gpus,
+            quota_mb,
+            request: req,
+        })
+    }
+
+    /// Why an allocation could not be completed; the engine fails the job
+    /// and [`GpuJobs::release`] takes back what was recorded.
+    fn undo(job: &str, why: &str) -> String {
+        tracing::error!(%job, %why, "GPU allocation failed");
+        format!("could not allocate its GPUs: {why}")
+    }
+
+    /// The pool's health for each GPU a batch of updates touched, as
+    /// scheduler events.
+    pub fn health_events(&self, updates: &[GpuUpdate]) -> Vec<Event> {
+        let node = self.shared.lock();
+        let mut seen = Vec::new();
+        for u in updates {
+            let uuid = match u {
+                GpuUpdate::Transition { uuid, .. }
+                | GpuUpdate::Paused { uuid, .. }
+                | GpuUpdate::Resumed { uuid, .. } => uuid,
+                _ => continue,
+            };
+            if seen.contains(uuid) {
+                continue;
+            }
+            seen.push(uuid.clone());
+        }
+        seen.iter()
+            .filter_map(|uuid| {
+                let e = node.pool.get(uuid)?;
+                let temp = node
+                    .inventory
+                    .gpus
+                    .iter()
+                    .find(|g| &g.uuid == uuid)
+                    .and_then(|g| g.thermal.current_c);
+                Some(Event::GpuChanged {
+                    node: NODE,
+                    index: e.index,
+                    health: GpuHealth {
+                        state: e.state,
+                        paused: e.paused.is_some(),
+                        temperature_c: temp,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// What the release check must look at for a job that ended.
+    pub fn scrub_targets(&self, job: &str) -> Vec<ScrubTarget> {
+        let node = self.shared.lock();
+        let Some(usage) = node.jobs.get(job) else {
+            return Vec::new();
+        };
+        usage
+            .gpus
+            .iter()
+            .map(|uuid| ScrubTarget {
+                uuid: uuid.clone(),
+                index: node.pool.get(uuid).map(|e| e.index).unwrap_or(0),
+                bus_id: node
+                    .inventory
+                    .gpus
+                    .iter()
+                    .find(|g| &g.uuid == uuid)
+                    .map(|g| g.pci_bus_id.clone())
+                    .unwrap_or_default(),
+                exclusive: usage.exclusive,
+                job_pids: usage.pids.clone(),
+                baseline_mb: usage.baseline_mb.get(uuid).copied().unwrap_or(0),
+            })
+            .collect()
+    }
+
+    /// Whether the job holds (or held, until release) GPUs.
+    pub fn holds(&self, job: &str) -> bool {
+        self.sched.cluster().placement(job).is_some()
+    }
+
+    /// Gives a finished job's GPUs back: GPUs that failed the release
+    /// check are quarantined (DEGRADED with the reason), the rest return to
+    /// the pool; the ledger entry goes and the audit record is closed.
+    /// Returns the closed audit record and the scheduler's next decisions.
+    pub fn release(
+        &mut self,
+        job: &str,
+        dirty: &[(String, String)],
+        ended: (&str, &str, UnixMillis),
+        now: UnixMillis,
+    ) -> (Option<AuditRecord>, Vec<GpuAction>) {
+        let store = self.shared.store();
+        let released = match store.release_allocation(job) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(%job, error = %e, "cannot remove the job's GPU allocation from the ledger");
+                true
+            }
+        };
+        let updates = {
+            let mut node = self.shared.lock();
+            let mut updates = Vec::new();
+            let uuids = node.jobs.remove(job).map(|u| u.gpus).unwrap_or_default();
+            for uuid in uuids {
+                match node.pool.release(&uuid, job, now) {
+                    Ok(u) => updates.extend(u),
+                    Err(e) => tracing::warn!(%job, %uuid, error = %e, "GPU release"),
+                }
+                if let Some((_, why)) = dirty.iter().find(|(u, _)| u == &uuid) {
+                    updates.extend(node.pool.quarantine(&uuid, why, now));
+                }
+            }
+            self.shared.commit(&node, &updates, now);
+            updates
+        };
+        let audit = if released {
+            match store.audit_close(job, ended.2, ended.0, ended.1) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(%job, error = %e, "cannot close the job's GPU audit record");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.requests.remove(job);
+        let mut actions = Vec::new();
+        for ev in self.health_events(&updates) {
+            actions.extend(self.handle(ev, now));
+        }
+        actions.extend(self.handle(Event::Exited(job.to_string()), now));
+        (audit, actions)
+    }
+}

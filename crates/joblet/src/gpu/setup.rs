@@ -1,0 +1,408 @@
+//! What a job's sandbox gets for GPUs. A GPU job: its own device nodes
+//! (`nvidiactl`, `nvidia-uvm`, `nvidiaN` by device minor) and device rules
+//! allowing exactly those; the driver's libraries and binaries for its
+//! `NVIDIA_DRIVER_CAPABILITIES` bound read-only into
+//! [`DRIVER_LIB_DIR`]/[`DRIVER_BIN_DIR`]; the chosen CUDA toolkit
+//! read-only; `/proc/driver/nvidia/params` overlaid so the driver never
+//! makes nodes inside the job; and an environment that is right inside the
+//! job. A CPU job: none of that, and the host's driver files masked.
+//!
+//! Every path comes from what discovery found; anything missing fails the
+//! start (security fails closed).
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use joblet_core::JobSpec;
+use joblet_gpu::cuda::select_toolkit;
+use joblet_gpu::exec::{
+    gpu_env, parse_visible, resolve_visible, DriverCapabilities, GpuEnv, GpuEnvInput, JobGpu,
+    MpsSettings, SharingMode, VisibleRequest,
+};
+use joblet_sandbox::devices::{Access, DeviceRule};
+use joblet_sandbox::init::Bind;
+
+use super::jobs::GpuSettings;
+
+/// Where a GPU job finds the driver's libraries and binaries.
+pub const DRIVER_LIB_DIR: &str = "/run/nvidia/driver/lib";
+pub const DRIVER_BIN_DIR: &str = "/run/nvidia/driver/bin";
+/// Where a simulated job finds fake-nvml's profile and state.
+pub const SIM_DIR: &str = "/run/nvidia/sim";
+/// The NVIDIA GPU major (`nvidia` / `nvidia-frontend`), fixed by the driver.
+pub const NVIDIA_MAJOR: u32 = 195;
+pub const CTL_MINOR: u32 = 255;
+const PARAMS: &str = "/proc/driver/nvidia/params";
+
+/// The GPU part of one job's sandbox.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuSandbox {
+    /// Device rules added to the job's minimal set.
+    pub rules: Vec<DeviceRule>,
+    /// Host device nodes bound into the job's `/dev`.
+    pub devices: Vec<Bind>,
+    pub binds: Vec<Bind>,
+    pub masks: Vec<PathBuf>,
+    pub env: Option<GpuEnv>,
+}
+
+/// A CPU job: no GPU nodes (the minimal rules deny 195:*), and the host's
+/// driver libraries, binaries and `/proc/driver/nvidia` hidden.
+pub fn cpu_job(settings: &GpuSettings) -> GpuSandbox {
+    let all = settings.driver_files(&DriverCapabilities::all());
+    let mut masks: Vec<PathBuf> = all.libraries.iter().map(|l| l.path.clone()).collect();
+    masks.extend(all.binaries.iter().cloned());
+    masks.push(PathBuf::from("/proc/driver/nvidia"));
+    masks.sort();
+    masks.dedup();
+    GpuSandbox {
+        masks,
+        ..GpuSandbox::default()
+    }
+}
+
+/// The job's `NVIDIA_DRIVER_CAPABILITIES`: its own or the node default.
+fn job_caps(settings: &GpuSettings, spec: &JobSpec) -> Result<DriverCapabilities, String> {
+    match spec.env.get("NVIDIA_DRIVER_CAPABILITIES") {
+        Some(v) => DriverCapabilities::parse(v).map_err(|e| e.to_string()),
+        None => Ok(settings.caps.clone()),
+    }
+}
+
+/// `--cuda` against what is installed and what the driver runs (also
+/// checked at submission, so the user hears it at once).
+pub fn check_cuda(settings: &GpuSettings, spec: &JobSpec) -> Result<(), String> {
+    select_toolkit(
+        &settings.toolkits,
+        spec.cuda.as_deref(),
+        settings.driver_max,
+    )
+    .map(|_| ())
+    .map_err(|e| e.to_string())?;
+    let caps = job_caps(settings, spec)?;
+    if settings.simulation.is_none() && !settings.ld_cache.is_empty() {
+        let files = settings.driver_files(&caps);
+        if !files.missing.is_empty() {
+            return Err(format!(
+                "CUDA libraries not accessible: {} not found in the loader cache {} for NVIDIA_DRIVER_CAPABILITIES={caps}; install the NVIDIA driver's libraries on the host (then run ldconfig), or ask for fewer capabilities",
+                files.missing.join(", "),
+                settings.ld_cache_path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A host device node: its `(major, minor)`, checked to be a character
+/// device (and, when `want` is given, to have those numbers).
+fn node_numbers(path: &Path, want: Option<(u32, u32)>) -> Result<(u32, u32), String> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        format!(
+            "GPU device node {} is not usable: {e}; is the NVIDIA driver loaded (nvidia-smi; nvidia-modprobe -u -c0 for nvidia-uvm)?",
+            path.display()
+        )
+    })?;
+    if !meta.file_type().is_char_device() {
+        return Err(format!(
+            "{} is not a character device; refusing to give it to a job",
+            path.display()
+        ));
+    }
+    let rdev = meta.rdev();
+    let got = (
+        nix::sys::stat::major(rdev) as u32,
+        nix::sys::stat::minor(rdev) as u32,
+    );
+    if let Some(w) = want {
+        if got != w {
+            return Err(format!(
+                "{} is {}:{} but the driver says it is {}:{}; refusing to give the job a node that may be another device",
+                path.display(),
+                got.0,
+                got.1,
+                w.0,
+                w.1
+            ));
+        }
+    }
+    Ok(got)
+}
+
+/// The device nodes of a job's GPUs, with the rules allowing exactly them.
+fn devices(settings: &GpuSettings, gpus: &[JobGpu], out: &mut GpuSandbox) -> Result<(), String> {
+    let dev = &settings.dev_dir;
+    let real = settings.simulation.is_none();
+    let nvidia = settings.majors.nvidia.unwrap_or(NVIDIA_MAJOR);
+    let mut add = |name: String, want: Option<(u32, u32)>| -> Result<(), String> {
+        let host = dev.join(&name);
+        let (major, minor) = node_numbers(&host, want)?;
+        out.rules.push(DeviceRule::char(major, minor, Access::RW));
+        out.devices.push(Bind {
+            source: host,
+            target: Path::new("/dev").join(name),
+        });
+        Ok(())
+    };
+    add("nvidiactl".into(), real.then_some((nvidia, CTL_MINOR)))?;
+    let uvm = if real {
+        Some((
+            settings.majors.nvidia_uvm.ok_or_else(|| {
+                "the nvidia-uvm driver is not loaded (no nvidia-uvm line in /proc/devices); CUDA needs it: run nvidia-modprobe -u -c0 or load the nvidia-uvm module".to_string()
+            })?,
+            0,
+        ))
+    } else {
+        None
+    };
+    add("nvidia-uvm".into(), uvm)?;
+    for g in gpus {
+        add(
+            format!("nvidia{}", g.minor),
+            real.then_some((nvidia, g.minor)),
+        )?;
+    }
+    Ok(())
+}
+
+/// A GPU job's sandbox part. `gpus`: its GPUs in PCI bus order;
+/// `job_dir`: the job's host directory (for the params overlay).
+pub fn gpu_job(
+    settings: &GpuSettings,
+    spec: &JobSpec,
+    gpus: &[JobGpu],
+    quota_mb: Option<u64>,
+    job_dir: &Path,
+) -> Result<GpuSandbox, String> {
+    let visible_req = parse_visible(spec.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str))
+        .map_err(|e| e.to_string())?;
+    if visible_req == VisibleRequest::Void {
+        // No GPU handling at all: the job holds its GPUs but sees none.
+        return Ok(cpu_job(settings));
+    }
+    let visible = resolve_visible(&visible_req, gpus).map_err(|e| e.to_string())?;
+    let caps = job_caps(settings, spec)?;
+    let mut out = GpuSandbox::default();
+    if !visible.is_empty() {
+        devices(settings, &visible, &mut out)?;
+    }
+    let lib = Path::new(DRIVER_LIB_DIR);
+    let bin = Path::new(DRIVER_BIN_DIR);
+    match &settings.simulation {
+        Some(sim) => {
+            for name in ["libnvidia-ml.so.1", "libnvidia-ml.so"] {
+                out.binds.push(Bind {
+                    source: sim.library.clone(),
+                    target: lib.join(name),
+                });
+            }
+            let sim_dir = Path::new(SIM_DIR);
+            let profile_name = sim
+                .from
+                .file_name()
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("profile"));
+            out.binds.push(Bind {
+                source: sim.from.clone(),
+                target: sim_dir.join(&profile_name),
+            });
+            if let Some(state) = settings.simulate_state.as_ref().filter(|p| p.is_file()) {
+                out.binds.push(Bind {
+                    source: state.clone(),
+                    target: sim_dir.join("state.json"),
+                });
+            }
+        }
+        None => {
+            let files = settings.driver_files(&caps);
+            if !files.missing.is_empty() {
+                return Err(format!(
+                    "CUDA libraries not accessible: {} not found in the loader cache {}",
+                    files.missing.join(", "),
+                    settings.ld_cache_path.display()
+                ));
+            }
+            for l in &files.libraries {
+                for name in &l.names {
+                    out.binds.push(Bind {
+                        source: l.path.clone(),
+                        target: lib.join(name),
+                    });
+                }
+            }
+            for b in &files.binaries {
+                if let Some(name) = b.file_name() {
+                    out.binds.push(Bind {
+                        source: b.clone(),
+                        target: bin.join(name),
+                    });
+                }
+            }
+            if Path::new(PARAMS).is_file() {
+                out.binds.push(params_overlay(job_dir)?);
+            }
+        }
+    }
+    let toolkit = select_toolkit(
+        &settings.toolkits,
+        spec.cuda.as_deref(),
+        settings.driver_max,
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some(t) = toolkit {
+        out.binds.push(Bind {
+            source: PathBuf::from(&t.path),
+            target: PathBuf::from(&t.path),
+        });
+    }
+    let mps = (settings.sharing == SharingMode::Mps).then(|| MpsSettings {
+        pipe_dir: PathBuf::from("/tmp/nvidia-mps"),
+        log_dir: PathBuf::from("/tmp/nvidia-log"),
+        active_thread_percentage: None,
+    });
+    let mut env = gpu_env(&GpuEnvInput {
+        visible: &visible,
+        caps: &caps,
+        quota_mb,
+        sharing: settings.sharing,
+        mps,
+        driver_lib_dir: lib,
+        driver_bin_dir: bin,
+        toolkit,
+    });
+    if let Some(sim) = &settings.simulation {
+        let name = sim.from.file_name().map(PathBuf::from).unwrap_or_default();
+        env.vars.insert(
+            "MOCK_NVML_CONFIG".into(),
+            Path::new(SIM_DIR).join(name).display().to_string(),
+        );
+        if settings
+            .simulate_state
+            .as_ref()
+            .is_some_and(|p| p.is_file())
+        {
+            env.vars
+                .insert("MOCK_NVML_STATE".into(), format!("{SIM_DIR}/state.json"));
+        }
+        env.vars.insert("JOBLET_GPU_SIMULATED".into(), "1".into());
+    }
+    out.env = Some(env);
+    Ok(out)
+}
+
+/// The host's driver parameters with `ModifyDeviceFiles: 0`, so the driver
+/// never creates device nodes inside the job (what the container toolkit
+/// does too).
+fn params_overlay(job_dir: &Path) -> Result<Bind, String> {
+    let text = std::fs::read_to_string(PARAMS).map_err(|e| format!("cannot read {PARAMS}: {e}"))?;
+    let path = job_dir.join("nvidia-params");
+    std::fs::write(&path, rewrite_params(&text))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(Bind {
+        source: path,
+        target: PathBuf::from(PARAMS),
+    })
+}
+
+fn rewrite_params(text: &str) -> String {
+    let mut out = String::new();
+    let mut seen = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("ModifyDeviceFiles:") {
+            out.push_str("ModifyDeviceFiles: 0\n");
+            seen = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !seen {
+        out.push_str("ModifyDeviceFiles: 0\n");
+    }
+    out
+}
+
+/// Merges the GPU environment into a job's: GPU variables are set unless
+/// the user gave them (except the device lists, which must match the
+/// job's nodes), the driver and toolkit dirs go in front of PATH and
+/// LD_LIBRARY_PATH.
+pub fn merge_env(env: &mut std::collections::BTreeMap<String, String>, gpu: &GpuEnv) {
+    for (k, v) in &gpu.vars {
+        let ours = matches!(
+            k.as_str(),
+            "CUDA_VISIBLE_DEVICES" | "NVIDIA_VISIBLE_DEVICES" | "JOBLET_GPU_UUIDS"
+        );
+        if ours || !env.contains_key(k) {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    let join = |front: &[PathBuf], old: Option<&String>| {
+        let mut parts: Vec<String> = front.iter().map(|p| p.display().to_string()).collect();
+        if let Some(old) = old.filter(|o| !o.is_empty()) {
+            parts.push(old.clone());
+        }
+        parts.join(":")
+    };
+    if !gpu.path_prefix.is_empty() {
+        let v = join(&gpu.path_prefix, env.get("PATH"));
+        env.insert("PATH".into(), v);
+    }
+    if !gpu.ld_library_path.is_empty() {
+        let v = join(&gpu.ld_library_path, env.get("LD_LIBRARY_PATH"));
+        env.insert("LD_LIBRARY_PATH".into(), v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_overlay_turns_off_node_creation() {
+        let got = rewrite_params("EnableMSI: 1\nModifyDeviceFiles: 1\nDeviceFileUID: 0\n");
+        assert_eq!(
+            got,
+            "EnableMSI: 1\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n"
+        );
+        assert!(rewrite_params("EnableMSI: 1\n").ends_with("ModifyDeviceFiles: 0\n"));
+    }
+
+    #[test]
+    fn device_nodes_must_be_char_devices_with_the_expected_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("nvidia0");
+        std::fs::write(&file, "").unwrap();
+        let e = node_numbers(&file, None).unwrap_err();
+        assert!(e.contains("not a character device"), "{e}");
+        let e = node_numbers(&dir.path().join("nvidia9"), None).unwrap_err();
+        assert!(e.contains("not usable"), "{e}");
+        // /dev/null is 1:3.
+        assert_eq!(node_numbers(Path::new("/dev/null"), None).unwrap(), (1, 3));
+        let e = node_numbers(Path::new("/dev/null"), Some((195, 0))).unwrap_err();
+        assert!(e.contains("refusing"), "{e}");
+    }
+
+    #[test]
+    fn gpu_env_wins_for_device_lists_and_prefixes_paths() {
+        let mut env = std::collections::BTreeMap::from([
+            ("PATH".to_string(), "/usr/bin".to_string()),
+            ("CUDA_VISIBLE_DEVICES".to_string(), "0,1,2,3".to_string()),
+            ("TF_FORCE_GPU_ALLOW_GROWTH".to_string(), "false".to_string()),
+        ]);
+        let gpu = GpuEnv {
+            vars: [
+                ("CUDA_VISIBLE_DEVICES", "0"),
+                ("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
+            ]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect(),
+            path_prefix: vec![PathBuf::from(DRIVER_BIN_DIR)],
+            ld_library_path: vec![PathBuf::from(DRIVER_LIB_DIR)],
+        };
+        merge_env(&mut env, &gpu);
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0");
+        assert_eq!(env["TF_FORCE_GPU_ALLOW_GROWTH"], "false");
+        assert_eq!(env["PATH"], format!("{DRIVER_BIN_DIR}:/usr/bin"));
+        assert_eq!(env["LD_LIBRARY_PATH"], DRIVER_LIB_DIR);
+    }
+}
