@@ -304,16 +304,17 @@ if [ "$SLURM" = 1 ]; then
 fi
 
 # --- device nodes for the simulated GPUs -------------------------------------
-# Slurm's gres and the joblet daemon use the same /dev/nvidia[0-7] (c 195 N);
-# slurm-up.sh made them when Slurm runs. Without Slurm, make the missing ones
-# here (recorded, and removed on exit).
+# The joblet daemon gets a device dir of its own (gpu.dev_dir): nvidiactl
+# (c 195:255), nvidia-uvm (c 4000:0, a major no driver owns here, standing in
+# for the one /proc/devices would give) and nvidia[0-7] (c 195 N). It goes
+# away with $DIR.
 if [ "$JOBLET" = 1 ]; then
+  DEVDIR="$DIR/joblet-dev"
+  mkdir -p "$DEVDIR"
+  mknod -m 666 "$DEVDIR/nvidiactl" c 195 255
+  mknod -m 666 "$DEVDIR/nvidia-uvm" c 4000 0
   for ((n = 0; n < GPUS; n++)); do
-    node="/dev/nvidia$n"
-    if [ ! -e "$node" ]; then
-      mknod -m 666 "$node" c 195 "$n"
-      echo "$node" >>"$DIR/created-devnodes"
-    fi
+    mknod -m 666 "$DEVDIR/nvidia$n" c 195 "$n"
   done
 fi
 
@@ -337,6 +338,7 @@ sandbox:
 gpu:
   enabled: true
   simulate: "$PROFILE"
+  dev_dir: "$DEVDIR"
 YAML
   log "starting joblet daemon (config $CONFIG)"
   "$BIN/joblet" server --config "$CONFIG" </dev/null >"$STATE/joblet.log" 2>&1 &

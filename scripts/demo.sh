@@ -21,13 +21,22 @@ if [ -e /proc/driver/nvidia/version ]; then
     GPU_YAML="gpu:
   enabled: true"
     GPU_KIND="real"
-else
-    GPU_YAML="gpu:
-  enabled: true
-  simulate: \"$PWD/fixtures/nvml-profiles/mock-nvml-config-a100.yaml\"   # no NVIDIA driver here: simulated GPUs"
-    GPU_KIND="SIMULATED (no NVIDIA driver on this machine)"
 fi
 STATE="$(mktemp -d /tmp/joblet-demo.XXXXXX)"
+if [ ! -e /proc/driver/nvidia/version ]; then
+    # No driver: simulated GPUs, with stand-in device nodes (mknod, no driver
+    # behind them: a job's allowed GPU opens with ENXIO, any other is EPERM).
+    DEV="$STATE/dev"
+    mkdir -p "$DEV"
+    mknod -m 666 "$DEV/nvidiactl" c 195 255
+    mknod -m 666 "$DEV/nvidia-uvm" c 4000 0
+    for n in 0 1 2 3 4 5 6 7; do mknod -m 666 "$DEV/nvidia$n" c 195 "$n"; done
+    GPU_YAML="gpu:
+  enabled: true
+  simulate: \"$PWD/fixtures/nvml-profiles/mock-nvml-config-a100.yaml\"   # no NVIDIA driver here: simulated GPUs
+  dev_dir: \"$DEV\"                # stand-in device nodes for the simulated GPUs"
+    GPU_KIND="SIMULATED (no NVIDIA driver on this machine)"
+fi
 CONFIG="$STATE/joblet-config.yml"
 cat >"$CONFIG" <<YAML
 server:
@@ -70,8 +79,17 @@ say rnx gpu status;                               rnx gpu status
 say rnx gpu drain --gpu-id 3;                     rnx gpu drain --gpu-id 3
 say rnx gpu health --gpu-id 3;                    rnx gpu health --gpu-id 3
 say rnx gpu online --gpu-id 3;                    rnx gpu online --gpu-id 3
-say rnx job run --gpu=1 --gpu-memory=8GB python3 train.py
-if rnx job run --gpu=1 --gpu-memory=8GB python3 train.py; then echo "unexpected: GPU job accepted"; exit 1; fi
-echo "(expected: GPUs are inventoried and monitored, but this build does not run GPU jobs yet, so it refuses them rather than run them unisolated)"
+printf '\nA GPU job on the %s GPUs: placed, isolated (only its device nodes exist, and only they open), NVML and CUDA_VISIBLE_DEVICES right inside it\n' "$GPU_KIND"
+say "rnx job run --follow --gpu=2 --gpu-memory=8GB -- sh -c '<what GPUs do I have?>'"
+GPU_ID=$(rnx job run --gpu=2 --gpu-memory=8GB -- sh -c '
+  echo "GPU nodes in my /dev: $(ls /dev | grep nvidia | tr "\n" " ")"
+  echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES  NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES  CUDA_DEVICE_ORDER=$CUDA_DEVICE_ORDER"
+  echo "driver libraries: $(ls /run/nvidia/driver/lib | tr "\n" " ")"
+  for n in /dev/nvidia[0-9]*; do cat "$n" 2>&1 | sed "s/^/open: /"; done')
+rnx job log -f "${GPU_ID:0:8}"
+say rnx job status "${GPU_ID:0:8}";               rnx job status "${GPU_ID:0:8}"
+say rnx job run --gpu=9 -- true
+if rnx job run --gpu=9 -- true; then echo "unexpected: a 9-GPU job accepted on an 8-GPU node"; exit 1; fi
+say rnx audit;                                    rnx audit
 say rnx job list;                                 rnx job list
 printf '\nDemo done. Daemon log: %s/joblet.log, state: %s\n' "$STATE" "$STATE/state"

@@ -459,3 +459,60 @@ fn release_quarantines_a_gpu_whose_memory_stays_used() {
     );
     assert!(lines.contains(&id), "{lines}");
 }
+
+/// Allocations survive a daemon crash: a job still running is reattached
+/// and keeps its GPU (nothing else is placed on it); a job that ended while
+/// the daemon was down has its GPU released, exactly once, at restart.
+#[test]
+fn allocations_survive_a_daemon_crash_and_are_released_once() {
+    let mut node = start_gpu("");
+    let gated = "while [ ! -e gate ]; do sleep 0.05; done";
+    let stays = node.run(&["--gpu=4", "--", "sh", "-c", gated]);
+    let ends = node.run(&["--gpu=4", "--", "sh", "-c", gated]);
+    wait_state(&node, &stays, "RUNNING");
+    wait_state(&node, &ends, "RUNNING");
+    let held_stays = gpus_of(&node, &stays);
+    let gate = |id: &str| {
+        node.state_dir()
+            .join("jobs")
+            .join(id)
+            .join("work")
+            .join("gate")
+    };
+    let gate_ends = gate(&ends);
+    let gate_stays = gate(&stays);
+
+    node.node.node.kill_daemon();
+    std::fs::write(&gate_ends, "").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    node.node.node.restart().unwrap();
+
+    let st = node.wait_done(&ends, T);
+    assert_eq!(
+        st["state"], "COMPLETED",
+        "finished while the daemon was down: {st}"
+    );
+    assert_eq!(node.status(&stays)["state"], "RUNNING");
+    assert_eq!(
+        gpus_of(&node, &stays),
+        held_stays,
+        "the reattached job keeps its GPUs"
+    );
+    // The released GPUs take a new 4-GPU job; the reattached job's do not.
+    let next = node.run(&["--gpu=4", "--", "true"]);
+    let st = node.wait_done(&next, T);
+    assert_eq!(st["state"], "COMPLETED", "{st}");
+    for i in st["gpus"]["indices"].as_array().unwrap() {
+        assert!(!held_stays.contains(&i.as_u64().unwrap()), "{st}");
+    }
+    std::fs::write(&gate_stays, "").unwrap();
+    node.wait_done(&stays, T);
+    audit_of(&node, &stays);
+    let records = audit(&node);
+    for id in [&stays, &ends, &next] {
+        let n = records.iter().filter(|r| &r["job_id"] == id).count();
+        assert_eq!(n, 1, "one audit record for {id}: {records:?}");
+        let r = records.iter().find(|r| &r["job_id"] == id).unwrap();
+        assert_eq!(r["ended"], "COMPLETED", "{r}");
+    }
+}
