@@ -516,3 +516,24 @@ fn allocations_survive_a_daemon_crash_and_are_released_once() {
         assert_eq!(r["ended"], "COMPLETED", "{r}");
     }
 }
+
+/// Seed 001's three GPU errors, each at submission with what to do, and
+/// nothing recorded for the refused job.
+#[test]
+fn impossible_gpu_requests_get_seed_001s_errors() {
+    let node = start_gpu("");
+    for (args, want, hint) in [
+        (&["--gpu=9", "--", "true"][..], "No GPUs available: the job asks for 9 GPUs but this node has 8", "ask for at most 8"),
+        (&["--gpu=1", "--gpu-memory=90GB", "--", "true"][..], "Insufficient GPU memory: the job asks for 92160 MB per GPU but the largest GPU on this node has 40960 MB", "lower --gpu-memory"),
+        (&["--gpu=1", "--cuda=12.2", "--", "true"][..], "CUDA libraries not accessible: CUDA 12.2 is not installed on this node", "gpu.cuda_paths"),
+    ] {
+        let mut all = vec!["job", "run"];
+        all.extend_from_slice(args);
+        let out = node.rnx(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(err.contains(want) && err.contains(hint), "{args:?}: {err}");
+    }
+    let list = node.rnx_json(&["job", "list"]);
+    assert_eq!(list.as_array().map(Vec::len), Some(0), "{list}");
+}

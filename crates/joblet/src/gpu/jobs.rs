@@ -388,6 +388,10 @@ impl GpuJobs {
                     "No GPUs available: the job asks for {asked} GPUs but owner {}'s quota is {quota} (gpu.owner_max_gpus); ask for at most {quota}",
                     req.owner
                 ),
+                Unplaceable::LargerThanCluster { asked, total: n }
+                | Unplaceable::LargerThanNode { asked, largest: n } => format!(
+                    "No GPUs available: the job asks for {asked} GPUs but this node has {n} (see `rnx gpu status`); ask for at most {n}"
+                ),
                 other => format!(
                     "No GPUs available: the job {other}; this node has {total} GPUs (see `rnx gpu status`), ask for fewer"
                 ),

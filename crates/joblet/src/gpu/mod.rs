@@ -60,6 +60,8 @@ pub struct SharedGpus {
     node: Arc<Mutex<GpuNode>>,
     store: Arc<Store>,
     notify: UpdateSink,
+    /// Set to ask the monitor for a sample now (release checks).
+    kick: Arc<(Mutex<bool>, std::sync::Condvar)>,
 }
 
 impl SharedGpus {
@@ -71,6 +73,44 @@ impl SharedGpus {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Asks the monitor for a fresh sample now rather than at its next
+    /// period (a release check waits for one).
+    pub fn sample_now(&self) {
+        let (flag, cv) = &*self.kick;
+        *flag.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Sleeps up to `d`, returning early when a sample is asked for or
+    /// `stop` is set; false once `stop` is set.
+    pub fn wait_for_sample_time(
+        &self,
+        d: std::time::Duration,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> bool {
+        let deadline = std::time::Instant::now() + d;
+        let (flag, cv) = &*self.kick;
+        let mut kicked = flag.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                return false;
+            }
+            if *kicked {
+                *kicked = false;
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            let step = (deadline - now).min(std::time::Duration::from_millis(50));
+            kicked = cv
+                .wait_timeout(kicked, step)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
     }
 
     /// Persists and logs what the pool decided, then tells the engine. A
@@ -194,6 +234,7 @@ pub fn start(
         })),
         store,
         notify,
+        kick: Arc::new((Mutex::new(false), std::sync::Condvar::new())),
     };
     {
         let node = shared.lock();

@@ -89,7 +89,7 @@ impl Monitor {
 
 fn sample_loop(shared: &SharedGpus, inv: &dyn GpuInventory, interval: Duration, stop: &AtomicBool) {
     let mut failing = false;
-    while sleep_unless_stopped(interval, stop) {
+    while shared.wait_for_sample_time(interval, stop) {
         let t0 = Instant::now();
         match inv.discover() {
             Ok(report) => {
@@ -108,18 +108,6 @@ fn sample_loop(shared: &SharedGpus, inv: &dyn GpuInventory, interval: Duration, 
         }
         tracing::trace!(elapsed_us = t0.elapsed().as_micros() as u64, "GPU sample");
     }
-}
-
-/// Sleeps `d` in short steps; false once `stop` is set.
-fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
-    let deadline = Instant::now() + d;
-    while Instant::now() < deadline {
-        if stop.load(Ordering::SeqCst) {
-            return false;
-        }
-        std::thread::sleep((deadline - Instant::now()).min(Duration::from_millis(50)));
-    }
-    !stop.load(Ordering::SeqCst)
 }
 
 /// Refreshes the inventory's readings and lets the pool judge each GPU.

@@ -159,7 +159,15 @@ async fn wait_clean(
                     })
                     .collect()
             }
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            None => {
+                // Ask for a reading now instead of waiting for the period.
+                shared.sample_now();
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
+            Some(_) => {
+                shared.sample_now();
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
         }
     }
 }
