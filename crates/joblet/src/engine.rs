@@ -238,7 +238,7 @@ impl Engine {
                             self.watch(id.clone(), handle);
                             if is_gpu {
                                 if let Some(g) = &mut self.gpu {
-                                    g.reattach(id.as_str(), &rec.spec);
+                                    g.reattach(id.as_str());
                                 }
                             } else {
                                 running.push(id);

@@ -99,8 +99,6 @@ pub struct GpuJobs {
     sched: Scheduler,
     /// Requests of waiting and running jobs (the ledger needs them).
     requests: HashMap<String, JobRequest>,
-    /// Largest GPU memory, for "Insufficient GPU memory".
-    largest_mb: u64,
 }
 
 impl std::fmt::Debug for GpuJobs {
@@ -260,7 +258,6 @@ impl GpuJobs {
             .store()
             .allocations()
             .context("reading GPU allocations")?;
-        let largest_mb = spec.gpus.iter().map(|g| g.memory_mb).max().unwrap_or(0);
         let mut requests = HashMap::new();
         let mut running = Vec::new();
         for (req, placement, started) in ledger {
@@ -288,13 +285,12 @@ impl GpuJobs {
             settings,
             sched,
             requests,
-            largest_mb,
         })
     }
 
     /// A running job the daemon reattached to after a restart: the
     /// monitor attributes and enforces its memory again.
-    pub fn reattach(&mut self, job: &str, _spec: &JobSpec) {
+    pub fn reattach(&mut self, job: &str) {
         let Some(p) = self.sched.cluster().placement(job).cloned() else {
             tracing::warn!(%job, "a running GPU job has no recorded allocation");
             return;
@@ -330,7 +326,6 @@ impl GpuJobs {
     pub fn request(&self, job: &str, owner: &str, spec: &JobSpec) -> JobRequest {
         let r = &spec.resources;
         let shared = self.settings.sharing != SharingMode::Exclusive && r.gpu_memory_mb.is_some();
-        let wall = spec.timeout.map(|t| t.as_millis() as u64);
         JobRequest {
             job: job.to_string(),
             owner: owner.to_string(),
@@ -349,7 +344,7 @@ impl GpuJobs {
             allow_cross_numa: true,
             allow_cross_node: false,
             preemptible: false,
-            time_limit_ms: self.wall_limit(spec).map(|d| d.as_millis() as u64).or(wall),
+            time_limit_ms: self.wall_limit(spec).map(|d| d.as_millis() as u64),
         }
     }
 
@@ -398,7 +393,6 @@ impl GpuJobs {
             };
             return Err(ApiError::GpuRequest(msg));
         }
-        let _ = self.largest_mb;
         for key in ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"] {
             if let Some(v) = spec.env.get(key) {
                 let checked = if key == "NVIDIA_VISIBLE_DEVICES" {
