@@ -87,15 +87,6 @@ enum Command {
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
     },
-    /// (internal) The per-job shim; started by the daemon, not by people.
-    #[command(hide = true)]
-    Shim {
-        #[arg(long)]
-        job_dir: PathBuf,
-    },
-    /// (internal) The process that becomes a sandboxed job; started by the shim.
-    #[command(hide = true)]
-    SandboxInit,
 }
 
 #[derive(Subcommand)]
@@ -228,31 +219,6 @@ fn doctor(cfg: &Config, json: bool) -> anyhow::Result<bool> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        // Its descriptors 3 and 4 are the sandbox's pipes: nothing may run first.
-        Command::SandboxInit => joblet_sandbox::init::run_init(),
-        Command::Shim { job_dir } => {
-            // First thing, before any file is opened: fd 3 is the inherited
-            // shim lock. The shim is sync (no runtime) and its stderr is shim.log.
-            init_tracing("info");
-            let runner = match std::env::current_exe() {
-                Ok(exe) => joblet_sandbox::SandboxRunner::new(
-                    exe,
-                    vec!["sandbox-init".into()],
-                    Default::default(),
-                ),
-                Err(e) => {
-                    eprintln!("joblet shim: cannot locate the joblet binary: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            return match joblet_shim::run_shim_with(&job_dir, &runner) {
-                Ok(_exit) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("joblet shim: {e}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
         Command::Server { config } => load_config(config.as_ref()).and_then(|cfg| {
             // Before any thread exists: it sets the fake NVML's environment.
             let sim = joblet::gpu::simulate::prepare(&cfg.gpu)?;

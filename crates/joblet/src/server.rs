@@ -53,8 +53,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         .context("building the TLS server configuration")?;
 
     let store = Arc::new(Store::open(&dirs.db(), &dirs.secrets_key())?);
-    let shim_program: PathBuf =
-        std::env::current_exe().context("locating the joblet binary to run shims")?;
+    let shim_program = locate_shim()?;
 
     // GPUs first: the engine's recovery needs the allocation ledger and
     // the pool.
@@ -92,7 +91,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             max_running: cfg.jobs.max_running,
             stop_grace: cfg.jobs.stop_grace_period,
             shim_program,
-            shim_args: vec!["shim".into(), "--job-dir".into()],
+            shim_args: vec!["--job-dir".into()],
             sandbox,
             gpu: gpu_jobs,
         },
@@ -153,4 +152,24 @@ async fn shutdown_signal() {
         _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
+}
+
+/// The `joblet-shim` binary next to this one (`cargo build` and `cargo
+/// install` put them side by side), checked to be this version: the
+/// daemon and its shims share the spec format.
+fn locate_shim() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the joblet binary")?;
+    let shim = exe.with_file_name("joblet-shim");
+    let hint = "joblet starts every job through the joblet-shim binary, which must sit next to it: install both from the same build (`cargo build --release` puts them side by side in target/release; `cargo install --path crates/joblet` installs both)";
+    let out = std::process::Command::new(&shim)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running {} --version; {hint}", shim.display()))?;
+    let want = format!("joblet-shim {}", env!("CARGO_PKG_VERSION"));
+    let got = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || got != want {
+        anyhow::bail!("{} says {got:?}, expected {want:?}; {hint}", shim.display());
+    }
+    Ok(shim)
 }

@@ -68,7 +68,7 @@ pub struct EngineConfig {
     pub max_running: usize,
     pub stop_grace: Duration,
     /// The program and arguments that start a shim for a job dir
-    /// (`joblet shim --job-dir DIR`; the dir is appended).
+    /// (`joblet-shim --job-dir DIR`; the dir is appended).
     pub shim_program: PathBuf,
     pub shim_args: Vec<OsString>,
     /// `None`: jobs run unisolated (`sandbox.enabled: false`).

@@ -1,0 +1,68 @@
+//! `joblet-shim`: the per-job shim and the sandbox init, in a binary of
+//! their own that the daemon starts for every job.
+//!
+//! - `joblet-shim --job-dir DIR`: the shim (supervises one job, see
+//!   `joblet_shim`), started by the daemon with the job's spec on stdin;
+//! - `joblet-shim sandbox-init`: the process that becomes the sandboxed job
+//!   (see `joblet_sandbox::init`), started by the shim.
+//!
+//! Both used to be modes of the `joblet` binary. A job start execs twice
+//! (shim, then init), and the daemon binary — gRPC, TLS, SQLite, hwloc and
+//! the scheduler, with libhwloc and libudev to load and ~21,000 relocations
+//! to apply — costs about a millisecond more per exec than this one, which
+//! links only the shim and the sandbox. Its arguments are parsed by hand
+//! for the same reason: two fixed forms, written by the daemon and the
+//! shim, never by people.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str =
+    "usage: joblet-shim --job-dir DIR | joblet-shim sandbox-init | joblet-shim --version\n\
+joblet-shim is started by the joblet daemon, once per job; run `joblet server` instead.";
+
+fn main() -> ExitCode {
+    // Reading the arguments allocates but opens no descriptor and starts
+    // no thread, so `sandbox-init` still runs first thing.
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match args.as_slice() {
+        [mode] if mode == "sandbox-init" => joblet_sandbox::init::run_init(),
+        [flag, dir] if flag == "--job-dir" => shim(PathBuf::from(dir)),
+        [flag] if flag == "--version" || flag == "-V" => {
+            println!("joblet-shim {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The shim of the job in `job_dir`. Its fd 3 is the inherited shim lock;
+/// it is sync (no async runtime) and its stderr is `shim.log`.
+fn shim(job_dir: PathBuf) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("joblet-shim: cannot locate its own binary to start the sandbox init: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runner =
+        joblet_sandbox::SandboxRunner::new(exe, vec!["sandbox-init".into()], Default::default());
+    match joblet_shim::run_shim_with(&job_dir, &runner) {
+        Ok(_exit) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("joblet-shim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
