@@ -1,11 +1,13 @@
 //! The sandbox as the shim's [`Runner`]: cgroup, device filter and init put
 //! together in the one order that never lets a job run outside its limits.
 //!
-//! 1. create the job's cgroup with every limit (read back);
-//! 2. apply the device allow-list to it: v1 `devices.*` files and the v2
+//! 1. start the sandbox init: it builds the namespaces and most of the
+//!    filesystem on its own, then blocks (nothing of the job runs yet);
+//! 2. meanwhile create the job's cgroup with every limit (read back);
+//! 3. apply the device allow-list to it: v1 `devices.*` files and the v2
 //!    eBPF filter, each one that exists (none at all is an error);
-//! 3. start the sandbox init (blocked), move it into the cgroup;
-//! 4. release it: namespaces, filesystem, privileges, seccomp, `exec`.
+//! 4. move the init into the cgroup and release it: cgroup namespace,
+//!    pid 1, `/proc`, privileges, seccomp, `exec`.
 //!
 //! Any failure undoes what was done (the init is killed, the cgroup
 //! removed) and the job does not start. After the job, [`Runner::finish`]
@@ -70,13 +72,13 @@ impl SandboxRunner {
         }
     }
 
+    /// Puts the waiting init in `cgroup` with the job's device filter and
+    /// releases it.
     fn start(
         &self,
         job: &JobSandbox,
         cgroup: &JobCgroup,
-        config: &InitConfig,
-        stdout: OwnedFd,
-        stderr: OwnedFd,
+        pending: init::PendingInit,
     ) -> Result<(i32, Option<AttachedFilter>), RunnerError> {
         let v1_dir = cgroup.v1_devices_dir();
         let unified = cgroup.unified_dir();
@@ -94,12 +96,9 @@ impl SandboxRunner {
             ),
             None => None,
         };
-        let pending = init::spawn(&self.program, &self.args, config, stdout, stderr)
-            .map_err(|e| isolation("sandbox init", e))?;
-        if let Err(e) = cgroup.add_pid(pending.pid()) {
-            pending.abort();
-            return Err(isolation("moving the job into its cgroup", e));
-        }
+        cgroup
+            .add_pid(pending.pid())
+            .map_err(|e| isolation("moving the job into its cgroup", e))?;
         let pid = pending
             .release()
             .map_err(|e| RunnerError::Isolation(e.to_string()))?;
@@ -119,6 +118,12 @@ impl Runner for SandboxRunner {
         config.args = spec.args.clone();
         config.env = spec.env.clone();
 
+        // The init starts first: it execs and builds most of the sandbox
+        // while this thread creates the cgroup and the device filter. It
+        // runs nothing of the job until released, after the move. Dropping
+        // `pending` on an error below kills it.
+        let pending = init::spawn(&self.program, &self.args, &config, stdout, stderr)
+            .map_err(|e| isolation("sandbox init", e))?;
         let layout =
             Layout::detect(&self.roots.mountinfo).map_err(|e| isolation("detecting cgroups", e))?;
         let cgroup = JobCgroup::create(
@@ -129,7 +134,7 @@ impl Runner for SandboxRunner {
             &job.limits,
         )
         .map_err(|e| isolation("cgroup", e))?;
-        match self.start(&job, &cgroup, &config, stdout, stderr) {
+        match self.start(&job, &cgroup, pending) {
             Ok((pid, filter)) => {
                 tracing::info!(job = %spec.job_id, pid, "sandboxed job started");
                 let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());

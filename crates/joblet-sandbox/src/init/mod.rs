@@ -1,23 +1,29 @@
 //! The process that becomes the job (runc-init style): the caller
 //! [`spawn`]s a re-exec of a binary whose `main` calls [`run_init`] first
 //! thing (before any thread exists); that process reads an [`InitConfig`]
-//! from standard input and blocks until [`PendingInit::release`], so the
-//! caller can first put it in the job's cgroups.
+//! from standard input, builds what it can of the sandbox, and blocks
+//! until [`PendingInit::release`], so the caller can meanwhile create the
+//! job's cgroups and then put it in them.
 //!
-//! Order of operations after release:
-//! 1. outer process (the job leader in the host pid namespace): block the
-//!    forwarded signals, `unshare` mount, UTS, IPC, cgroup, pid (and, for
-//!    [`NetMode::None`], network) namespaces, fork pid 1, forward signals
-//!    to it, wait, and end like the job (same exit code or same signal).
-//! 2. pid 1 (mini-init): `PR_SET_PDEATHSIG(SIGKILL)` + a pidfd check that
+//! Order of operations:
+//! 1. outer process (the job leader in the host pid namespace), before
+//!    release — nothing here lets the job run, and nothing is forked, so
+//!    it overlaps with the caller's cgroup and device-filter setup: block
+//!    the forwarded signals; `unshare` mount, UTS, IPC, pid (and, for
+//!    [`NetMode::None`], network) namespaces; `/` rslave; root tmpfs +
+//!    `pivot_root` with the host root parked at `/.oldroot`; read-only
+//!    binds; `/work`; `/tmp`; `/dev`; hostname; `lo` up.
+//! 2. outer process, after release (now in the job's cgroups): `unshare`
+//!    the cgroup namespace (rooted at the job's cgroup), fork pid 1,
+//!    forward signals to it, wait, and end like the job (same exit code or
+//!    same signal).
+//! 3. pid 1 (mini-init): `PR_SET_PDEATHSIG(SIGKILL)` + a pidfd check that
 //!    the outer process is still alive, non-dumpable, own process group;
-//!    `/` rslave; root tmpfs + `pivot_root` with the host root parked at
-//!    `/.oldroot`; read-only binds; `/work`; `/tmp`; `/dev`; `/proc`;
-//!    the config's [`Bind`]s at their targets, then its masks; hostname;
-//!    `lo` up; host root detached; `/` remounted read-only; fork
+//!    `/proc`; the config's [`Bind`]s at their targets, then its masks;
+//!    host root detached; `/` remounted read-only; fork
 //!    the job; keep only `CAP_KILL`; forward signals to the job's process
 //!    group; reap every child; exit with the job's status.
-//! 3. the job (pid 2): own process group; every signal to its default
+//! 4. the job (pid 2): own process group; every signal to its default
 //!    action; `no_new_privs`; bounding and ambient capabilities dropped;
 //!    no supplementary groups, gid, uid; effective/permitted emptied (a
 //!    root job keeps a small set) and verified; `chdir /work`; `PATH`

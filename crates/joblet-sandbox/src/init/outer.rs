@@ -1,6 +1,7 @@
 //! The re-exec'd init process itself ([`run_init`]): reads the config,
-//! waits to be released, unshares the namespaces, forks pid 1 of the new
-//! pid namespace, forwards signals to it and ends the way the job ended.
+//! unshares the namespaces but the cgroup one and builds the job's tree
+//! while the caller sets up the cgroup, waits to be released, unshares the
+//! cgroup namespace, forks pid 1 of the new pid namespace, forwards signals to it and ends the way the job ended.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -9,12 +10,13 @@ use std::os::fd::IntoRawFd;
 use nix::fcntl::OFlag;
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
+use nix::unistd::sethostname;
 
 use super::config::{InitConfig, NetMode};
 use super::error::Stage;
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
-use super::{pid1, GO_FD, STATUS_FD};
+use super::{pid1, rootfs, GO_FD, STATUS_FD};
 
 /// Signals passed on outer -> pid 1 -> the job's process group.
 pub(crate) const FORWARDED: [Signal; 6] = [
@@ -77,6 +79,40 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
         .stage(Stage::Config, || "replacing stdin with /dev/null".into())?;
     drop(null);
 
+    // Signals that arrive from here until the handlers exist stay pending.
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&forwarded_set()), None)
+        .stage(Stage::Config, || "blocking signals".into())?;
+
+    // Opened while /proc is the host's: the fork below checks through it
+    // that this process is still single-threaded.
+    let proc_self = sys::ProcSelf::open().stage(Stage::Fork, || "opening /proc/self".into())?;
+
+    // Before release, while the caller creates the job's cgroup: what
+    // neither needs the cgroup nor lets anything of the job run. No process
+    // is forked here (a child would stay in the caller's cgroup).
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWPID;
+    if config.net == NetMode::None {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
+    rootfs::prepare(&config)?;
+    sethostname(&config.hostname).stage(Stage::Hostname, || {
+        format!("sethostname({:?})", config.hostname)
+    })?;
+    if config.net == NetMode::None {
+        if let Err(e) = sys::loopback_up() {
+            report::warn(
+                Stage::Network,
+                &format!(
+                    "bringing lo up in the job's network namespace failed ({e}); it stays down"
+                ),
+            );
+        }
+    }
+
     let mut byte = [0u8; 1];
     let n = File::from(go)
         .read(&mut byte)
@@ -86,26 +122,21 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
         std::process::exit(1);
     }
 
-    // Signals that arrive from here until the handlers exist stay pending.
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&forwarded_set()), None)
-        .stage(Stage::Config, || "blocking signals".into())?;
-
-    let mut flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWCGROUP
-        | CloneFlags::CLONE_NEWPID;
-    if config.net == NetMode::None {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
+    // Now inside the job's cgroups: the cgroup namespace's root is the
+    // job's own cgroup, and pid 1 (forked below) starts there.
+    unshare(CloneFlags::CLONE_NEWCGROUP)
+        .stage(Stage::Unshare, || "unshare(CLONE_NEWCGROUP)".into())?;
 
     let me = sys::pidfd_open(std::process::id() as i32)
         .stage(Stage::Fork, || "pidfd_open(self)".into())?;
     let (exit_r, exit_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
         .stage(Stage::Fork, || "creating the exit status pipe".into())?;
 
-    match sys::fork_single_threaded().stage(Stage::Fork, || "forking pid 1".into())? {
+    let forked =
+        sys::fork_single_threaded(&proc_self).stage(Stage::Fork, || "forking pid 1".into())?;
+    // Neither pid 1 nor this process needs the host's /proc any more.
+    drop(proc_self);
+    match forked {
         Forked::Child => {
             drop(exit_r);
             pid1::run(&config, me, exit_w)

@@ -1,5 +1,6 @@
 //! Pid 1 of the job's pid namespace, a mini-init: dies with the outer
-//! process, builds the filesystem, forks the job, forwards signals to the
+//! process, finishes the filesystem (`/proc`, binds, host root detached,
+//! `/` read-only), forks the job, forwards signals to the
 //! job's process group, reaps every child and exits with the job's status.
 //! Once the job is forked, pid 1 keeps only `CAP_KILL` (to signal it).
 
@@ -9,9 +10,9 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{sigprocmask, SigmaskHow, Signal};
-use nix::unistd::{sethostname, setpgid, Pid};
+use nix::unistd::{setpgid, Pid};
 
-use super::config::{InitConfig, NetMode};
+use super::config::InitConfig;
 use super::error::Stage;
 use super::outer::{forwarded_raw, forwarded_set, EXIT_SETUP_FAILED};
 use super::report::{self, Context, SetupError};
@@ -59,23 +60,15 @@ fn setup(config: &InitConfig, outer: &OwnedFd) -> Result<i32, SetupError> {
     setpgid(Pid::from_raw(0), Pid::from_raw(0))
         .stage(Stage::Fork, || "setpgid for pid 1".into())?;
 
-    rootfs::build(config)?;
-    sethostname(&config.hostname).stage(Stage::Hostname, || {
-        format!("sethostname({:?})", config.hostname)
-    })?;
-    if config.net == NetMode::None {
-        if let Err(e) = sys::loopback_up() {
-            report::warn(
-                Stage::Network,
-                &format!(
-                    "bringing lo up in the job's network namespace failed ({e}); it stays down"
-                ),
-            );
-        }
-    }
+    rootfs::build_proc(config)?;
     rootfs::finish()?;
 
-    match sys::fork_single_threaded().stage(Stage::Fork, || "forking the job".into())? {
+    // The job's own /proc, mounted above.
+    let proc_self = sys::ProcSelf::open().stage(Stage::Fork, || "opening /proc/self".into())?;
+    let forked =
+        sys::fork_single_threaded(&proc_self).stage(Stage::Fork, || "forking the job".into())?;
+    drop(proc_self);
+    match forked {
         Forked::Child => job::run(config),
         Forked::Parent { child } => {
             // The job does the same; whichever runs first wins, the other

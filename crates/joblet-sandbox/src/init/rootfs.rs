@@ -1,5 +1,6 @@
-//! The job's root filesystem, built by pid 1 inside the new mount
-//! namespace: `/` made rslave, a small tmpfs pivoted to as the new root
+//! The job's root filesystem, built inside the new mount namespace (by the
+//! outer process before release, [`prepare`]; `/proc`, binds and the final
+//! steps by pid 1, [`build_proc`] and [`finish`]): `/` made rslave, a small tmpfs pivoted to as the new root
 //! with the host root parked at [`OLD_ROOT`] while the tree is built from
 //! it, read-only host binds (symlinks such as merged-/usr's `/bin -> usr/bin`
 //! recreated as symlinks), `/work`, `/tmp`, `/dev` and `/proc`, then the
@@ -153,8 +154,11 @@ pub(crate) fn bind_readonly(source: &Path, target: &Path, stage: Stage) -> Resul
     )
 }
 
-/// Builds the tree (everything but the final steps of [`finish`]).
-pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
+/// Builds the part of the tree that needs no process of the new pid
+/// namespace: run by the outer process before it is released, while the
+/// caller sets up the job's cgroup. [`build_proc`] and [`finish`] follow in
+/// pid 1.
+pub(crate) fn prepare(config: &InitConfig) -> Result<(), SetupError> {
     mnt(
         None,
         Path::new("/"),
@@ -178,7 +182,13 @@ pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
     .stage(Stage::Rootfs, || {
         format!("mounting a {} MiB tmpfs on /tmp", config.tmp_size_mb)
     })?;
-    devfs::build(config)?;
+    devfs::build(config)
+}
+
+/// Pid 1's part of the tree: `/proc` (a procfs shows the pid namespace of
+/// the process that mounts it), then the config's binds and masks, which
+/// may overlay files under `/dev` and `/proc`.
+pub(crate) fn build_proc(config: &InitConfig) -> Result<(), SetupError> {
     procfs::build()?;
     binds::apply(config)
 }

@@ -125,8 +125,16 @@ impl PendingInit {
     pub fn release_within(mut self, limit: Duration) -> Result<i32, InitError> {
         let pid = self.pid;
         let release_err = |source| InitError::Release { pid, source };
+        // An init that failed while building the sandbox has exited and
+        // closed the release pipe; its status pipe says why, so a broken
+        // pipe here is only an error if that says nothing.
+        let mut go_failed = None;
         if let Some(go) = self.go.take() {
-            File::from(go).write_all(&[GO]).map_err(release_err)?;
+            match File::from(go).write_all(&[GO]) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => go_failed = Some(e),
+                Err(e) => return Err(release_err(e)),
+            }
         }
         let Some(mut status) = self.status.take() else {
             return Err(release_err(io::Error::other(
@@ -189,6 +197,9 @@ impl PendingInit {
                         pid,
                         program: self.program.clone(),
                     });
+                }
+                if let Some(e) = go_failed {
+                    return Err(release_err(e));
                 }
                 // Every writer is gone: the job's execve closed the last one.
                 self.armed = false;

@@ -113,14 +113,45 @@ pub(crate) enum Forked {
     Child,
 }
 
-fn thread_count() -> io::Result<usize> {
-    Ok(std::fs::read_dir("/proc/self/task")?.count())
+/// This process's `/proc/self`, opened once: the outer process forks pid 1
+/// after `pivot_root`, when no `/proc` is mounted in its root any more.
+pub(crate) struct ProcSelf(OwnedFd);
+
+impl ProcSelf {
+    pub(crate) fn open() -> io::Result<ProcSelf> {
+        let fd = nix::fcntl::open(
+            "/proc/self",
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| io::Error::other(format!("opening /proc/self: {e}")))?;
+        Ok(ProcSelf(fd))
+    }
+
+    /// The `Threads:` count of `status`.
+    fn threads(&self) -> io::Result<usize> {
+        let fd = nix::fcntl::openat(
+            &self.0,
+            "status",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| io::Error::other(format!("opening /proc/self/status: {e}")))?;
+        let status = io::read_to_string(std::fs::File::from(fd))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse().ok())
+            .ok_or_else(|| io::Error::other("/proc/self/status has no Threads: line"))
+    }
 }
 
 /// Forks, refusing unless this process has exactly one thread: only then
 /// may the child go on running arbitrary code (allocating, locking).
-pub(crate) fn fork_single_threaded() -> io::Result<Forked> {
-    let threads = thread_count()?;
+pub(crate) fn fork_single_threaded(me: &ProcSelf) -> io::Result<Forked> {
+    let threads = me.threads()?;
     if threads != 1 {
         return Err(io::Error::other(format!(
             "the sandbox init must be single-threaded to fork, but it has {threads} threads; call run_init before starting any thread"
