@@ -1,13 +1,18 @@
 //! Replacing a file atomically: write a temporary sibling, then rename.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Writes `data` to `path` so readers see the old file or the whole new one.
-/// `durable`: fsync the data before the rename and the directory after it.
-pub(crate) fn write_atomic(path: &Path, data: &[u8], durable: bool) -> io::Result<()> {
+///
+/// Not fsynced: the shim's files follow the store's durability model (WAL
+/// with `synchronous=NORMAL`, see `joblet_store`): they survive the daemon
+/// crashing or being killed, which is what recovery needs; a power loss
+/// may lose the last of them, and the daemon then treats the job like any
+/// other it finds without a record (its processes died with the host).
+pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let tmp = tmp_path(path);
     let mut f = OpenOptions::new()
         .write(true)
@@ -16,17 +21,8 @@ pub(crate) fn write_atomic(path: &Path, data: &[u8], durable: bool) -> io::Resul
         .mode(0o644)
         .open(&tmp)?;
     f.write_all(data)?;
-    if durable {
-        f.sync_all()?;
-    }
     drop(f);
-    std::fs::rename(&tmp, path)?;
-    if durable {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            File::open(parent)?.sync_all()?;
-        }
-    }
-    Ok(())
+    std::fs::rename(&tmp, path)
 }
 
 fn tmp_path(path: &Path) -> PathBuf {
@@ -44,8 +40,8 @@ mod tests {
     fn replaces_and_leaves_no_temp_file() {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("exit.json");
-        write_atomic(&p, b"one", true).unwrap();
-        write_atomic(&p, b"two", false).unwrap();
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         let names: Vec<_> = std::fs::read_dir(tmp.path())
             .unwrap()

@@ -5,7 +5,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -41,20 +41,37 @@ pub(super) fn parse_request(line: &str) -> Result<Request, String> {
     Ok(req)
 }
 
+/// The control thread, as the shim's main thread sees it.
+pub(super) struct Control {
+    /// Held while a request is acted on and answered.
+    answering: Arc<Mutex<()>>,
+}
+
+impl Control {
+    /// Waits until the request being answered (if any) has its reply
+    /// written: the request that ended the job gets its `ok` before the
+    /// shim exits and closes the connection.
+    pub(super) fn quiesce(&self) {
+        drop(self.answering.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
 /// Serves `listener` on its own thread. Once `finished` is set (the job has
 /// exited), requests are answered `ok` without doing anything.
 pub(super) fn start(
     listener: UnixListener,
     events: Sender<Event>,
     finished: Arc<AtomicBool>,
-) -> io::Result<()> {
+) -> io::Result<Control> {
+    let answering = Arc::new(Mutex::new(()));
+    let busy = answering.clone();
     thread::Builder::new()
         .name("control".into())
         .spawn(move || {
             for conn in listener.incoming() {
                 match conn {
                     Ok(stream) => {
-                        if let Err(e) = serve(stream, &events, &finished) {
+                        if let Err(e) = serve(stream, &events, &finished, &busy) {
                             tracing::warn!("control connection: {e}");
                         }
                     }
@@ -66,14 +83,21 @@ pub(super) fn start(
                 }
             }
         })?;
-    Ok(())
+    Ok(Control { answering })
 }
 
-fn serve(stream: UnixStream, events: &Sender<Event>, finished: &AtomicBool) -> io::Result<()> {
+fn serve(
+    stream: UnixStream,
+    events: &Sender<Event>,
+    finished: &AtomicBool,
+    answering: &Mutex<()>,
+) -> io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut line = String::new();
     BufReader::new((&stream).take(MAX_LINE)).read_line(&mut line)?;
+    // From the request to its reply: the shim does not exit in between.
+    let _answering = answering.lock().unwrap_or_else(|p| p.into_inner());
     let reply = match parse_request(line.trim_end_matches(['\n', '\r'])) {
         Err(msg) => Err(msg),
         Ok(_) if finished.load(Ordering::SeqCst) => Ok(()),

@@ -1,4 +1,4 @@
-//! The shim process: `joblet shim --job-dir DIR` calls [`run_shim`].
+//! The shim process: `joblet-shim --job-dir DIR` calls [`run_shim`].
 //!
 //! Sequence: take the lock on fd 3, reset ignored signals, catch
 //! SIGTERM/SIGINT/SIGHUP, clear the signal mask, read the spec from stdin, `setsid`, write `shim.pid`, open `output.log`, bind
@@ -194,6 +194,7 @@ struct Ready {
     events: mpsc::Receiver<supervise::Event>,
     reaper: reaper::Reaper,
     finished: Arc<AtomicBool>,
+    control: control::Control,
 }
 
 fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready, ShimRunError> {
@@ -211,7 +212,7 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
     let me = std::process::id() as i32;
     let rec = procstat::pid_record(Path::new(PROC_ROOT), me)
         .map_err(|source| ShimRunError::ProcStat { source })?;
-    write_json(&dir.shim_pid_path(), &rec, false)?;
+    write_json(&dir.shim_pid_path(), &rec)?;
 
     let log_path = dir.output_log_path();
     let log = OpenOptions::new()
@@ -229,7 +230,8 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
     let (ev_tx, events) = mpsc::channel();
     signals::start(signals, ev_tx.clone()).map_err(thread_err("signal"))?;
     let finished = Arc::new(AtomicBool::new(false));
-    control::start(listener, ev_tx.clone(), finished.clone()).map_err(thread_err("control"))?;
+    let control =
+        control::start(listener, ev_tx.clone(), finished.clone()).map_err(thread_err("control"))?;
     let reaper = reaper::start_reaper(ev_tx).map_err(thread_err("reaper"))?;
 
     let (out_r, out_w) =
@@ -245,6 +247,7 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
         events,
         reaper,
         finished,
+        control,
     })
 }
 
@@ -258,6 +261,7 @@ fn run_job(dir: &JobDir, ready: Ready, runner: &dyn Runner) -> ShimExit {
         events,
         reaper,
         finished,
+        control,
     } = ready;
     let pid = match runner.spawn(&spec, out_w, err_w) {
         Ok(pid) => pid,
@@ -272,7 +276,7 @@ fn run_job(dir: &JobDir, ready: Ready, runner: &dyn Runner) -> ShimExit {
     tracing::info!("job leader started: pid {pid}");
     match procstat::pid_record(Path::new(PROC_ROOT), pid.as_raw()) {
         Ok(rec) => {
-            if let Err(e) = write_json(&dir.job_pid_path(), &rec, false) {
+            if let Err(e) = write_json(&dir.job_pid_path(), &rec) {
                 tracing::error!("{e}");
             }
         }
@@ -314,6 +318,7 @@ fn run_job(dir: &JobDir, ready: Ready, runner: &dyn Runner) -> ShimExit {
     }
     tracing::info!("job ended: {message}");
     let _ = std::fs::remove_file(dir.control_sock_path());
+    control.quiesce();
     ShimExit {
         outcome,
         exit_code,
@@ -365,21 +370,17 @@ fn bind_control(path: &Path) -> Result<UnixListener, ShimRunError> {
     Ok(listener)
 }
 
-fn write_json<T: serde::Serialize>(
-    path: &Path,
-    value: &T,
-    durable: bool,
-) -> Result<(), ShimRunError> {
+fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ShimRunError> {
     let write_err = |source| ShimRunError::Write {
         path: path.to_owned(),
         source,
     };
     let bytes = serde_json::to_vec(value).map_err(|e| write_err(io::Error::other(e)))?;
-    write_atomic(path, &bytes, durable).map_err(write_err)
+    write_atomic(path, &bytes).map_err(write_err)
 }
 
 fn write_exit(dir: &JobDir, exit: &ShimExit) -> Result<(), ShimRunError> {
-    write_json(&dir.exit_path(), exit, true)
+    write_json(&dir.exit_path(), exit)
 }
 
 pub(crate) fn now_unix_ms() -> i64 {

@@ -141,9 +141,8 @@ fn write_loop(mut log: File, rx: Receiver<Msg>) -> Written {
             Msg::Finish => break,
         }
     }
-    if let Err(e) = log.sync_data() {
-        tracing::warn!("syncing output.log: {e}");
-    }
+    // Not synced, like exit.json (see `crate::atomic`): the log survives a
+    // daemon crash; a power loss may cut its end.
     Written { bytes: seq, error }
 }
 
