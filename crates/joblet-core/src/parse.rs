@@ -161,6 +161,56 @@ pub fn parse_cuda_version(s: &str) -> Result<String, ParseError> {
     }
 }
 
+pub const MIG_PROFILE_FORM: &str =
+    "a MIG profile as nvidia-smi names it, like 1g.10gb, 3g.40gb, 1g.10gb+me or 1c.3g.40gb";
+
+/// Checks a MIG profile name (`1g.10gb`, `2g.20gb`, `1g.10gb+me`,
+/// `1c.3g.40gb`: optional `<n>c.`, then `<n>g.<n>gb`, then optional
+/// `+`/`-` suffixes of letters and dots such as `+me` or `+gfx`) and
+/// returns it trimmed and lower-cased, as the driver prints it.
+pub fn parse_mig_profile(s: &str) -> Result<String, ParseError> {
+    let t = s.trim().to_ascii_lowercase();
+    let bad = || ParseError::new(s, MIG_PROFILE_FORM);
+    let digits = |p: &str, max: usize| {
+        !p.is_empty() && p.len() <= max && p.bytes().all(|b| b.is_ascii_digit())
+    };
+    let (core, suffix) = match t.find(['+', '-']) {
+        Some(i) => t.split_at(i),
+        None => (t.as_str(), ""),
+    };
+    let mut parts: Vec<&str> = core.split('.').collect();
+    if parts.len() == 3 {
+        let ci = parts.remove(0);
+        if !ci.strip_suffix('c').is_some_and(|n| digits(n, 2)) {
+            return Err(bad());
+        }
+    }
+    let [g, mem] = parts[..] else {
+        return Err(bad());
+    };
+    if !g.strip_suffix('g').is_some_and(|n| digits(n, 2))
+        || !mem.strip_suffix("gb").is_some_and(|n| digits(n, 4))
+    {
+        return Err(bad());
+    }
+    // `+me`, `-me`, `+gfx`, `+me.all`: each group a sign and a word.
+    let mut rest = suffix;
+    while !rest.is_empty() {
+        let body = &rest[1..];
+        let end = body.find(['+', '-']).unwrap_or(body.len());
+        let word = &body[..end];
+        if word.is_empty()
+            || word.starts_with('.')
+            || word.ends_with('.')
+            || !word.bytes().all(|b| b.is_ascii_lowercase() || b == b'.')
+        {
+            return Err(bad());
+        }
+        rest = &body[end..];
+    }
+    Ok(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +286,43 @@ mod tests {
         }
     }
 
+    #[test]
+    fn mig_profiles() {
+        for (given, want) in [
+            ("1g.10gb", "1g.10gb"),
+            (" 3G.40GB ", "3g.40gb"),
+            ("1g.10gb+me", "1g.10gb+me"),
+            ("1c.3g.40gb", "1c.3g.40gb"),
+            ("1g.24gb-me", "1g.24gb-me"),
+            ("1g.23gb+gfx+me.all", "1g.23gb+gfx+me.all"),
+            ("7g.80gb", "7g.80gb"),
+        ] {
+            assert_eq!(parse_mig_profile(given).unwrap(), want, "{given}");
+        }
+        for bad in [
+            "",
+            "1g",
+            "1g.10",
+            "10gb",
+            "g.10gb",
+            "1g.gb",
+            "1x.10gb",
+            "1g.10gb+",
+            "1g.10gb+1",
+            "1g.10gb++me",
+            "1c.1g",
+            "c.1g.10gb",
+            "1c.2c.1g.10gb",
+            "1g.10gb+.me",
+            "123g.10gb",
+            "1g.10gb me",
+            "MIG-1g.10gb",
+        ] {
+            let e = parse_mig_profile(bad).unwrap_err();
+            assert!(e.to_string().contains("1g.10gb"), "{bad}: {e}");
+        }
+    }
+
     proptest::proptest! {
         /// Every MAJOR.MINOR[.PATCH] of digits is accepted as is.
         #[test]
@@ -249,6 +336,30 @@ mod tests {
                 None => format!("{major}.{minor}"),
             };
             proptest::prop_assert_eq!(parse_cuda_version(&v).unwrap(), v);
+        }
+
+        /// Every `[<c>c.]<g>g.<m>gb[+me]` is accepted as is; whatever is
+        /// accepted is lower-case, trimmed and has the `<g>g.<m>gb` core.
+        #[test]
+        fn mig_profiles_of_the_form_are_accepted(
+            c in proptest::option::of(1u32..8),
+            g in 1u32..8,
+            m in 1u32..200,
+            me in proptest::bool::ANY,
+        ) {
+            let mut p = format!("{g}g.{m}gb");
+            if let Some(c) = c { p = format!("{c}c.{p}"); }
+            if me { p.push_str("+me"); }
+            proptest::prop_assert_eq!(parse_mig_profile(&p).unwrap(), p);
+        }
+
+        #[test]
+        fn accepted_mig_profiles_have_the_form(s in "[0-9cgbme.+ -]{0,14}") {
+            if let Ok(v) = parse_mig_profile(&s) {
+                proptest::prop_assert_eq!(v.as_str(), s.trim());
+                proptest::prop_assert!(v.contains("g.") && v.contains("gb"));
+                proptest::prop_assert!(v.bytes().next().is_some_and(|b| b.is_ascii_digit()));
+            }
         }
 
         /// Whatever is accepted has two or three dot-separated groups of 1

@@ -79,6 +79,11 @@ pub struct JobRequest {
     pub gpu_time_seconds: Option<i64>,
     /// CUDA toolkit version (`--cuda=12.2`); empty = the runtime's or none.
     pub cuda_version: String,
+    /// MIG profile (`--mig=1g.10gb`): the job's GPUs are MIG slices of
+    /// this profile; empty = whole GPUs.
+    pub mig_profile: String,
+    /// `--gpu-profiling`: the job also gets `/dev/nvidia-uvm-tools`.
+    pub gpu_profiling: bool,
 }
 
 /// Resource limits of a validated job. `None`/0 = not asked for.
@@ -93,6 +98,10 @@ pub struct Resources {
     /// How long the job may hold its GPUs; `None` = the node's default.
     #[serde(default)]
     pub gpu_time: Option<Duration>,
+    /// Its `gpu_count` units are MIG slices of this profile (`1g.10gb`);
+    /// `None` = whole GPUs.
+    #[serde(default)]
+    pub mig_profile: Option<String>,
 }
 
 /// A job's network: its own namespace with only loopback (the default), or
@@ -138,6 +147,10 @@ pub struct JobSpec {
     /// runtime's, or none.
     #[serde(default)]
     pub cuda: Option<String>,
+    /// The job may profile its GPUs: it also gets `/dev/nvidia-uvm-tools`
+    /// (CUPTI, Nsight). Off: the node is absent and denied.
+    #[serde(default)]
+    pub gpu_profiling: bool,
 }
 
 fn non_negative(field: &str, v: i64, max: i64, unit: &str) -> Result<u64, FieldError> {
@@ -294,6 +307,25 @@ impl JobRequest {
                 "needs resources.gpu_count of at least 1 (--gpu=N together with --cuda)",
             ));
         }
+        let mig_profile = match self.mig_profile.trim() {
+            "" => None,
+            p => Some(
+                parse::parse_mig_profile(p)
+                    .map_err(|e| FieldError::from_parse("mig_profile", e))?,
+            ),
+        };
+        if mig_profile.is_some() && gpu_count == 0 {
+            return Err(FieldError::new(
+                "mig_profile",
+                "needs resources.gpu_count of at least 1, the number of MIG slices (--gpu=N together with --mig)",
+            ));
+        }
+        if self.gpu_profiling && gpu_count == 0 {
+            return Err(FieldError::new(
+                "gpu_profiling",
+                "needs resources.gpu_count of at least 1 (--gpu=N together with --gpu-profiling)",
+            ));
+        }
         let cpu_cores = if self.cpu_cores.trim().is_empty() {
             None
         } else {
@@ -365,6 +397,7 @@ impl JobRequest {
                 gpu_count: gpu_count as u32,
                 gpu_memory_mb: (gpu_memory > 0).then_some(gpu_memory),
                 gpu_time,
+                mig_profile,
             },
             env,
             secret_env_keys: secrets.keys().cloned().collect(),
@@ -375,6 +408,7 @@ impl JobRequest {
             network,
             timeout,
             cuda,
+            gpu_profiling: self.gpu_profiling,
         };
         Ok((spec, secrets))
     }
@@ -430,7 +464,7 @@ impl JobSpec {
     /// Refuses the first limit or feature the node cannot enforce.
     pub fn check_supported(&self, caps: &NodeCapabilities) -> Result<(), Unsupported> {
         let r = &self.resources;
-        let checks: [(bool, bool, &str, &str, &str); 11] = [
+        let checks: [(bool, bool, &str, &str, &str); 13] = [
             (
                 r.max_cpu_percent.is_some(),
                 caps.cpu_limit,
@@ -486,6 +520,20 @@ impl JobSpec {
                 "cuda_version",
                 "--cuda",
                 "a CUDA toolkit version",
+            ),
+            (
+                r.mig_profile.is_some(),
+                caps.gpus,
+                "mig_profile",
+                "--mig",
+                "MIG slices",
+            ),
+            (
+                self.gpu_profiling,
+                caps.gpus,
+                "gpu_profiling",
+                "--gpu-profiling",
+                "GPU profiling",
             ),
             (
                 self.upload_entries > 0,
@@ -681,6 +729,24 @@ mod tests {
             ),
             ("cuda_version", |r| r.cuda_version = "12.2".into(), "--cuda"),
             (
+                "mig_profile",
+                |r| {
+                    r.gpu_count = 1;
+                    r.mig_profile = "1gpu".into()
+                },
+                "like 1g.10gb",
+            ),
+            (
+                "mig_profile",
+                |r| r.mig_profile = "1g.10gb".into(),
+                "--gpu=N together with --mig",
+            ),
+            (
+                "gpu_profiling",
+                |r| r.gpu_profiling = true,
+                "--gpu-profiling",
+            ),
+            (
                 "timeout_seconds",
                 |r| r.timeout_seconds = Some(i64::MAX),
                 "too large",
@@ -760,13 +826,56 @@ mod tests {
         assert_eq!((plain.resources.gpu_time, plain.cuda), (None, None));
     }
 
-    /// A spec stored before `gpu_time` and `cuda` existed still reads.
+    #[test]
+    fn mig_profile_and_profiling_are_kept_and_need_gpu_support() {
+        let mut r = req();
+        r.gpu_count = 2;
+        r.mig_profile = " 1G.10GB ".into();
+        r.gpu_profiling = true;
+        let (spec, _) = r.validate().unwrap();
+        assert_eq!(spec.resources.mig_profile.as_deref(), Some("1g.10gb"));
+        assert!(spec.gpu_profiling);
+        let gpus = NodeCapabilities {
+            gpus: true,
+            ..Default::default()
+        };
+        spec.check_supported(&gpus).unwrap();
+        for (edit, flag) in [
+            (
+                (|s: &mut JobSpec| s.resources.gpu_count = 0) as fn(&mut JobSpec),
+                "--mig",
+            ),
+            (
+                |s: &mut JobSpec| {
+                    s.resources.gpu_count = 0;
+                    s.resources.mig_profile = None
+                },
+                "--gpu-profiling",
+            ),
+        ] {
+            let mut s = spec.clone();
+            edit(&mut s);
+            let e = s.check_supported(&NodeCapabilities::default()).unwrap_err();
+            assert_eq!(e.flag, flag);
+        }
+        let (plain, _) = req().validate().unwrap();
+        assert_eq!(plain.resources.mig_profile, None);
+        assert!(!plain.gpu_profiling);
+    }
+
+    /// A spec stored before `gpu_time`, `cuda`, `mig_profile` and
+    /// `gpu_profiling` existed still reads.
     #[test]
     fn old_specs_deserialize() {
         let (mut spec, _) = req().validate().unwrap();
         let mut v = serde_json::to_value(&spec).unwrap();
         v["resources"].as_object_mut().unwrap().remove("gpu_time");
+        v["resources"]
+            .as_object_mut()
+            .unwrap()
+            .remove("mig_profile");
         v.as_object_mut().unwrap().remove("cuda");
+        v.as_object_mut().unwrap().remove("gpu_profiling");
         let back: JobSpec = serde_json::from_value(v).unwrap();
         spec.resources.gpu_time = None;
         spec.cuda = None;

@@ -56,6 +56,8 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
         timeout_seconds: r.timeout_seconds,
         gpu_time_seconds: res.gpu_time_seconds,
         cuda_version: r.cuda_version,
+        mig_profile: r.mig_profile,
+        gpu_profiling: r.gpu_profiling,
     }
 }
 
@@ -109,7 +111,7 @@ mod tests {
     }
 
     #[test]
-    fn gpu_time_and_cuda_reach_the_core_request() {
+    fn gpu_time_cuda_mig_and_profiling_reach_the_core_request() {
         let r = job_request_from_pb(pb::RunJobRequest {
             command: "python".into(),
             resources: Some(pb::Resources {
@@ -118,11 +120,19 @@ mod tests {
                 ..Default::default()
             }),
             cuda_version: "12.2".into(),
+            mig_profile: "1g.10gb".into(),
+            gpu_profiling: true,
             ..Default::default()
         });
         assert_eq!(r.gpu_time_seconds, Some(90));
         assert_eq!(r.cuda_version, "12.2");
+        assert_eq!(r.mig_profile, "1g.10gb");
+        assert!(r.gpu_profiling);
         let unset = job_request_from_pb(pb::RunJobRequest::default());
         assert_eq!(unset.gpu_time_seconds, None);
+        assert_eq!(
+            (unset.mig_profile.as_str(), unset.gpu_profiling),
+            ("", false)
+        );
     }
 }

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use joblet_gpu::exec::{DriverCapabilities, SharingMode};
+use joblet_gpu::exec::SharingMode;
 use joblet_sched::model::{Policy, RateLimit};
 use serde::{Deserialize, Deserializer};
 
@@ -150,6 +150,20 @@ pub struct GpuConfig {
     pub ld_cache: PathBuf,
     /// Where the driver's binaries (`nvidia-smi`, MPS) are looked up.
     pub driver_bin_dirs: Vec<PathBuf>,
+    /// The host's procfs: device majors (`devices`) and MIG capability
+    /// minors (`driver/nvidia-caps/mig-minors`) are read under it (tests
+    /// and simulations use a directory of their own).
+    pub proc_dir: PathBuf,
+    /// The MPS control program (`gpu.sharing: mps`); default
+    /// `nvidia-cuda-mps-control` from `driver_bin_dirs`, then `PATH`.
+    pub mps_control: Option<PathBuf>,
+    /// Where each GPU's MPS control daemon gets its pipe and log
+    /// directories (`<mps_dir>/<GPU UUID>/{pipe,log}`).
+    pub mps_dir: PathBuf,
+    /// MPS jobs' share of a GPU's SMs (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`,
+    /// 1 to 100), also set as the control daemon's default so a job can
+    /// only lower it; `null` = MPS's default (100).
+    pub mps_active_thread_percentage: Option<u32>,
 }
 
 /// What release does with a GPU a job has left.
@@ -260,6 +274,10 @@ impl Default for GpuConfig {
                 .into_iter()
                 .map(PathBuf::from)
                 .collect(),
+            proc_dir: PathBuf::from("/proc"),
+            mps_control: None,
+            mps_dir: PathBuf::from("/run/joblet/mps"),
+            mps_active_thread_percentage: None,
         }
     }
 }
@@ -372,44 +390,7 @@ fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
             ),
         ));
     }
-    let interval = cfg.gpu.health_interval;
-    if !interval.is_zero() && interval < Duration::from_millis(100) {
-        return Err((
-            "gpu.health_interval".into(),
-            format!("{interval:?} is too short: expected 0 (off) or at least 100ms, e.g. 1s"),
-        ));
-    }
-    if let Some(p) = &cfg.gpu.simulate {
-        if !p.is_file() {
-            return Err((
-                "gpu.simulate".into(),
-                format!(
-                    "{} is not a file: expected a mock-NVML profile (.yaml) or an `nvidia-smi -q -x` capture (.xml)",
-                    p.display()
-                ),
-            ));
-        }
-    }
-    if let Err(e) = DriverCapabilities::parse(&cfg.gpu.driver_capabilities) {
-        return Err(("gpu.driver_capabilities".into(), e.to_string()));
-    }
-    if let Some(rate) = &cfg.gpu.owner_rate {
-        if !(rate.per_second.is_finite() && rate.per_second > 0.0) || rate.burst == 0 {
-            return Err((
-                "gpu.owner_rate".into(),
-                format!("invalid rate {}/s with burst {}: expected per_second > 0 and burst >= 1, e.g. {{per_second: 2, burst: 10}}", rate.per_second, rate.burst),
-            ));
-        }
-    }
-    if cfg.gpu.dev_dir.is_relative() {
-        return Err((
-            "gpu.dev_dir".into(),
-            format!(
-                "{} is not an absolute path; expected e.g. /dev",
-                cfg.gpu.dev_dir.display()
-            ),
-        ));
-    }
+    crate::gpu::config_check::check(&cfg.gpu)?;
     let base = &cfg.sandbox.cgroup_base;
     if base.is_empty()
         || base.starts_with('.')
@@ -584,6 +565,27 @@ mod tests {
                 "single directory name",
             ),
             ("sandbox:\n  enabled: sure\n", "sandbox.enabled", "bool"),
+            ("gpu:\n  proc_dir: proc\n", "gpu.proc_dir", "e.g. /proc"),
+            (
+                "gpu:\n  mps_dir: run/mps\n",
+                "gpu.mps_dir",
+                "e.g. /run/joblet/mps",
+            ),
+            (
+                "gpu:\n  mps_control: /nonexistent/mps-control\n",
+                "gpu.mps_control",
+                "nvidia-cuda-mps-control",
+            ),
+            (
+                "gpu:\n  mps_active_thread_percentage: 0\n",
+                "gpu.mps_active_thread_percentage",
+                "1 to 100",
+            ),
+            (
+                "gpu:\n  mps_active_thread_percentage: 101\n",
+                "gpu.mps_active_thread_percentage",
+                "1 to 100",
+            ),
         ];
         for (text, key, needle) in table {
             let e = parse(text).unwrap_err();

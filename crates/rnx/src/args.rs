@@ -175,6 +175,8 @@ Examples:
   rnx job run --gpu=1 python gpu_hello.py
   rnx job run --gpu=2 --gpu-memory=16GB --max-memory=32768 --max-cpu=800 python train.py
   rnx job run --gpu=1 --gpu-time=2h --cuda=12.2 python train.py
+  rnx job run --gpu=1 --mig=1g.10gb python infer.py
+  rnx job run --gpu=1 --gpu-profiling nsys profile python train.py
   rnx job run --upload=model.py --upload=dataset/ \\
       python -m torch.distributed.launch --nproc_per_node=4 model.py
   rnx job run -e MODE=fast -s API_TOKEN=xyz --timeout=1h -- python x.py --epochs 3
@@ -228,6 +230,12 @@ pub struct RunArgs {
     /// CUDA toolkit version to mount, MAJOR.MINOR[.PATCH], e.g. --cuda=12.2; needs --gpu [default: the runtime's]
     #[arg(long, value_name = "VERSION", value_parser = parsers::cuda_version)]
     pub cuda: Option<String>,
+    /// Run on MIG slices of this profile instead of whole GPUs (--gpu counts slices), e.g. --mig=1g.10gb
+    #[arg(long, value_name = "PROFILE", value_parser = parsers::mig_profile)]
+    pub mig: Option<String>,
+    /// Let the job profile its GPUs (CUPTI, Nsight): it also gets /dev/nvidia-uvm-tools; needs --gpu
+    #[arg(long)]
+    pub gpu_profiling: bool,
     /// Stream the job's output and exit with the job's exit code
     #[arg(short = 'f', long)]
     pub follow: bool,

@@ -104,6 +104,10 @@ pub fn cuda_version(s: &str) -> Result<String, String> {
     parse::parse_cuda_version(s).map_err(expected)
 }
 
+pub fn mig_profile(s: &str) -> Result<String, String> {
+    parse::parse_mig_profile(s).map_err(expected)
+}
+
 /// `rnx audit --since`: a time span back from now, or a point in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Since {

@@ -317,12 +317,13 @@ fn write_gpus(o: &mut dyn Write, job: &JobView) -> io::Result<()> {
             Some(g) => {
                 let indices: Vec<String> = g.indices.iter().map(u32::to_string).collect();
                 let n = g.indices.len().max(g.uuids.len());
-                writeln!(
-                    o,
-                    "GPUs: [{}] ({n} {} allocated)",
-                    indices.join(", "),
-                    gpus_word(n)
-                )?;
+                // MIG: the indices are the slices' parent GPUs.
+                let word = match (g.sharing.as_str(), n) {
+                    ("mig", 1) => "MIG slice",
+                    ("mig", _) => "MIG slices",
+                    _ => gpus_word(n),
+                };
+                writeln!(o, "GPUs: [{}] ({n} {word} allocated)", indices.join(", "),)?;
             }
             None if matches!(job.state.as_str(), "PENDING" | "QUEUED" | "PREEMPTED") => {
                 writeln!(o, "GPUs: waiting for {count} {}", gpus_word(count))?
@@ -611,6 +612,20 @@ mod tests {
         assert!(text.contains("GPUs: [3] (1 GPU allocated)\n"), "{text}");
         assert!(text.contains("GPU Sharing: shared\n"), "{text}");
         assert!(!text.contains("GPU Peak Memory"), "{text}");
+
+        let mut mig = sample_job();
+        mig.gpus = Some(pb::JobGpus {
+            indices: vec![1, 1],
+            uuids: vec!["MIG-a".into(), "MIG-b".into()],
+            sharing: "mig".into(),
+            ..Default::default()
+        });
+        let text = human(|p| p.job_status(&JobView::from(&mig), false, T0));
+        assert!(
+            text.contains("GPUs: [1, 1] (2 MIG slices allocated)\n"),
+            "{text}"
+        );
+        assert!(text.contains("GPU UUIDs: MIG-a, MIG-b\n"), "{text}");
 
         let cpu = human(|p| p.job_status(&JobView::from(&minimal_running_job()), false, T0));
         assert!(!cpu.contains("GPU"), "{cpu}");

@@ -191,6 +191,8 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         timeout_seconds: a.timeout,
         gpu_time_seconds: a.gpu_time,
         cuda_version: a.cuda.clone().unwrap_or_default(),
+        mig_profile: a.mig.clone().unwrap_or_default(),
+        gpu_profiling: a.gpu_profiling,
     };
     request.validate().map_err(|source| Error::InvalidRequest {
         flag: flag_for_field(&source),
@@ -217,6 +219,8 @@ pub fn flag_for_field(e: &FieldError) -> &'static str {
         (_, "resources.gpu_memory_mb") => "--gpu-memory",
         (_, "resources.gpu_time_seconds") => "--gpu-time",
         ("cuda_version", _) => "--cuda",
+        ("mig_profile", _) => "--mig",
+        ("gpu_profiling", _) => "--gpu-profiling",
         ("env", _) => "--env",
         ("secret_env", _) => "--secret-env",
         ("uploads", _) => "--upload",
@@ -250,6 +254,8 @@ pub fn request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
         volumes: r.volumes.clone(),
         network: r.network.clone(),
         cuda_version: r.cuda_version.clone(),
+        mig_profile: r.mig_profile.clone(),
+        gpu_profiling: r.gpu_profiling,
     }
 }
 

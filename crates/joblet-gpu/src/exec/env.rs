@@ -51,7 +51,9 @@ pub struct GpuEnv {
 
 /// Build the environment. Variables:
 /// - `CUDA_VISIBLE_DEVICES`, `NVIDIA_VISIBLE_DEVICES`: the job's indices
-///   `0,1,...` (empty / `none` when no GPU is visible);
+///   `0,1,...` (empty / `none` when no GPU is visible); a MIG slice is
+///   named by its `MIG-...` UUID instead (CUDA numbers only whole GPUs,
+///   and the slice's parent node alone would show the whole GPU);
 /// - `CUDA_DEVICE_ORDER=PCI_BUS_ID` so CUDA's numbering matches
 ///   `nvidia-smi`'s and ours;
 /// - `NVIDIA_DRIVER_CAPABILITIES`; `JOBLET_GPU_UUIDS`, the UUIDs in the
@@ -84,7 +86,14 @@ pub fn gpu_env(input: &GpuEnvInput) -> GpuEnv {
         vars.insert(k.to_string(), v);
     };
     let visible = input.visible;
-    let indices: Vec<String> = (0..visible.len()).map(|i| i.to_string()).collect();
+    let indices: Vec<String> = visible
+        .iter()
+        .enumerate()
+        .map(|(i, g)| match g.mig {
+            Some(_) => g.uuid.clone(),
+            None => i.to_string(),
+        })
+        .collect();
     let uuids: Vec<&str> = visible.iter().map(|g| g.uuid.as_str()).collect();
     set("CUDA_VISIBLE_DEVICES", indices.join(","));
     set(
@@ -171,6 +180,7 @@ mod tests {
             minor: index,
             bus_id: format!("0000:{:02x}:00.0", index + 1),
             memory_mb,
+            mig: None,
         }
     }
 
@@ -287,6 +297,25 @@ mod tests {
         assert!(v.contains_key("CUDA_MPS_PIPE_DIRECTORY"));
         assert!(!v.contains_key("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"));
         assert!(!v.contains_key("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
+    }
+
+    #[test]
+    fn mig_slices_are_named_by_their_uuids() {
+        let slice = |gi: u32| JobGpu {
+            uuid: format!("MIG-{gi}"),
+            mig: Some(crate::exec::MigRef {
+                parent_uuid: "GPU-1".into(),
+                gpu_instance_id: gi,
+                compute_instance_id: 0,
+            }),
+            ..gpu(1, 19968)
+        };
+        let gpus = [slice(3), slice(5)];
+        let caps = DriverCapabilities::default();
+        let v = gpu_env(&input(&gpus, &caps)).vars;
+        assert_eq!(v["CUDA_VISIBLE_DEVICES"], "MIG-3,MIG-5");
+        assert_eq!(v["NVIDIA_VISIBLE_DEVICES"], "MIG-3,MIG-5");
+        assert_eq!(v["JOBLET_GPU_UUIDS"], "MIG-3,MIG-5");
     }
 
     #[test]

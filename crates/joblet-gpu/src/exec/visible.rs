@@ -11,6 +11,7 @@
 //! - MIG `gpu:instance` pairs are not accepted; MIG UUIDs are.
 
 use super::error::ExecError;
+use super::mig::MigRef;
 use crate::model::normalize_bus_id;
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,10 @@ pub struct JobGpu {
     pub bus_id: String,
     /// Memory of the GPU (or slice), MB; 0 when unknown.
     pub memory_mb: u64,
+    /// The MIG instance, when this is a slice: `index`, `minor` and
+    /// `bus_id` are then its parent's and `uuid` is the slice's own.
+    #[serde(default)]
+    pub mig: Option<MigRef>,
 }
 
 /// What `NVIDIA_VISIBLE_DEVICES` asks for.
@@ -121,6 +126,9 @@ pub fn job_order(gpus: &[JobGpu]) -> Vec<JobGpu> {
         (
             normalize_bus_id(&g.bus_id).unwrap_or_else(|| g.bus_id.to_ascii_lowercase()),
             g.index,
+            g.mig
+                .as_ref()
+                .map(|m| (m.gpu_instance_id, m.compute_instance_id)),
         )
     });
     sorted
@@ -175,6 +183,7 @@ mod tests {
             minor: index,
             bus_id: format!("0000:{bus:02x}:00.0"),
             memory_mb: 40960,
+            mig: None,
         }
     }
 

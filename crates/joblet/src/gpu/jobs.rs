@@ -12,28 +12,25 @@ use std::time::Duration;
 
 use anyhow::Context;
 use joblet_core::gpu::GpuUpdate;
-use joblet_core::{JobSpec, UnixMillis};
+use joblet_core::UnixMillis;
 use joblet_gpu::exec::{
-    find_driver_files, parse_ld_cache, parse_visible, DriverCapabilities, DriverFiles, JobGpu,
-    LdCacheEntry, SharingMode,
+    find_driver_files, parse_ld_cache, DriverCapabilities, DriverFiles, JobGpu, LdCacheEntry,
+    SharingMode,
 };
-use joblet_gpu::{CudaToolkit, DeviceMajors, GpuInfo};
-use joblet_proto::ApiError;
-use joblet_sched::model::{
-    Action, Event, GpuHealth, GpuSpec, JobRequest, NodeSpec, Placement, Quota, SchedConfig,
-    Sharing, Unplaceable, WorkloadClass,
-};
+use joblet_gpu::{CudaToolkit, DeviceMajors};
+use joblet_sched::model::{Action, Event, GpuHealth, JobRequest, Placement, Sharing};
 use joblet_sched::scheduler::Scheduler;
 use joblet_store::AuditRecord;
 
+use super::mps::{MpsClient, MpsDaemons};
+use super::node_spec::{mib, node_spec, partition, sched_config, Offer, Partition, NODE};
 use super::quota::JobUse;
 use super::scrub::ScrubTarget;
 use super::simulate::Simulation;
 use super::SharedGpus;
 use crate::config::{GpuConfig, ScrubPolicy};
 
-/// The node's one scheduler node id.
-const NODE: u32 = 0;
+mod submit;
 
 /// What the node's GPU jobs get, fixed at start-up.
 #[derive(Debug, Clone)]
@@ -53,6 +50,11 @@ pub struct GpuSettings {
     /// The newest CUDA the driver runs.
     pub driver_max: Option<(u32, u32)>,
     pub majors: DeviceMajors,
+    /// `gpu.proc_dir` (MIG capability minors).
+    pub proc_dir: PathBuf,
+    /// With `gpu.sharing: mps`: where MPS jobs find their GPU's control
+    /// daemon.
+    pub mps: Option<MpsClient>,
     pub simulation: Option<Simulation>,
     /// fake-nvml's state file, for simulated jobs.
     pub simulate_state: Option<PathBuf>,
@@ -99,6 +101,10 @@ pub struct GpuJobs {
     sched: Scheduler,
     /// Requests of waiting and running jobs (the ledger needs them).
     requests: HashMap<String, JobRequest>,
+    /// Whole GPUs and MIG slices, for submission messages.
+    offer: Offer,
+    /// With `gpu.sharing: mps`: the control daemons.
+    mps: Option<MpsDaemons>,
 }
 
 impl std::fmt::Debug for GpuJobs {
@@ -110,92 +116,6 @@ impl std::fmt::Debug for GpuJobs {
     }
 }
 
-fn mib(bytes: Option<u64>) -> u64 {
-    bytes.unwrap_or(0) / (1024 * 1024)
-}
-
-/// The scheduler's view of one GPU.
-fn gpu_spec(g: &GpuInfo, nvlink_group: Option<u32>) -> GpuSpec {
-    let numa = g.numa_node.unwrap_or(0);
-    GpuSpec {
-        index: g.index,
-        uuid: g.uuid.clone(),
-        memory_mb: mib(g.memory_total_bytes),
-        numa,
-        socket: numa,
-        nvlink_group,
-        compute_capability: g
-            .compute_capability
-            .map(|c| (c.major, c.minor))
-            .unwrap_or((0, 0)),
-        mig: Vec::new(),
-    }
-}
-
-/// NVLink groups: GPUs linked directly or through others share a group
-/// (named by the smallest index in it); unlinked GPUs have none.
-fn nvlink_groups(gpus: &[GpuInfo]) -> Vec<Option<u32>> {
-    let pos = |bus: &str| {
-        gpus.iter().position(|g| {
-            joblet_gpu::model::normalize_bus_id(&g.pci_bus_id)
-                == joblet_gpu::model::normalize_bus_id(bus)
-        })
-    };
-    let mut parent: Vec<usize> = (0..gpus.len()).collect();
-    fn root(p: &mut [usize], mut i: usize) -> usize {
-        while p[i] != i {
-            p[i] = p[p[i]];
-            i = p[i];
-        }
-        i
-    }
-    for (i, g) in gpus.iter().enumerate() {
-        for peer in &g.nvlink_peers {
-            if let Some(j) = pos(peer) {
-                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
-                parent[a.max(b)] = a.min(b);
-            }
-        }
-    }
-    (0..gpus.len())
-        .map(|i| {
-            if gpus[i].nvlink_peers.is_empty() {
-                None
-            } else {
-                let r = root(&mut parent, i);
-                Some(gpus[r].index)
-            }
-        })
-        .collect()
-}
-
-/// The node as the scheduler sees it.
-pub fn node_spec(gpus: &[GpuInfo]) -> NodeSpec {
-    let groups = nvlink_groups(gpus);
-    NodeSpec {
-        id: NODE,
-        gpus: gpus
-            .iter()
-            .zip(groups)
-            .map(|(g, grp)| gpu_spec(g, grp))
-            .collect(),
-    }
-}
-
-/// Scheduler settings from `gpu.*`.
-pub fn sched_config(cfg: &GpuConfig) -> SchedConfig {
-    SchedConfig {
-        policy: cfg.policy,
-        owner_quotas: cfg
-            .owner_max_gpus
-            .iter()
-            .map(|(o, n)| (o.clone(), Quota { max_gpus: *n }))
-            .collect(),
-        owner_rate: cfg.owner_rate,
-        ..SchedConfig::default()
-    }
-}
-
 impl GpuJobs {
     /// Builds the scheduler from the discovered GPUs and the allocation
     /// ledger (allocations of jobs that were running when the daemon
@@ -204,6 +124,11 @@ impl GpuJobs {
         let (spec, majors, toolkits, driver_max, simulation, can_verify) = {
             let node = shared.lock();
             let inv = &node.inventory;
+            for g in &inv.gpus {
+                if let Partition::Unusable(why) = partition(g) {
+                    tracing::warn!(gpu = g.index, uuid = %g.uuid, %why, "GPU takes no jobs");
+                }
+            }
             (
                 node_spec(&inv.gpus),
                 inv.device_majors.clone(),
@@ -251,9 +176,15 @@ impl GpuJobs {
             toolkits,
             driver_max,
             majors,
+            proc_dir: cfg.proc_dir.clone(),
+            mps: (cfg.sharing == SharingMode::Mps).then(|| MpsClient {
+                root: cfg.mps_dir.clone(),
+                active_thread_percentage: cfg.mps_active_thread_percentage,
+            }),
             simulation,
             simulate_state: cfg.simulate_state.as_ref().map(canon),
         };
+        let offer = Offer::of(&spec);
         let ledger = shared
             .store()
             .allocations()
@@ -285,6 +216,8 @@ impl GpuJobs {
             settings,
             sched,
             requests,
+            offer,
+            mps: (cfg.sharing == SharingMode::Mps).then(|| MpsDaemons::new(cfg)),
         })
     }
 
@@ -297,119 +230,42 @@ impl GpuJobs {
         };
         let req = self.requests.get(job).cloned();
         let mut node = self.shared.lock();
-        let gpus: Vec<String> = p
-            .units
-            .iter()
-            .filter_map(|u| node.inventory.gpus.iter().find(|g| g.index == u.index))
-            .map(|g| g.uuid.clone())
-            .collect();
+        let mut gpus: Vec<String> = Vec::new();
+        for u in &p.units {
+            if let Some(g) = node.inventory.gpus.iter().find(|g| g.index == u.index) {
+                if !gpus.contains(&g.uuid) {
+                    gpus.push(g.uuid.clone());
+                }
+            }
+        }
         let quota_mb = req
             .filter(|r| p.sharing == Sharing::Shared && r.gpu_memory_mb > 0)
             .map(|r| r.gpu_memory_mb);
+        let mig = p.units.iter().any(|u| u.mig.is_some());
         node.jobs.insert(
             job.to_string(),
             JobUse {
-                gpus,
+                gpus: gpus.clone(),
                 quota_mb,
-                exclusive: p.sharing == Sharing::Exclusive,
+                exclusive: p.sharing == Sharing::Exclusive && !mig,
                 ..JobUse::default()
             },
         );
+        drop(node);
+        if let (Some(mps), Some(_)) = (self.mps.as_mut(), quota_mb) {
+            // Its control daemon was stopped with the old daemon; a new one
+            // serves the job's next CUDA processes.
+            for uuid in &gpus {
+                if let Err(e) = mps.acquire(job, uuid) {
+                    tracing::error!(%job, gpu = %uuid, error = %e, "cannot restart the MPS control daemon of a running job's GPU");
+                }
+            }
+        }
     }
 
     /// The jobs the ledger says hold GPUs.
     pub fn allocated_jobs(&self) -> Vec<String> {
         self.requests.keys().cloned().collect()
-    }
-
-    /// The scheduler's request for a job.
-    pub fn request(&self, job: &str, owner: &str, spec: &JobSpec) -> JobRequest {
-        let r = &spec.resources;
-        let shared = self.settings.sharing != SharingMode::Exclusive && r.gpu_memory_mb.is_some();
-        JobRequest {
-            job: job.to_string(),
-            owner: owner.to_string(),
-            queue: "default".into(),
-            gpu_count: r.gpu_count,
-            gpu_memory_mb: r.gpu_memory_mb.unwrap_or(0),
-            sharing: if shared {
-                Sharing::Shared
-            } else {
-                Sharing::Exclusive
-            },
-            mig_profile: None,
-            min_compute_capability: None,
-            class: WorkloadClass::Training,
-            priority: 0,
-            allow_cross_numa: true,
-            allow_cross_node: false,
-            preemptible: false,
-            time_limit_ms: self.wall_limit(spec).map(|d| d.as_millis() as u64),
-        }
-    }
-
-    /// The wall-clock limit a job's GPU time budget (`--gpu-time` or the
-    /// node default; GPU time = GPUs × wall time) comes to.
-    pub fn gpu_time_wall(&self, spec: &JobSpec) -> Option<(Duration, Duration)> {
-        let budget = spec.resources.gpu_time.or(self.settings.default_gpu_time)?;
-        let n = spec.resources.gpu_count.max(1);
-        Some((budget, budget / n))
-    }
-
-    /// The job's effective wall-clock limit: its timeout or its GPU time
-    /// budget, whichever ends first.
-    pub fn wall_limit(&self, spec: &JobSpec) -> Option<Duration> {
-        match (spec.timeout, self.gpu_time_wall(spec).map(|(_, w)| w)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// Refuses at submission what could never run here, with seed 001's
-    /// messages.
-    pub fn check(&self, req: &JobRequest, spec: &JobSpec) -> Result<(), ApiError> {
-        let total = self.sched.cluster().total_units();
-        if total == 0 {
-            return Err(ApiError::GpuRequest(
-                "No GPUs available: this node found no usable GPU at start-up; check `nvidia-smi` on the host and the joblet log (GPU discovery), or run the job without --gpu".into(),
-            ));
-        }
-        if let Err(e) = self.sched.cluster().check_ever_placeable(req) {
-            let msg = match e {
-                Unplaceable::TooMuchMemory { asked_mb, largest_mb } => format!(
-                    "Insufficient GPU memory: the job asks for {asked_mb} MB per GPU but the largest GPU on this node has {largest_mb} MB; lower --gpu-memory (see `rnx gpu status`), or spread the work over more GPUs with less memory each"
-                ),
-                Unplaceable::OverQuota { asked, quota } => format!(
-                    "No GPUs available: the job asks for {asked} GPUs but owner {}'s quota is {quota} (gpu.owner_max_gpus); ask for at most {quota}",
-                    req.owner
-                ),
-                Unplaceable::LargerThanCluster { asked, total: n }
-                | Unplaceable::LargerThanNode { asked, largest: n } => format!(
-                    "No GPUs available: the job asks for {asked} GPUs but this node has {n} (see `rnx gpu status`); ask for at most {n}"
-                ),
-                other => format!(
-                    "No GPUs available: the job {other}; this node has {total} GPUs (see `rnx gpu status`), ask for fewer"
-                ),
-            };
-            return Err(ApiError::GpuRequest(msg));
-        }
-        for key in ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"] {
-            if let Some(v) = spec.env.get(key) {
-                let checked = if key == "NVIDIA_VISIBLE_DEVICES" {
-                    parse_visible(Some(v)).map(|_| ())
-                } else {
-                    DriverCapabilities::parse(v).map(|_| ())
-                };
-                checked.map_err(|e| {
-                    ApiError::InvalidField(joblet_core::FieldError::new(
-                        format!("env[\"{key}\"]"),
-                        e.to_string(),
-                    ))
-                })?;
-            }
-        }
-        super::setup::check_cuda(&self.settings, spec).map_err(ApiError::GpuRequest)?;
-        Ok(())
     }
 
     /// Feeds the scheduler and turns its decisions into engine actions,
@@ -469,27 +325,28 @@ impl GpuJobs {
             let Some(g) = node.inventory.gpus.iter().find(|g| g.index == unit.index) else {
                 return Err(Self::undo(&p.job, &format!("GPU {} vanished", unit.index)));
             };
-            gpus.push(JobGpu {
-                index: g.index,
-                uuid: g.uuid.clone(),
-                minor: g.minor,
-                bus_id: g.pci_bus_id.clone(),
-                memory_mb: mib(g.memory_total_bytes),
-            });
+            gpus.push(super::mig::job_gpu(g, unit.mig).map_err(|e| Self::undo(&p.job, &e))?);
         }
-        gpus.sort_by(|a, b| {
-            joblet_gpu::model::normalize_bus_id(&a.bus_id)
-                .cmp(&joblet_gpu::model::normalize_bus_id(&b.bus_id))
-        });
-        let mut updates = Vec::new();
+        let gpus = joblet_gpu::exec::visible::job_order(&gpus);
+        let mig = gpus.iter().any(|g| g.mig.is_some());
+        // The physical GPUs (a slice's parent), each once: the pool, the
+        // monitor and the release check work on those.
+        let mut parents: Vec<String> = Vec::new();
         for g in &gpus {
-            match node.pool.allocate(&g.uuid, &p.job, now) {
+            let uuid = g.mig.as_ref().map_or(&g.uuid, |m| &m.parent_uuid);
+            if !parents.contains(uuid) {
+                parents.push(uuid.clone());
+            }
+        }
+        let mut updates = Vec::new();
+        for (i, uuid) in parents.iter().enumerate() {
+            match node.pool.allocate(uuid, &p.job, now) {
                 Ok(u) => updates.extend(u),
                 Err(e) => {
                     // The pool and the scheduler disagree (a health change
                     // in flight): give back what was taken.
-                    for done in gpus.iter().take_while(|d| d.uuid != g.uuid) {
-                        if let Ok(u) = node.pool.release(&done.uuid, &p.job, now) {
+                    for done in &parents[..i] {
+                        if let Ok(u) = node.pool.release(done, &p.job, now) {
                             updates.extend(u);
                         }
                     }
@@ -501,26 +358,28 @@ impl GpuJobs {
         }
         let quota_mb =
             (p.sharing == Sharing::Shared && req.gpu_memory_mb > 0).then_some(req.gpu_memory_mb);
-        let baseline: BTreeMap<String, u64> = gpus
+        let baseline: BTreeMap<String, u64> = parents
             .iter()
-            .map(|g| {
+            .map(|uuid| {
                 let used = node
                     .inventory
                     .gpus
                     .iter()
-                    .find(|i| i.uuid == g.uuid)
+                    .find(|i| &i.uuid == uuid)
                     .map(|i| mib(i.memory_used_bytes))
                     .unwrap_or(0);
-                (g.uuid.clone(), used)
+                (uuid.clone(), used)
             })
             .collect();
         node.jobs.insert(
             p.job.clone(),
             JobUse {
-                gpus: gpus.iter().map(|g| g.uuid.clone()).collect(),
+                gpus: parents.clone(),
                 quota_mb,
                 baseline_mb: baseline,
-                exclusive: p.sharing == Sharing::Exclusive,
+                // Other slices of a MIG GPU belong to other jobs: neither
+                // its memory nor a reset is this job's.
+                exclusive: p.sharing == Sharing::Exclusive && !mig,
                 ..JobUse::default()
             },
         );
@@ -533,6 +392,7 @@ impl GpuJobs {
             gpu_indices: gpus.iter().map(|g| g.index).collect(),
             memory_mb_per_gpu: (req.gpu_memory_mb > 0).then_some(req.gpu_memory_mb),
             sharing: match p.sharing {
+                _ if mig => "mig".into(),
                 Sharing::Exclusive => "exclusive".into(),
                 Sharing::Shared => self.settings.sharing.to_string(),
             },
@@ -544,6 +404,19 @@ impl GpuJobs {
         };
         if let Err(e) = store.audit_open(&rec) {
             tracing::error!(job = %p.job, error = %e, "cannot open the job's GPU audit record");
+        }
+        if let (Some(mps), Some(_)) = (self.mps.as_mut(), quota_mb) {
+            // Fail closed: an MPS job never runs outside MPS. What was
+            // recorded above is taken back by `release`.
+            for (uuid, g) in parents.iter().zip(&gpus) {
+                if let Err(e) = mps.acquire(&p.job, uuid) {
+                    tracing::error!(job = %p.job, gpu = %uuid, error = %e, "MPS control daemon");
+                    return Err(format!(
+                        "MPS control daemon for GPU {} ({uuid}) could not be started: {e}",
+                        g.index
+                    ));
+                }
+            }
         }
         Ok(Allocated {
             gpus,
@@ -676,6 +549,9 @@ impl GpuJobs {
             None
         };
         self.requests.remove(job);
+        if let Some(mps) = self.mps.as_mut() {
+            mps.release(job);
+        }
         let mut actions = Vec::new();
         for ev in self.health_events(&updates) {
             actions.extend(self.handle(ev, now));

@@ -1,7 +1,10 @@
 //! The node's GPUs inside the daemon: discovery at start ([`start`]), the
 //! health monitor ([`monitor`]) with per-job memory attribution and quotas
-//! ([`quota`]), GPU jobs ([`jobs`]: scheduling, allocation, the sandbox
-//! pieces of [`setup`], release checks of [`scrub`], the [`audit`] log),
+//! ([`quota`]), GPU jobs ([`jobs`]: scheduling on the units of
+//! [`node_spec`] with MIG slices ([`mig`]), allocation, the sandbox pieces
+//! of [`setup`], MPS control daemons ([`mps`]), release checks of
+//! [`scrub`], the [`audit`] log), the `gpu.*` config checks
+//! ([`config_check`]),
 //! the GPU API ([`api`]), and the one-shot `joblet discover` /
 //! `joblet doctor` commands ([`report`], [`doctor`]).
 //!
@@ -11,9 +14,13 @@
 
 pub mod api;
 pub mod audit;
+pub mod config_check;
 pub mod doctor;
 pub mod jobs;
+pub mod mig;
 pub mod monitor;
+pub mod mps;
+pub mod node_spec;
 pub mod quota;
 pub mod report;
 pub mod scrub;
@@ -172,6 +179,7 @@ pub fn discovery_options(cfg: &GpuConfig, sim: Option<&Simulation>) -> Discovery
             .or_else(|| cfg.nvml_library.clone()),
         cuda_paths: cfg.cuda_paths.clone(),
         hwloc: cfg.hwloc,
+        proc_root: cfg.proc_dir.clone(),
         ..DiscoveryOptions::default()
     };
     // Simulated GPUs must not be mixed with a real driver's (if this host

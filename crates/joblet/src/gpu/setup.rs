@@ -1,6 +1,10 @@
 //! What a job's sandbox gets for GPUs. A GPU job: its own device nodes
-//! (`nvidiactl`, `nvidia-uvm`, `nvidiaN` by device minor) and device rules
-//! allowing exactly those; the driver's libraries and binaries for its
+//! (`nvidiactl`, `nvidia-uvm`, `nvidiaN` by device minor; for a MIG slice
+//! its parent's `nvidiaN` and the slice's GPU- and compute-instance access
+//! capabilities `nvidia-caps/nvidia-cap<m>`; `nvidia-uvm-tools` only with
+//! `--gpu-profiling`) and device rules allowing exactly those; an MPS
+//! job its GPU's MPS pipe and log directories; the driver's libraries and
+//! binaries for its
 //! `NVIDIA_DRIVER_CAPABILITIES` bound read-only into
 //! [`DRIVER_LIB_DIR`]/[`DRIVER_BIN_DIR`]; the chosen CUDA toolkit
 //! read-only; `/proc/driver/nvidia/params` overlaid so the driver never
@@ -10,19 +14,21 @@
 //! Every path comes from what discovery found; anything missing fails the
 //! start (security fails closed).
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use joblet_core::JobSpec;
 use joblet_gpu::cuda::select_toolkit;
 use joblet_gpu::exec::{
     gpu_env, parse_visible, resolve_visible, DriverCapabilities, GpuEnv, GpuEnvInput, JobGpu,
-    MpsSettings, SharingMode, VisibleRequest,
+    VisibleRequest,
 };
-use joblet_sandbox::devices::{Access, DeviceRule};
+use joblet_sandbox::devices::DeviceRule;
 use joblet_sandbox::init::Bind;
 
 use super::jobs::GpuSettings;
+
+mod devices;
+use devices::{devices, mps_part};
 
 /// Where a GPU job finds the driver's libraries and binaries.
 pub const DRIVER_LIB_DIR: &str = "/run/nvidia/driver/lib";
@@ -93,77 +99,6 @@ pub fn check_cuda(settings: &GpuSettings, spec: &JobSpec) -> Result<(), String> 
     Ok(())
 }
 
-/// A host device node: its `(major, minor)`, checked to be a character
-/// device (and, when `want` is given, to have those numbers).
-fn node_numbers(path: &Path, want: Option<(u32, u32)>) -> Result<(u32, u32), String> {
-    let meta = std::fs::metadata(path).map_err(|e| {
-        format!(
-            "GPU device node {} is not usable: {e}; is the NVIDIA driver loaded (nvidia-smi; nvidia-modprobe -u -c0 for nvidia-uvm)?",
-            path.display()
-        )
-    })?;
-    if !meta.file_type().is_char_device() {
-        return Err(format!(
-            "{} is not a character device; refusing to give it to a job",
-            path.display()
-        ));
-    }
-    let rdev = meta.rdev();
-    let got = (
-        nix::sys::stat::major(rdev) as u32,
-        nix::sys::stat::minor(rdev) as u32,
-    );
-    if let Some(w) = want {
-        if got != w {
-            return Err(format!(
-                "{} is {}:{} but the driver says it is {}:{}; refusing to give the job a node that may be another device",
-                path.display(),
-                got.0,
-                got.1,
-                w.0,
-                w.1
-            ));
-        }
-    }
-    Ok(got)
-}
-
-/// The device nodes of a job's GPUs, with the rules allowing exactly them.
-fn devices(settings: &GpuSettings, gpus: &[JobGpu], out: &mut GpuSandbox) -> Result<(), String> {
-    let dev = &settings.dev_dir;
-    let real = settings.simulation.is_none();
-    let nvidia = settings.majors.nvidia.unwrap_or(NVIDIA_MAJOR);
-    let mut add = |name: String, want: Option<(u32, u32)>| -> Result<(), String> {
-        let host = dev.join(&name);
-        let (major, minor) = node_numbers(&host, want)?;
-        out.rules.push(DeviceRule::char(major, minor, Access::RW));
-        out.devices.push(Bind {
-            source: host,
-            target: Path::new("/dev").join(name),
-        });
-        Ok(())
-    };
-    add("nvidiactl".into(), real.then_some((nvidia, CTL_MINOR)))?;
-    let uvm = if real {
-        Some((
-            settings.majors.nvidia_uvm.ok_or_else(|| {
-                "the nvidia-uvm driver is not loaded (no nvidia-uvm line in /proc/devices); CUDA needs it: run nvidia-modprobe -u -c0 or load the nvidia-uvm module".to_string()
-            })?,
-            0,
-        ))
-    } else {
-        None
-    };
-    add("nvidia-uvm".into(), uvm)?;
-    for g in gpus {
-        add(
-            format!("nvidia{}", g.minor),
-            real.then_some((nvidia, g.minor)),
-        )?;
-    }
-    Ok(())
-}
-
 /// A GPU job's sandbox part. `gpus`: its GPUs in PCI bus order;
 /// `job_dir`: the job's host directory (for the params overlay).
 pub fn gpu_job(
@@ -183,8 +118,9 @@ pub fn gpu_job(
     let caps = job_caps(settings, spec)?;
     let mut out = GpuSandbox::default();
     if !visible.is_empty() {
-        devices(settings, &visible, &mut out)?;
+        devices(settings, &visible, spec.gpu_profiling, &mut out)?;
     }
+    let mps = mps_part(settings, spec, &visible, quota_mb, &mut out)?;
     let lib = Path::new(DRIVER_LIB_DIR);
     let bin = Path::new(DRIVER_BIN_DIR);
     match &settings.simulation {
@@ -254,11 +190,6 @@ pub fn gpu_job(
             target: PathBuf::from(&t.path),
         });
     }
-    let mps = (settings.sharing == SharingMode::Mps).then(|| MpsSettings {
-        pipe_dir: PathBuf::from("/tmp/nvidia-mps"),
-        log_dir: PathBuf::from("/tmp/nvidia-log"),
-        active_thread_percentage: None,
-    });
     let mut env = gpu_env(&GpuEnvInput {
         visible: &visible,
         caps: &caps,
@@ -327,9 +258,18 @@ fn rewrite_params(text: &str) -> String {
 /// LD_LIBRARY_PATH.
 pub fn merge_env(env: &mut std::collections::BTreeMap<String, String>, gpu: &GpuEnv) {
     for (k, v) in &gpu.vars {
+        // The device lists must match the job's nodes; the MPS variables
+        // name the daemon's pipe and enforce its quota (its own thread
+        // share was already taken into account).
         let ours = matches!(
             k.as_str(),
-            "CUDA_VISIBLE_DEVICES" | "NVIDIA_VISIBLE_DEVICES" | "JOBLET_GPU_UUIDS"
+            "CUDA_VISIBLE_DEVICES"
+                | "NVIDIA_VISIBLE_DEVICES"
+                | "JOBLET_GPU_UUIDS"
+                | "CUDA_MPS_PIPE_DIRECTORY"
+                | "CUDA_MPS_LOG_DIRECTORY"
+                | "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+                | "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
         );
         if ours || !env.contains_key(k) {
             env.insert(k.clone(), v.clone());
@@ -364,21 +304,6 @@ mod tests {
             "EnableMSI: 1\nModifyDeviceFiles: 0\nDeviceFileUID: 0\n"
         );
         assert!(rewrite_params("EnableMSI: 1\n").ends_with("ModifyDeviceFiles: 0\n"));
-    }
-
-    #[test]
-    fn device_nodes_must_be_char_devices_with_the_expected_numbers() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("nvidia0");
-        std::fs::write(&file, "").unwrap();
-        let e = node_numbers(&file, None).unwrap_err();
-        assert!(e.contains("not a character device"), "{e}");
-        let e = node_numbers(&dir.path().join("nvidia9"), None).unwrap_err();
-        assert!(e.contains("not usable"), "{e}");
-        // /dev/null is 1:3.
-        assert_eq!(node_numbers(Path::new("/dev/null"), None).unwrap(), (1, 3));
-        let e = node_numbers(Path::new("/dev/null"), Some((195, 0))).unwrap_err();
-        assert!(e.contains("refusing"), "{e}");
     }
 
     #[test]

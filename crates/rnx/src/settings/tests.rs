@@ -185,7 +185,8 @@ fn all_run_flags_reach_the_request() {
         "--json job run --max-cpu=250 --cpu-cores=3,1,2 --max-memory=1GB --max-iobps=1048576 \
          -e A=1 --env B=x=y -s TOKEN=s3cret --secret-env PW= --upload=a.txt --volume=v1 \
          --volume=v2 --runtime=rt --timeout=1h30m --gpu=2 --gpu-memory=4GB \
-         --gpu-time=2h --cuda=12.2 -f --reconnect-timeout=5s -- sleep 1",
+         --gpu-time=2h --cuda=12.2 --mig=1g.10gb --gpu-profiling -f --reconnect-timeout=5s \
+         -- sleep 1",
     );
     let Ok(Action::Run(run)) = parse(&line) else {
         panic!("{line:?}");
@@ -208,6 +209,8 @@ fn all_run_flags_reach_the_request() {
         timeout_seconds: Some(5400),
         gpu_time_seconds: Some(7200),
         cuda_version: "12.2".into(),
+        mig_profile: "1g.10gb".into(),
+        gpu_profiling: true,
     };
     assert_eq!(run.request, want);
     assert_eq!(run.uploads, [std::path::PathBuf::from("a.txt")]);
@@ -271,6 +274,9 @@ fn bad_values_name_the_flag_and_the_form() {
         (&["--gpu=1", "--cuda=12"], &["'--cuda <VERSION>'", "expected a CUDA version like 12.2 or 12.2.1"]),
         (&["--gpu-time=1h"], &["invalid --gpu-time", "gpu_count of at least 1", "--gpu=N together with --gpu-time"]),
         (&["--cuda=12.2"], &["invalid --cuda", "--gpu=N together with --cuda"]),
+        (&["--gpu=1", "--mig=1gpu"], &["'--mig <PROFILE>'", "expected a MIG profile as nvidia-smi names it, like 1g.10gb"]),
+        (&["--mig=1g.10gb"], &["invalid --mig", "--gpu=N together with --mig"]),
+        (&["--gpu-profiling"], &["invalid --gpu-profiling", "--gpu=N together with --gpu-profiling"]),
     ];
     for (flags, needles) in cases {
         let mut line = vec!["job", "run"];
@@ -420,7 +426,7 @@ fn request_round_trips_through_the_wire_form() {
     let r = request(&words(
         "job run --max-cpu=100 --cpu-cores=0-1 --max-memory=512 --gpu=1 --gpu-memory=1GB \
          -e A=1 -s S=2 --upload=u --volume=v --runtime=rt --timeout=30s --gpu-time=90s \
-         --cuda=11.8.0 -- sh -c true",
+         --cuda=11.8.0 --mig=2g.20gb --gpu-profiling -- sh -c true",
     ));
     assert_eq!(joblet_proto::job_request_from_pb(request_to_pb(&r)), r);
 }
@@ -439,6 +445,8 @@ fn every_field_error_maps_to_its_flag() {
         ("resources.gpu_memory_mb", "--gpu-memory"),
         ("resources.gpu_time_seconds", "--gpu-time"),
         ("cuda_version", "--cuda"),
+        ("mig_profile", "--mig"),
+        ("gpu_profiling", "--gpu-profiling"),
         ("env", "--env"),
         ("env[\"A\"]", "--env"),
         ("secret_env[\"A\"]", "--secret-env"),

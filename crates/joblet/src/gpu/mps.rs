@@ -1,0 +1,507 @@
+//! One MPS control daemon per shared GPU (`gpu.sharing: mps`).
+//!
+//! When the first MPS job lands on a GPU the daemon runs
+//! `nvidia-cuda-mps-control -d` for it, with `CUDA_VISIBLE_DEVICES=<GPU
+//! UUID>` and its own `CUDA_MPS_PIPE_DIRECTORY` / `CUDA_MPS_LOG_DIRECTORY`
+//! under `gpu.mps_dir/<GPU UUID>/`; with `gpu.mps_active_thread_percentage`
+//! it then sends `set_default_active_thread_percentage N`, so a job can
+//! only lower its share. When the GPU's last MPS job is released, and at
+//! daemon shutdown, it sends `quit` (`echo quit | nvidia-cuda-mps-control`
+//! with the same environment). A control daemon that cannot be started
+//! fails the job that needed it: it never runs outside MPS.
+//!
+//! The jobs get the pipe and log directories bound in at [`JOB_PIPE_DIR`]
+//! and [`JOB_LOG_DIR`] ([`super::setup`]). MPS serves one Linux user at a
+//! time per control daemon; every sandboxed job runs as `jobs.user`, so
+//! all of a node's MPS jobs share it.
+//!
+//! Commands run synchronously on the engine's loop, each bounded by
+//! [`COMMAND_TIMEOUT`]; their output goes to `control.out` beside the
+//! pipe and log directories.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::config::GpuConfig;
+
+/// The control program's name in the driver's binary directories.
+pub const CONTROL_PROGRAM: &str = "nvidia-cuda-mps-control";
+/// Where an MPS job finds its GPU's pipe and log directories.
+pub const JOB_PIPE_DIR: &str = "/run/nvidia/mps/pipe";
+pub const JOB_LOG_DIR: &str = "/run/nvidia/mps/log";
+/// How long one control command may take.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Output of the control commands, per GPU.
+const OUTPUT: &str = "control.out";
+
+/// The host directories of one GPU's control daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpsDirs {
+    pub pipe: PathBuf,
+    pub log: PathBuf,
+}
+
+/// `<root>/<uuid>/{pipe,log}`.
+pub fn dirs(root: &Path, uuid: &str) -> MpsDirs {
+    let gpu = root.join(uuid);
+    MpsDirs {
+        pipe: gpu.join("pipe"),
+        log: gpu.join("log"),
+    }
+}
+
+/// What an MPS job's sandbox needs (fixed at start-up).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpsClient {
+    /// `gpu.mps_dir`.
+    pub root: PathBuf,
+    /// `gpu.mps_active_thread_percentage`.
+    pub active_thread_percentage: Option<u32>,
+}
+
+impl MpsClient {
+    /// The job's `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`: its own (from its
+    /// environment) capped by the node's; either alone; or none. A job's
+    /// value that is not 1 to 100 is refused.
+    pub fn thread_percentage(&self, job: Option<&str>) -> Result<Option<u32>, String> {
+        let job = match job {
+            None => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|p| (1..=100).contains(p))
+                    .ok_or_else(|| {
+                        format!(
+                            "invalid value {v:?}: expected a whole number from 1 to 100 (percent of the GPU's SMs)"
+                        )
+                    })?,
+            ),
+        };
+        Ok(match (job, self.active_thread_percentage) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+}
+
+/// Why a GPU's control daemon could not be started (the job needing it
+/// fails with this).
+#[derive(Debug, thiserror::Error)]
+pub enum MpsError {
+    #[error("the MPS control program {CONTROL_PROGRAM} was not found in {searched}; install the NVIDIA driver's MPS binaries or set gpu.mps_control")]
+    NotFound { searched: String },
+    #[error("cannot prepare the MPS directory {}: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot run {}: {source}; check gpu.mps_control", program.display())]
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`{} {what}` failed ({status}){}; see {}", program.display(), tail(output), log.display())]
+    Failed {
+        program: PathBuf,
+        what: String,
+        status: String,
+        output: String,
+        log: PathBuf,
+    },
+    #[error("`{} {what}` did not finish within {}s and was killed; see {}", program.display(), COMMAND_TIMEOUT.as_secs(), log.display())]
+    Timeout {
+        program: PathBuf,
+        what: String,
+        log: PathBuf,
+    },
+}
+
+fn tail(output: &str) -> String {
+    let t = output.trim();
+    if t.is_empty() {
+        String::new()
+    } else {
+        let start = t.char_indices().rev().nth(400).map(|(i, _)| i).unwrap_or(0);
+        format!(": {}", &t[start..])
+    }
+}
+
+/// Finds the control program: `gpu.mps_control`, else the first
+/// [`CONTROL_PROGRAM`] file in `bin_dirs`, then in `path` (`$PATH`).
+pub fn find_control(
+    configured: Option<&Path>,
+    bin_dirs: &[PathBuf],
+    path: Option<&OsStr>,
+) -> Result<PathBuf, String> {
+    if let Some(p) = configured {
+        return Ok(p.to_path_buf());
+    }
+    let mut searched: Vec<PathBuf> = bin_dirs.to_vec();
+    if let Some(path) = path {
+        searched.extend(std::env::split_paths(path));
+    }
+    searched
+        .iter()
+        .map(|d| d.join(CONTROL_PROGRAM))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
+            format!("gpu.driver_bin_dirs and PATH ({})", list.join(":"))
+        })
+}
+
+/// The node's control daemons and the jobs using each.
+#[derive(Debug)]
+pub struct MpsDaemons {
+    /// The program, or where it was looked for.
+    control: Result<PathBuf, String>,
+    root: PathBuf,
+    default_thread_percentage: Option<u32>,
+    /// GPU UUID → the jobs using its control daemon.
+    running: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl MpsDaemons {
+    pub fn new(cfg: &GpuConfig) -> MpsDaemons {
+        let control = find_control(
+            cfg.mps_control.as_deref(),
+            &cfg.driver_bin_dirs,
+            std::env::var_os("PATH").as_deref(),
+        );
+        match &control {
+            Ok(p) => {
+                tracing::info!(control = %p.display(), dir = %cfg.mps_dir.display(), "MPS sharing: one control daemon per shared GPU")
+            }
+            Err(searched) => {
+                tracing::warn!(%searched, "gpu.sharing is mps but {CONTROL_PROGRAM} was not found: MPS jobs will fail until it is installed or gpu.mps_control is set")
+            }
+        }
+        let longest = dirs(&cfg.mps_dir, "GPU-00000000-0000-0000-0000-000000000000")
+            .pipe
+            .join("control_privileged");
+        if longest.as_os_str().len() > 100 {
+            tracing::warn!(dir = %cfg.mps_dir.display(), "gpu.mps_dir is long: MPS's sockets under it may exceed the 108-byte limit of Unix socket paths; choose a shorter directory");
+        }
+        MpsDaemons {
+            control,
+            root: cfg.mps_dir.clone(),
+            default_thread_percentage: cfg.mps_active_thread_percentage,
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// GPUs whose control daemon runs, with their jobs.
+    pub fn running(&self) -> &BTreeMap<String, BTreeSet<String>> {
+        &self.running
+    }
+
+    /// `job` uses GPU `uuid` through MPS: starts the GPU's control daemon
+    /// if it is the first. Nothing is recorded when it fails.
+    pub fn acquire(&mut self, job: &str, uuid: &str) -> Result<(), MpsError> {
+        if let Some(jobs) = self.running.get_mut(uuid) {
+            jobs.insert(job.to_string());
+            return Ok(());
+        }
+        self.start(uuid)?;
+        self.running
+            .entry(uuid.to_string())
+            .or_default()
+            .insert(job.to_string());
+        Ok(())
+    }
+
+    /// `job` no longer uses MPS: GPUs left without MPS jobs get their
+    /// control daemon stopped.
+    pub fn release(&mut self, job: &str) {
+        let idle: Vec<String> = self
+            .running
+            .iter_mut()
+            .filter_map(|(uuid, jobs)| (jobs.remove(job) && jobs.is_empty()).then(|| uuid.clone()))
+            .collect();
+        for uuid in idle {
+            self.running.remove(&uuid);
+            self.quit(&uuid);
+        }
+    }
+
+    /// Stops every control daemon (daemon shutdown).
+    pub fn shutdown(&mut self) {
+        let all: Vec<String> = std::mem::take(&mut self.running).into_keys().collect();
+        for uuid in all {
+            self.quit(&uuid);
+        }
+    }
+
+    fn program(&self) -> Result<&Path, MpsError> {
+        self.control
+            .as_deref()
+            .map_err(|searched| MpsError::NotFound {
+                searched: searched.clone(),
+            })
+    }
+
+    fn start(&self, uuid: &str) -> Result<(), MpsError> {
+        let program = self.program()?.to_path_buf();
+        let d = dirs(&self.root, uuid);
+        for dir in [&d.pipe, &d.log] {
+            std::fs::create_dir_all(dir)
+                .and_then(|()| {
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(|source| MpsError::Dir {
+                    path: dir.clone(),
+                    source,
+                })?;
+        }
+        self.run(&program, uuid, Some("-d"), None)?;
+        tracing::info!(gpu = %uuid, pipe = %d.pipe.display(), "MPS control daemon started");
+        if let Some(pct) = self.default_thread_percentage {
+            let cmd = format!("set_default_active_thread_percentage {pct}");
+            if let Err(e) = self.run(&program, uuid, None, Some(&cmd)) {
+                // Without the cap the node's setting would not hold.
+                self.quit(uuid);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn quit(&self, uuid: &str) {
+        let Ok(program) = self.program() else { return };
+        match self.run(program, uuid, None, Some("quit")) {
+            Ok(()) => tracing::info!(gpu = %uuid, "MPS control daemon stopped"),
+            Err(e) => {
+                tracing::error!(gpu = %uuid, error = %e, "cannot stop the MPS control daemon")
+            }
+        }
+    }
+
+    /// Runs the control program for GPU `uuid` with `arg` or with
+    /// `command` on its stdin; output appended to the GPU's
+    /// `control.out`.
+    fn run(
+        &self,
+        program: &Path,
+        uuid: &str,
+        arg: Option<&str>,
+        command: Option<&str>,
+    ) -> Result<(), MpsError> {
+        let d = dirs(&self.root, uuid);
+        let out_path = self.root.join(uuid).join(OUTPUT);
+        let what = arg.or(command).unwrap_or_default().to_string();
+        let dir_err = |source| MpsError::Dir {
+            path: out_path.clone(),
+            source,
+        };
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(&out_path)
+            .map_err(dir_err)?;
+        let start = out.seek(SeekFrom::End(0)).map_err(dir_err)?;
+        let mut cmd = Command::new(program);
+        cmd.args(arg)
+            .env("CUDA_VISIBLE_DEVICES", uuid)
+            .env("CUDA_MPS_PIPE_DIRECTORY", &d.pipe)
+            .env("CUDA_MPS_LOG_DIRECTORY", &d.log)
+            .stdin(if command.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(out.try_clone().map_err(dir_err)?)
+            .stderr(out.try_clone().map_err(dir_err)?);
+        let mut child = cmd.spawn().map_err(|source| MpsError::Spawn {
+            program: program.to_path_buf(),
+            source,
+        })?;
+        if let (Some(text), Some(mut stdin)) = (command, child.stdin.take()) {
+            // A program that exits without reading is judged by its status.
+            let _ = stdin.write_all(format!("{text}\n").as_bytes());
+        }
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(MpsError::Timeout {
+                        program: program.to_path_buf(),
+                        what,
+                        log: out_path,
+                    });
+                }
+            }
+        };
+        if status.success() {
+            return Ok(());
+        }
+        let mut output = String::new();
+        if out.seek(SeekFrom::Start(start)).is_ok() {
+            let _ = out.read_to_string(&mut output);
+        }
+        Err(MpsError::Failed {
+            program: program.to_path_buf(),
+            what,
+            status: status.to_string(),
+            output,
+            log: out_path,
+        })
+    }
+}
+
+impl Drop for MpsDaemons {
+    /// Daemon shutdown: no control daemon outlives the node daemon.
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A control program that records each call (args, the three
+    /// variables, stdin for commands) in `calls`, and fails `-d` while
+    /// `fail` exists.
+    fn fake_control(dir: &Path) -> PathBuf {
+        let p = dir.join("fake-mps-control");
+        let calls = dir.join("calls");
+        let fail = dir.join("fail");
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  if [ -e '{fail}' ]; then echo 'cannot start: no GPU' >&2; exit 3; fi\n  echo \"start $CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY\" >> '{calls}'\n  touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nelse\n  read cmd\n  echo \"cmd $CUDA_VISIBLE_DEVICES $cmd\" >> '{calls}'\nfi\n",
+                fail = fail.display(),
+                calls = calls.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn calls(dir: &Path) -> Vec<String> {
+        std::fs::read_to_string(dir.join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn daemons(dir: &Path, pct: Option<u32>) -> MpsDaemons {
+        let cfg = GpuConfig {
+            mps_control: Some(fake_control(dir)),
+            mps_dir: dir.join("mps"),
+            mps_active_thread_percentage: pct,
+            ..GpuConfig::default()
+        };
+        MpsDaemons::new(&cfg)
+    }
+
+    #[test]
+    fn one_daemon_per_gpu_started_once_and_stopped_when_idle() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("mps");
+        let mut m = daemons(tmp.path(), None);
+        m.acquire("j1", "GPU-a").unwrap();
+        m.acquire("j2", "GPU-a").unwrap();
+        m.acquire("j3", "GPU-b").unwrap();
+        let d = dirs(&root, "GPU-a");
+        assert!(d.pipe.join("control").exists());
+        assert_eq!(
+            calls(tmp.path()),
+            [
+                format!("start GPU-a {} {}", d.pipe.display(), d.log.display()),
+                format!(
+                    "start GPU-b {} {}",
+                    dirs(&root, "GPU-b").pipe.display(),
+                    dirs(&root, "GPU-b").log.display()
+                ),
+            ]
+        );
+        m.release("j1");
+        assert_eq!(calls(tmp.path()).len(), 2, "GPU-a still has j2");
+        m.release("j2");
+        assert_eq!(calls(tmp.path())[2], "cmd GPU-a quit");
+        m.release("j2");
+        assert_eq!(calls(tmp.path()).len(), 3, "released once");
+        assert_eq!(m.running().keys().collect::<Vec<_>>(), ["GPU-b"]);
+        drop(m);
+        assert_eq!(
+            calls(tmp.path())[3],
+            "cmd GPU-b quit",
+            "shutdown stops the rest"
+        );
+    }
+
+    #[test]
+    fn a_failed_start_is_an_error_with_the_output_and_records_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut m = daemons(tmp.path(), Some(30));
+        std::fs::write(tmp.path().join("fail"), "").unwrap();
+        let e = m.acquire("j1", "GPU-a").unwrap_err().to_string();
+        assert!(e.contains("-d` failed"), "{e}");
+        assert!(e.contains("cannot start: no GPU"), "{e}");
+        assert!(m.running().is_empty());
+        std::fs::remove_file(tmp.path().join("fail")).unwrap();
+        m.acquire("j1", "GPU-a").unwrap();
+        // The node's thread share is the daemon's default.
+        assert_eq!(
+            calls(tmp.path())[1],
+            "cmd GPU-a set_default_active_thread_percentage 30"
+        );
+    }
+
+    #[test]
+    fn a_missing_program_fails_every_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = GpuConfig {
+            mps_dir: tmp.path().join("mps"),
+            driver_bin_dirs: vec![tmp.path().to_path_buf()],
+            ..GpuConfig::default()
+        };
+        let mut m = MpsDaemons {
+            control: find_control(None, &cfg.driver_bin_dirs, None),
+            root: cfg.mps_dir.clone(),
+            default_thread_percentage: None,
+            running: BTreeMap::new(),
+        };
+        let e = m.acquire("j", "GPU-a").unwrap_err().to_string();
+        assert!(e.contains("nvidia-cuda-mps-control was not found"), "{e}");
+        assert!(e.contains("gpu.mps_control"), "{e}");
+        std::fs::write(tmp.path().join(CONTROL_PROGRAM), "").unwrap();
+        assert_eq!(
+            find_control(None, &cfg.driver_bin_dirs, None).unwrap(),
+            tmp.path().join(CONTROL_PROGRAM)
+        );
+    }
+
+    #[test]
+    fn thread_percentage_is_the_jobs_capped_by_the_nodes() {
+        let c = |node| MpsClient {
+            root: PathBuf::from("/run/joblet/mps"),
+            active_thread_percentage: node,
+        };
+        assert_eq!(c(Some(50)).thread_percentage(Some("25")).unwrap(), Some(25));
+        assert_eq!(c(Some(50)).thread_percentage(Some("80")).unwrap(), Some(50));
+        assert_eq!(c(Some(50)).thread_percentage(None).unwrap(), Some(50));
+        assert_eq!(c(None).thread_percentage(Some(" 40 ")).unwrap(), Some(40));
+        assert_eq!(c(None).thread_percentage(None).unwrap(), None);
+        for bad in ["0", "101", "half", "-5"] {
+            let e = c(None).thread_percentage(Some(bad)).unwrap_err();
+            assert!(e.contains("1 to 100"), "{bad}: {e}");
+        }
+    }
+}
