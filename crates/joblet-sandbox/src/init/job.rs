@@ -5,6 +5,7 @@
 
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow};
 use nix::unistd::{chdir, execve, setpgid, Pid};
+use seccompiler::BpfProgram;
 
 use super::config::InitConfig;
 use super::error::Stage;
@@ -15,8 +16,10 @@ use super::{privileges, seccomp, sys};
 /// Exit code of a job process that never reached its command.
 const EXIT_NOT_RUN: i32 = 127;
 
-pub(crate) fn run(config: &InitConfig) -> ! {
-    let e = match start(config) {
+/// `filters`: the seccomp filter, compiled before release (empty when
+/// `config.seccomp` is off).
+pub(crate) fn run(config: &InitConfig, filters: &[BpfProgram]) -> ! {
+    let e = match start(config, filters) {
         Ok(never) => match never {},
         Err(e) => e,
     };
@@ -24,7 +27,10 @@ pub(crate) fn run(config: &InitConfig) -> ! {
     std::process::exit(EXIT_NOT_RUN)
 }
 
-fn start(config: &InitConfig) -> Result<std::convert::Infallible, SetupError> {
+fn start(
+    config: &InitConfig,
+    filters: &[BpfProgram],
+) -> Result<std::convert::Infallible, SetupError> {
     // pid 1 does the same from its side; whichever runs first wins.
     let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
     sys::reset_signal_dispositions()
@@ -37,9 +43,7 @@ fn start(config: &InitConfig) -> Result<std::convert::Infallible, SetupError> {
     let prepared = prepare(&program, &config.command, &config.args, &config.env)?;
 
     if config.seccomp {
-        let filters =
-            seccomp::job_filters().stage(Stage::Seccomp, || "building the filter".into())?;
-        seccomp::apply(&filters).stage(Stage::Seccomp, || "loading the filter".into())?;
+        seccomp::apply(filters).stage(Stage::Seccomp, || "loading the filter".into())?;
     }
 
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)

@@ -12,7 +12,8 @@
 //!    the forwarded signals; `unshare` mount, UTS, IPC, pid (and, for
 //!    [`NetMode::None`], network) namespaces; `/` rslave; root tmpfs +
 //!    `pivot_root` with the host root parked at `/.oldroot`; read-only
-//!    binds; `/work`; `/tmp`; `/dev`; hostname; `lo` up.
+//!    binds; `/work`; `/tmp`; `/dev`; hostname; `lo` up; the seccomp
+//!    filter compiled (the job only loads it).
 //! 2. outer process, after release (now in the job's cgroups): `unshare`
 //!    the cgroup namespace (rooted at the job's cgroup), fork pid 1,
 //!    forward signals to it, wait, and end like the job (same exit code or

@@ -16,7 +16,7 @@ use super::config::{InitConfig, NetMode};
 use super::error::Stage;
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
-use super::{pid1, rootfs, GO_FD, STATUS_FD};
+use super::{pid1, rootfs, seccomp, GO_FD, STATUS_FD};
 
 /// Signals passed on outer -> pid 1 -> the job's process group.
 pub(crate) const FORWARDED: [Signal; 6] = [
@@ -99,6 +99,12 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     }
     unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
     rootfs::prepare(&config)?;
+    // Compiled here, loaded by the job just before its execve.
+    let filters = if config.seccomp {
+        seccomp::job_filters().stage(Stage::Seccomp, || "building the filter".into())?
+    } else {
+        Vec::new()
+    };
     sethostname(&config.hostname).stage(Stage::Hostname, || {
         format!("sethostname({:?})", config.hostname)
     })?;
@@ -139,7 +145,7 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     match forked {
         Forked::Child => {
             drop(exit_r);
-            pid1::run(&config, me, exit_w)
+            pid1::run(&config, &filters, me, exit_w)
         }
         Forked::Parent { child } => {
             drop(exit_w);

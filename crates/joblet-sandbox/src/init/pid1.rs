@@ -11,6 +11,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{sigprocmask, SigmaskHow, Signal};
 use nix::unistd::{setpgid, Pid};
+use seccompiler::BpfProgram;
 
 use super::config::InitConfig;
 use super::error::Stage;
@@ -21,8 +22,14 @@ use super::{job, privileges, rootfs};
 
 /// Runs pid 1; `outer` is a pidfd of the outer process, `exit_w` where the
 /// job's raw wait status goes.
-pub(crate) fn run(config: &InitConfig, outer: OwnedFd, exit_w: OwnedFd) -> ! {
-    match setup(config, &outer) {
+/// `filters`: the job's seccomp filter, compiled before release.
+pub(crate) fn run(
+    config: &InitConfig,
+    filters: &[BpfProgram],
+    outer: OwnedFd,
+    exit_w: OwnedFd,
+) -> ! {
+    match setup(config, filters, &outer) {
         Ok(job) => {
             drop(outer);
             reap(job, exit_w)
@@ -42,7 +49,7 @@ fn exited(pidfd: &OwnedFd) -> Result<bool, SetupError> {
     Ok(n > 0)
 }
 
-fn setup(config: &InitConfig, outer: &OwnedFd) -> Result<i32, SetupError> {
+fn setup(config: &InitConfig, filters: &[BpfProgram], outer: &OwnedFd) -> Result<i32, SetupError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .stage(Stage::Fork, || "prctl(PR_SET_PDEATHSIG, SIGKILL)".into())?;
     // getppid() is 0 for a namespace's pid 1, so the usual race check is
@@ -69,7 +76,7 @@ fn setup(config: &InitConfig, outer: &OwnedFd) -> Result<i32, SetupError> {
         sys::fork_single_threaded(&proc_self).stage(Stage::Fork, || "forking the job".into())?;
     drop(proc_self);
     match forked {
-        Forked::Child => job::run(config),
+        Forked::Child => job::run(config, filters),
         Forked::Parent { child } => {
             // The job does the same; whichever runs first wins, the other
             // fails harmlessly (EACCES once the job has exec'd).
