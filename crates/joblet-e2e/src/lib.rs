@@ -139,16 +139,17 @@ pub fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// `extra_config` with `sandbox.cgroup_base` set to `base` (added to the
-/// test's own `sandbox:` block if it has one).
-fn with_cgroup_base(extra_config: &str, base: &str) -> String {
-    let key = format!("  cgroup_base: {base}\n");
-    match extra_config.find("sandbox:\n") {
+/// `extra_config` with `section.key_value` (e.g. `sandbox`, `cgroup_base:
+/// x`) added to the test's own `section:` block if it has one.
+fn with_setting(extra_config: &str, section: &str, key_value: &str) -> String {
+    let key = format!("  {key_value}\n");
+    let header = format!("{section}:\n");
+    match extra_config.find(&header) {
         Some(at) => {
-            let end = at + "sandbox:\n".len();
+            let end = at + header.len();
             format!("{}{key}{}", &extra_config[..end], &extra_config[end..])
         }
-        None => format!("{extra_config}sandbox:\n{key}"),
+        None => format!("{extra_config}{header}{key}"),
     }
 }
 
@@ -213,7 +214,18 @@ impl Node {
             (opts.extra_config.clone(), None)
         } else {
             let base = CgroupBase::new();
-            (with_cgroup_base(&opts.extra_config, &base.0), Some(base))
+            let key = format!("cgroup_base: {}", base.0);
+            (
+                with_setting(&opts.extra_config, "sandbox", &key),
+                Some(base),
+            )
+        };
+        // Tests open "gates" by writing into a running job's host work dir,
+        // so /work is that dir unless a test asks for a sized one.
+        let extra_config = if extra_config.contains("work_size_mb:") {
+            extra_config
+        } else {
+            with_setting(&extra_config, "filesystem", "work_size_mb: 0")
         };
         let state = dir.path().join("state");
         let config = format!(

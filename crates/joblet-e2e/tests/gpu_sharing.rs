@@ -4,7 +4,8 @@
 //! split into four 1g.20gb slices) with the parent node and exactly the
 //! slice's two access-capability nodes, read from a fake procfs; and MPS
 //! control daemons per shared GPU, run through a fake control program
-//! that records how it is called. Needs root.
+//! that records how it is called and leaves a marker in its `/dev/shm`,
+//! which MPS jobs (and only they) see in theirs. Needs root.
 
 mod gpu_common;
 mod sandbox_common;
@@ -34,8 +35,15 @@ fn uvm_tools_only_for_gpu_profiling_and_no_mig_on_a_node_without_it() {
     let script = gated("ls /dev; cat /dev/nvidia-uvm-tools 2>&1; true");
     let plain = node.run(&["--gpu=1", "--", "sh", "-c", &script]);
     let prof = node.run(&["--gpu=1", "--gpu-profiling", "--", "sh", "-c", &script]);
-    wait_state(&node, &plain, "RUNNING");
-    wait_state(&node, &prof, "RUNNING");
+    let st_plain = wait_state(&node, &plain, "RUNNING");
+    let st_prof = wait_state(&node, &prof, "RUNNING");
+    // `job status` shows the flag.
+    assert_eq!(st_plain["gpu_profiling"], false, "{st_plain}");
+    assert_eq!(st_prof["gpu_profiling"], true, "{st_prof}");
+    let human = node.rnx_ok(&["job", "status", &prof]);
+    assert!(human.contains("GPU Profiling: enabled\n"), "{human}");
+    let human = node.rnx_ok(&["job", "status", &plain]);
+    assert!(!human.contains("GPU Profiling"), "{human}");
     for (kind, dir) in job_cgroups(&node, &plain) {
         assert_eq!(
             open_in_cgroup(&node, &dir, &tools),
@@ -164,6 +172,11 @@ fn a_mig_job_gets_its_slice_and_nothing_else() {
         human.contains("GPUs: [0] (1 MIG slice allocated)"),
         "{human}"
     );
+    // The profile as asked for, in its canonical spelling.
+    assert!(human.contains("MIG Profile: 1g.20gb\n"), "{human}");
+    assert_eq!(st_a["mig_profile"], "1g.20gb", "{st_a}");
+    assert_eq!(st_b["mig_profile"], "1g.20gb", "{st_b}");
+    assert_eq!(st_a["gpu_profiling"], false, "{st_a}");
     let (gi_a, gi_b) = (instance_of(&uuid_a), instance_of(&uuid_b));
     let own = caps_of(gi_a);
     let other = caps_of(gi_b);
@@ -270,16 +283,18 @@ fn a_mig_job_gets_its_slice_and_nothing_else() {
 }
 
 /// A control program standing in for `nvidia-cuda-mps-control`: records
-/// `start CVD PIPE LOG` for `-d` (and makes the pipe dir's `control`),
-/// `cmd CVD PIPE <stdin line>` otherwise, in `<side>/calls`; `-d` fails
-/// while `<side>/fail` exists.
+/// `start CVD PIPE LOG` for `-d` (and makes the pipe dir's `control` and
+/// writes `control CVD` to [`marker`] in its `/dev/shm`), `cmd CVD PIPE
+/// <stdin line>` otherwise, in `<side>/calls`; `-d` fails while
+/// `<side>/fail` exists.
 fn fake_control(side: &Path) -> String {
     let p = side.join("mps-control");
     std::fs::write(
         &p,
         format!(
-            "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  if [ -e '{s}/fail' ]; then echo 'fake MPS: no such GPU' >&2; exit 2; fi\n  echo \"start $CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY\" >> '{s}/calls'\n  touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nelse\n  read cmd\n  echo \"cmd $CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $cmd\" >> '{s}/calls'\nfi\n",
-            s = side.display()
+            "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  if [ -e '{s}/fail' ]; then echo 'fake MPS: no such GPU' >&2; exit 2; fi\n  echo \"start $CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY\" >> '{s}/calls'\n  touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"\n  echo \"control $CUDA_VISIBLE_DEVICES\" > '/dev/shm/{m}'\nelse\n  read cmd\n  echo \"cmd $CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $cmd\" >> '{s}/calls'\nfi\n",
+            s = side.display(),
+            m = marker(side),
         ),
     )
     .unwrap();
@@ -289,6 +304,46 @@ fn fake_control(side: &Path) -> String {
         p.display(),
         side.join("mps").display()
     )
+}
+
+/// The name of the fake control daemon's `/dev/shm` marker, unique to the
+/// test (without its own namespace it would land in the host's).
+fn marker(side: &Path) -> String {
+    format!(
+        "joblet-mps-marker-{}",
+        side.file_name().unwrap().to_str().unwrap()
+    )
+}
+
+/// Whether `path` is the root of a mount (another device than its parent).
+fn is_mount_point(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(path), std::fs::metadata(path.join(".."))) {
+        (Ok(p), Ok(parent)) => p.dev() != parent.dev(),
+        _ => false,
+    }
+}
+
+/// Detaches, when dropped, whatever is still mounted under the test's
+/// side dir (the daemon's MPS tmpfs after a failed test) and removes a
+/// marker the fake control daemon left in the host's `/dev/shm`. Declare
+/// it after the node: it must run before the side dir is removed.
+struct SideMounts(std::path::PathBuf);
+
+impl Drop for SideMounts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(Path::new("/dev/shm").join(marker(&self.0)));
+        let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut points: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|p| Path::new(p).starts_with(&self.0))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for p in points {
+            let _ = nix::mount::umount2(p, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
 }
 
 fn calls(node: &GpuNode) -> Vec<String> {
@@ -333,10 +388,15 @@ fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_at_shutdown
         &joblet_e2e::fixture("nvml-profiles/mock-nvml-config-a100.yaml"),
         fake_control,
     );
+    let _mounts = SideMounts(node.side.clone());
     let uuid = only_gpu_0(&node);
     let pipe = node.side.join("mps").join(&uuid).join("pipe");
     let log = node.side.join("mps").join(&uuid).join("log");
-    let script = gated("ls $CUDA_MPS_PIPE_DIRECTORY; env | grep ^CUDA_MPS_ | sort");
+    let shm = node.side.join("mps").join(&uuid).join("shm");
+    let marker = marker(&node.side);
+    let script = gated(&format!(
+        "ls $CUDA_MPS_PIPE_DIRECTORY; env | grep ^CUDA_MPS_ | sort; cat /dev/shm/{marker}; echo job > /dev/shm/from-job-$$"
+    ));
     let a = node.run(&[
         "--gpu=1",
         "--gpu-memory=1GB",
@@ -362,6 +422,17 @@ fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_at_shutdown
             ),
         ]
     );
+    // The control daemon wrote its /dev/shm: the GPU's tmpfs, not the
+    // host's.
+    assert!(is_mount_point(&shm), "no tmpfs at {}", shm.display());
+    assert_eq!(
+        std::fs::read_to_string(shm.join(&marker)).unwrap(),
+        format!("control {uuid}\n")
+    );
+    assert!(
+        !Path::new("/dev/shm").join(&marker).exists(),
+        "the control daemon wrote the host's /dev/shm"
+    );
     std::fs::write(work_file(&node, &a, "gate"), "").unwrap();
     let st = node.wait_done(&a, T);
     assert_eq!(st["state"], "COMPLETED", "{st}");
@@ -375,6 +446,18 @@ fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_at_shutdown
     ] {
         assert!(out.lines().any(|l| l == line), "{line} not in:\n{out}");
     }
+    // The job's /dev/shm is the control daemon's: it read the marker, and
+    // what it wrote is in the GPU's tmpfs.
+    assert!(
+        out.lines().any(|l| l == format!("control {uuid}")),
+        "the MPS job does not see the control daemon's /dev/shm:\n{out}"
+    );
+    let from_job: Vec<String> = std::fs::read_dir(&shm)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("from-job-"))
+        .collect();
+    assert_eq!(from_job.len(), 1, "{from_job:?}");
     // B still uses the daemon: no quit.
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(calls(&node).len(), 2, "{:?}", calls(&node));
@@ -393,17 +476,11 @@ fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_at_shutdown
     );
     let c = wait_calls(&node, "quit on idle", |c| c.len() >= 3);
     assert_eq!(c[2], format!("cmd {uuid} {} quit", pipe.display()));
+    // The tmpfs went with its control daemon.
+    assert!(!is_mount_point(&shm), "{} still mounted", shm.display());
 
-    // An exclusive job on an MPS node is no MPS client.
-    let excl = run_job(
-        &node,
-        &["--gpu=1", "--", "sh", "-c", "env | grep ^CUDA_MPS_ ; true"],
-    );
-    assert_eq!(excl.status["state"], "COMPLETED", "{}", excl.status);
-    assert!(!excl.stdout.contains("CUDA_MPS_"), "{}", excl.stdout);
-    assert_eq!(calls(&node).len(), 3);
-
-    // A new MPS job starts it again; daemon shutdown stops it.
+    // An exclusive job on an MPS node is no MPS client: no MPS variables,
+    // and a private /dev/shm.
     let c_job = node.run(&[
         "--gpu=1",
         "--gpu-memory=1GB",
@@ -413,15 +490,31 @@ fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_at_shutdown
         &gated("true"),
     ]);
     wait_state(&node, &c_job, "RUNNING");
-    wait_calls(&node, "a second start", |c| {
-        c.len() == 5 && c[3].starts_with(&format!("start {uuid} "))
-    });
+    wait_calls(&node, "a second start", |c| c.len() == 5);
+    // GPU 0 is shared now: the exclusive job gets GPU 1.
+    node.rnx_ok(&["gpu", "online", "--gpu-id", "1"]);
+    let excl_script =
+        format!("env | grep ^CUDA_MPS_ ; cat /dev/shm/{marker} 2>/dev/null || echo NO-MARKER");
+    let excl = run_job(&node, &["--gpu=1", "--", "sh", "-c", &excl_script]);
+    assert_eq!(excl.status["state"], "COMPLETED", "{}", excl.status);
+    assert!(!excl.stdout.contains("CUDA_MPS_"), "{}", excl.stdout);
+    assert_eq!(excl.stdout.trim(), "NO-MARKER", "{}", excl.stdout);
+    assert!(shm.join(&marker).exists(), "the MPS tmpfs is up meanwhile");
+    assert_eq!(calls(&node).len(), 5);
+
+    // The new MPS job started it again; daemon shutdown stops it.
+    assert!(calls(&node)[3].starts_with(&format!("start {uuid} ")));
     node.node.node.stop_daemon();
     let c = calls(&node);
     assert_eq!(
         c.last().unwrap(),
         &format!("cmd {uuid} {} quit", pipe.display()),
         "{c:?}"
+    );
+    assert!(
+        !is_mount_point(&shm),
+        "{} outlived the daemon",
+        shm.display()
     );
     node.node.node.restart().unwrap();
     std::fs::write(work_file(&node, &c_job, "gate"), "").unwrap();
@@ -435,7 +528,8 @@ fn an_mps_job_whose_control_daemon_cannot_start_fails_and_frees_its_gpu() {
         &joblet_e2e::fixture("nvml-profiles/mock-nvml-config-a100.yaml"),
         fake_control,
     );
-    only_gpu_0(&node);
+    let _mounts = SideMounts(node.side.clone());
+    let uuid = only_gpu_0(&node);
     std::fs::write(node.side.join("fail"), "").unwrap();
     let id = node.run(&["--gpu=1", "--gpu-memory=1GB", "--", "true"]);
     let st = node.wait_done(&id, T);
@@ -447,6 +541,8 @@ fn an_mps_job_whose_control_daemon_cannot_start_fails_and_frees_its_gpu() {
         "{st}"
     );
     assert!(calls(&node).is_empty());
+    let shm = node.side.join("mps").join(&uuid).join("shm");
+    assert!(!is_mount_point(&shm), "a failed start left its tmpfs");
     std::fs::remove_file(node.side.join("fail")).unwrap();
     // Its GPU came back: the next job gets it and the daemon starts.
     let done = run_job(&node, &["--gpu=1", "--gpu-memory=1GB", "--", "true"]);

@@ -203,3 +203,63 @@ fn the_node_refuses_traversal_escapes_and_oversize_before_writing() {
         "{err:?}"
     );
 }
+
+/// `filesystem.work_size_mb`: `/work` is a tmpfs of that size owned by the
+/// job's user, holding a copy of the uploads; a job cannot write past it,
+/// what it writes there stays out of the host, and uploads that would not
+/// fit are refused at submission.
+#[test]
+fn a_sized_work_holds_the_uploads_and_stops_the_job_at_its_size() {
+    let node = Node::start_with(NodeOptions {
+        extra_config: "filesystem:\n  work_size_mb: 2\n".into(),
+        ..NodeOptions::default()
+    })
+    .unwrap();
+    let src = node.dir.path().join("src");
+    std::fs::create_dir_all(src.join("data")).unwrap();
+    std::fs::write(src.join("data/a.csv"), "1,2\n").unwrap();
+    let up = format!("--upload={}", src.join("data/").display());
+    let out = node.rnx(&[
+        "job", "run", "-f", &up, "--",
+        "sh", "-c",
+        "cat data/a.csv; stat -c '%U %a' /work; dd if=/dev/zero of=/work/big bs=1M count=4 2>&1 | grep -o 'No space left on device' | head -1; df -k /work | awk 'NR==2 {print $2}'; rm /work/big; echo done > /work/out",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text,
+        "1,2\nnobody 755\nNo space left on device\n2048\n",
+        "{}",
+        stderr(&out)
+    );
+    // Scratch: nothing the job wrote reached the host's work dir.
+    let id_line = node.rnx(&["--json", "job", "list"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&id_line.stdout).unwrap();
+    let id = jobs[0]["id"]
+        .as_str()
+        .or(jobs["jobs"][0]["id"].as_str())
+        .unwrap()
+        .to_string();
+    let host_work = node.state_dir().join("jobs").join(&id).join("work");
+    assert!(
+        host_work.join("data/a.csv").exists(),
+        "the upload stays on the host"
+    );
+    assert!(!host_work.join("out").exists() && !host_work.join("big").exists());
+
+    // 3 MB of uploads do not fit in a 2 MiB /work: refused before any job exists.
+    std::fs::write(src.join("big.bin"), vec![7u8; 3_000_000]).unwrap();
+    let out = node.rnx(&[
+        "job",
+        "run",
+        &format!("--upload={}", src.join("big.bin").display()),
+        "--",
+        "true",
+    ]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("filesystem.work_size_mb") && err.contains("do not fit"),
+        "{err}"
+    );
+}

@@ -102,6 +102,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn job_mig_profile_and_gpu_profiling_are_new_fields_old_peers_read_as_unset() {
+        use prost::Message;
+        let job = pb::Job {
+            id: "j".into(),
+            mig_profile: "1g.10gb".into(),
+            gpu_profiling: true,
+            ..Default::default()
+        };
+        let bytes = job.encode_to_vec();
+        // Field 21 (length-delimited) and field 22 (varint): new numbers.
+        assert!(
+            bytes.windows(2).any(|w| w == [21 << 3 | 2, 0x01]),
+            "{bytes:x?}"
+        );
+        assert!(
+            bytes.windows(3).any(|w| w == [22 << 3, 0x01, 0x01]),
+            "{bytes:x?}"
+        );
+        let back = pb::Job::decode(bytes.as_slice()).unwrap();
+        assert_eq!(
+            (back.mig_profile.as_str(), back.gpu_profiling),
+            ("1g.10gb", true)
+        );
+        // A Job from a node without them: whole GPUs, no profiling.
+        let old = pb::Job {
+            id: "j".into(),
+            cuda_version: "12.2".into(),
+            ..Default::default()
+        };
+        let back = pb::Job::decode(old.encode_to_vec().as_slice()).unwrap();
+        assert_eq!((back.mig_profile.as_str(), back.gpu_profiling), ("", false));
+    }
+
+    #[test]
     fn states_round_trip() {
         for s in JobState::ALL {
             assert_eq!(state_from_pb(state_to_pb(s) as i32), Some(s));

@@ -22,6 +22,9 @@ pub struct Api {
     pub allow_host_network: bool,
     /// `jobs.max_upload_mb` in bytes.
     pub max_upload_bytes: u64,
+    /// `filesystem.work_size_mb` in bytes when jobs get a sized `/work`
+    /// (sandbox on, not 0): uploads must fit in it.
+    pub work_size_bytes: Option<u64>,
     pub store: Arc<Store>,
     pub engine: EngineHandle,
     pub dirs: StateDir,
@@ -133,6 +136,8 @@ pub fn to_pb(
         network: rec.spec.network.as_str().to_owned(),
         gpus,
         cuda_version: rec.spec.cuda.clone().unwrap_or_default(),
+        mig_profile: r.mig_profile.clone().unwrap_or_default(),
+        gpu_profiling: rec.spec.gpu_profiling,
     }
 }
 
@@ -161,7 +166,16 @@ impl Api {
         ApiError,
     > {
         let (mut spec, secrets) = raw.validate()?;
-        joblet_core::upload::check_manifest(&raw.uploads, self.max_upload_bytes)?;
+        let total = joblet_core::upload::check_manifest(&raw.uploads, self.max_upload_bytes)?;
+        if let Some(work) = self.work_size_bytes.filter(|&w| total > w) {
+            return Err(joblet_core::FieldError::new(
+                "uploads",
+                format!(
+                    "{total} bytes in total do not fit in the job's /work ({work} bytes, filesystem.work_size_mb); upload less, or ask an admin for a larger filesystem.work_size_mb"
+                ),
+            )
+            .into());
+        }
         spec.check_supported(&self.caps)?;
         if spec.network == joblet_core::Network::Host && !self.allow_host_network {
             return Err(ApiError::NotAllowed {
@@ -353,5 +367,57 @@ impl joblet_proto::JobService for Api {
             &self.store,
             req.get_ref(),
         )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joblet_core::{JobRequest, JobState};
+
+    fn record(req: JobRequest) -> JobRecord {
+        JobRecord {
+            id: JobId::parse("3f2a1b4c-0000-4000-8000-000000000001").unwrap(),
+            seq: 1,
+            owner: "alice".into(),
+            spec: req.validate().unwrap().0,
+            state: JobState::Running,
+            reason: String::new(),
+            exit_code: None,
+            created_ms: 1,
+            started_ms: Some(2),
+            ended_ms: None,
+            shim_pid: None,
+        }
+    }
+
+    #[test]
+    fn a_jobs_mig_profile_and_gpu_profiling_reach_the_wire() {
+        let job = to_pb(
+            &record(JobRequest {
+                command: "python".into(),
+                gpu_count: 2,
+                mig_profile: "1g.10gb".into(),
+                gpu_profiling: true,
+                ..Default::default()
+            }),
+            Vec::new(),
+            0,
+            None,
+        );
+        assert_eq!(job.mig_profile, "1g.10gb");
+        assert!(job.gpu_profiling);
+        let plain = to_pb(
+            &record(JobRequest {
+                command: "python".into(),
+                gpu_count: 1,
+                ..Default::default()
+            }),
+            Vec::new(),
+            0,
+            None,
+        );
+        assert_eq!(plain.mig_profile, "");
+        assert!(!plain.gpu_profiling);
     }
 }

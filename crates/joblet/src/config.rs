@@ -71,6 +71,11 @@ pub struct FilesystemConfig {
     pub allowed_mounts: Vec<PathBuf>,
     /// Size of the job's private `/tmp` (tmpfs, charged to its memory).
     pub tmp_size_mb: u64,
+    /// Size of the job's `/work` (tmpfs, charged to its memory; uploads are
+    /// copied in, and what the job writes there goes with it). 0: `/work`
+    /// is the job's directory on the host, unlimited, kept until
+    /// `rnx job delete`.
+    pub work_size_mb: u64,
 }
 
 /// Isolation switches.
@@ -158,8 +163,12 @@ pub struct GpuConfig {
     /// `nvidia-cuda-mps-control` from `driver_bin_dirs`, then `PATH`.
     pub mps_control: Option<PathBuf>,
     /// Where each GPU's MPS control daemon gets its pipe and log
-    /// directories (`<mps_dir>/<GPU UUID>/{pipe,log}`).
+    /// directories and its shared-memory tmpfs
+    /// (`<mps_dir>/<GPU UUID>/{pipe,log,shm}`).
     pub mps_dir: PathBuf,
+    /// Size in MiB of each GPU's MPS shared-memory tmpfs: the control
+    /// daemon's and its jobs' `/dev/shm` (NVIDIA's device plugin uses 64).
+    pub mps_shm_size_mb: u64,
     /// MPS jobs' share of a GPU's SMs (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`,
     /// 1 to 100), also set as the control daemon's default so a job can
     /// only lower it; `null` = MPS's default (100).
@@ -231,6 +240,7 @@ impl Default for FilesystemConfig {
             .map(PathBuf::from)
             .collect(),
             tmp_size_mb: 256,
+            work_size_mb: 1024,
         }
     }
 }
@@ -277,6 +287,7 @@ impl Default for GpuConfig {
             proc_dir: PathBuf::from("/proc"),
             mps_control: None,
             mps_dir: PathBuf::from("/run/joblet/mps"),
+            mps_shm_size_mb: 64,
             mps_active_thread_percentage: None,
         }
     }
@@ -387,6 +398,15 @@ fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
             format!(
                 "invalid value {}: expected 1 to 1048576 (MiB)",
                 cfg.filesystem.tmp_size_mb
+            ),
+        ));
+    }
+    if cfg.filesystem.work_size_mb > 1_048_576 {
+        return Err((
+            "filesystem.work_size_mb".into(),
+            format!(
+                "invalid value {}: expected 0 (the host directory, unlimited) or 1 to 1048576 (MiB)",
+                cfg.filesystem.work_size_mb
             ),
         ));
     }
@@ -575,6 +595,11 @@ mod tests {
                 "gpu:\n  mps_control: /nonexistent/mps-control\n",
                 "gpu.mps_control",
                 "nvidia-cuda-mps-control",
+            ),
+            (
+                "gpu:\n  mps_shm_size_mb: 0\n",
+                "gpu.mps_shm_size_mb",
+                "1 to 1048576",
             ),
             (
                 "gpu:\n  mps_active_thread_percentage: 0\n",

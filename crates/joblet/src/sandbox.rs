@@ -33,6 +33,8 @@ pub struct NodeSandbox {
     pub allow_root: bool,
     pub ro_mounts: Vec<PathBuf>,
     pub tmp_size_mb: u64,
+    /// `filesystem.work_size_mb`: 0 = the host work dir bound at `/work`.
+    pub work_size_mb: u64,
     pub pids_max: u64,
     pub seccomp: bool,
     pub support: Support,
@@ -138,6 +140,7 @@ impl NodeSandbox {
             allow_root: cfg.jobs.allow_root,
             ro_mounts,
             tmp_size_mb: cfg.filesystem.tmp_size_mb,
+            work_size_mb: cfg.filesystem.work_size_mb,
             pids_max: cfg.jobs.pids_max,
             seccomp: cfg.sandbox.seccomp,
             support,
@@ -201,6 +204,7 @@ impl NodeSandbox {
                 ro_mounts: self.ro_mounts.clone(),
                 extra_devices: Vec::new(),
                 work_dir: workdir.to_owned(),
+                work_size_mb: self.work_size_mb,
                 tmp_size_mb: self.tmp_size_mb,
                 net: match spec.network {
                     joblet_core::Network::None => NetMode::None,
@@ -210,6 +214,7 @@ impl NodeSandbox {
                 binds: gpu.binds,
                 masks: gpu.masks,
                 device_binds: gpu.devices,
+                dev_shm: gpu.dev_shm,
             },
         }
     }

@@ -114,6 +114,8 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     let api = Api {
         allow_host_network: cfg.sandbox.allow_host_network,
         max_upload_bytes: cfg.jobs.max_upload_mb.saturating_mul(1024 * 1024),
+        work_size_bytes: (cfg.sandbox.enabled && cfg.filesystem.work_size_mb > 0)
+            .then(|| cfg.filesystem.work_size_mb.saturating_mul(1024 * 1024)),
         store,
         engine,
         dirs: dirs.clone(),

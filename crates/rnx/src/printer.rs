@@ -352,6 +352,12 @@ fn write_gpus(o: &mut dyn Write, job: &JobView) -> io::Result<()> {
             format_duration(Duration::from_secs(t as u64))
         )?;
     }
+    if let Some(mig) = &job.mig_profile {
+        writeln!(o, "MIG Profile: {mig}")?;
+    }
+    if job.gpu_profiling {
+        writeln!(o, "GPU Profiling: enabled")?;
+    }
     if let Some(cuda) = &job.cuda_version {
         writeln!(o, "CUDA: {cuda}")?;
     }
@@ -449,6 +455,8 @@ mod tests {
                 peak_memory_mb: 5500,
             }),
             cuda_version: "12.2".into(),
+            mig_profile: String::new(),
+            gpu_profiling: true,
             env: [("MODE".to_owned(), "fast".to_owned())].into(),
             secret_env: [("API_TOKEN".to_owned(), "***".to_owned())].into(),
             exit_code: Some(0),
@@ -620,12 +628,19 @@ mod tests {
             sharing: "mig".into(),
             ..Default::default()
         });
+        mig.mig_profile = "1g.10gb".into();
+        mig.gpu_profiling = false;
         let text = human(|p| p.job_status(&JobView::from(&mig), false, T0));
         assert!(
             text.contains("GPUs: [1, 1] (2 MIG slices allocated)\n"),
             "{text}"
         );
         assert!(text.contains("GPU UUIDs: MIG-a, MIG-b\n"), "{text}");
+        assert!(text.contains("MIG Profile: 1g.10gb\n"), "{text}");
+        assert!(!text.contains("GPU Profiling"), "{text}");
+        let v = json(|p| p.job_status(&JobView::from(&mig), false, T0));
+        assert_eq!(v["mig_profile"], "1g.10gb");
+        assert_eq!(v["gpu_profiling"], false);
 
         let cpu = human(|p| p.job_status(&JobView::from(&minimal_running_job()), false, T0));
         assert!(!cpu.contains("GPU"), "{cpu}");
@@ -643,6 +658,11 @@ mod tests {
         assert_eq!(v["gpus"]["peak_memory_mb"], 5500);
         assert_eq!(v["resources"]["gpu_time_seconds"], 7200);
         assert_eq!(v["cuda_version"], "12.2");
+        assert_eq!(v["mig_profile"], serde_json::Value::Null);
+        assert_eq!(v["gpu_profiling"], true);
+        let text = human(|p| p.job_status(&JobView::from(&sample_job()), false, T0));
+        assert!(text.contains("GPU Profiling: enabled\n"), "{text}");
+        assert!(!text.contains("MIG Profile"), "{text}");
     }
 
     fn audit_records() -> Vec<AuditView> {

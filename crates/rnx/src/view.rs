@@ -39,6 +39,11 @@ pub struct JobView {
     pub gpus: Option<GpusView>,
     /// The CUDA toolkit version asked for (`--cuda`).
     pub cuda_version: Option<String>,
+    /// The MIG profile asked for (`--mig`, e.g. `1g.10gb`); `null` = whole
+    /// GPUs.
+    pub mig_profile: Option<String>,
+    /// `--gpu-profiling`: the job may profile its GPUs.
+    pub gpu_profiling: bool,
     pub env: BTreeMap<String, String>,
     /// Keys of the secret environment; every value is `***`.
     pub secret_env: BTreeMap<String, String>,
@@ -176,6 +181,8 @@ impl From<&pb::Job> for JobView {
             },
             gpus: j.gpus.as_ref().map(GpusView::from),
             cuda_version: non_empty(&j.cuda_version),
+            mig_profile: non_empty(&j.mig_profile),
+            gpu_profiling: j.gpu_profiling,
             env: j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             secret_env: j
                 .secret_env

@@ -35,8 +35,13 @@ pub struct InitConfig {
     pub ro_mounts: Vec<PathBuf>,
     /// Absolute host device paths under `/dev` bound into the job's `/dev`.
     pub extra_devices: Vec<PathBuf>,
-    /// Host directory bound read-write at `/work`.
+    /// Host directory bound read-write at `/work` (`work_size_mb` 0), or
+    /// copied into a `/work` tmpfs of `work_size_mb` MiB.
     pub work_dir: PathBuf,
+    /// Size of the job's `/work` tmpfs in MiB; 0 = the host directory
+    /// itself, unlimited.
+    #[serde(default)]
+    pub work_size_mb: u64,
     /// Size of the job's `/tmp` and `/dev/shm` tmpfs, in MiB.
     pub tmp_size_mb: u64,
     pub net: NetMode,
@@ -58,6 +63,12 @@ pub struct InitConfig {
     /// device node on the host or the job does not start.
     #[serde(default)]
     pub device_binds: Vec<Bind>,
+    /// A host directory bound read-write (nosuid, nodev, noexec) at the
+    /// job's `/dev/shm` instead of a private tmpfs, so the job shares POSIX
+    /// shared memory with whoever else uses that directory (an MPS job with
+    /// its GPU's control daemon). Absolute, UTF-8; it must exist.
+    #[serde(default)]
+    pub dev_shm: Option<PathBuf>,
 }
 
 /// One host file or directory bound read-only into the job at another path.
@@ -110,6 +121,8 @@ pub enum ConfigError {
         first: usize,
         path: PathBuf,
     },
+    #[error("dev_shm {0} must be an absolute UTF-8 path without '..' or '.' components, and not /: give the host directory to bind at the job's /dev/shm, or leave dev_shm unset for a private tmpfs")]
+    BadDevShm(PathBuf),
     #[error(
         "masks[{index}] {path} must be an absolute path without '..' or '.' components, and not /"
     )]
@@ -191,6 +204,11 @@ impl InitConfig {
             }
         }
         clean_absolute("work_dir", &self.work_dir)?;
+        if let Some(p) = &self.dev_shm {
+            if !is_clean_absolute(p) || p == Path::new("/") {
+                return Err(ConfigError::BadDevShm(p.clone()));
+            }
+        }
         self.validate_binds()?;
         for (index, p) in self.masks.iter().enumerate() {
             if !is_clean_absolute(p) || p == Path::new("/") {
@@ -284,6 +302,7 @@ pub(crate) mod tests {
             ro_mounts: vec!["/usr".into(), "/bin".into()],
             extra_devices: vec!["/dev/nvidia0".into()],
             work_dir: "/var/lib/joblet/jobs/x/work".into(),
+            work_size_mb: 0,
             tmp_size_mb: 64,
             net: NetMode::None,
             seccomp: true,
@@ -293,6 +312,7 @@ pub(crate) mod tests {
             }],
             masks: vec!["/proc/driver/nvidia".into()],
             device_binds: vec![],
+            dev_shm: Some("/run/joblet/mps/GPU-1/shm".into()),
         }
     }
 
@@ -309,8 +329,10 @@ pub(crate) mod tests {
         let obj = v.as_object_mut().unwrap();
         obj.remove("binds");
         obj.remove("masks");
+        obj.remove("dev_shm");
         let c: InitConfig = serde_json::from_value(v).unwrap();
         assert!(c.binds.is_empty() && c.masks.is_empty());
+        assert_eq!(c.dev_shm, None);
         c.validate().unwrap();
     }
 
@@ -377,6 +399,32 @@ pub(crate) mod tests {
             bind("/usr/lib", "/tmp/lib"),
             bind("/etc/hosts", "/etc/hosts"),
         ];
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn dev_shm_must_be_a_clean_absolute_utf8_path() {
+        use std::os::unix::ffi::OsStrExt;
+        let non_utf8 = PathBuf::from(std::ffi::OsStr::from_bytes(b"/run/\xff/shm"));
+        for bad in [
+            PathBuf::from("run/shm"),
+            PathBuf::from("/run/../dev/shm"),
+            PathBuf::from("/"),
+            PathBuf::from(""),
+            non_utf8,
+        ] {
+            let mut c = sample();
+            c.dev_shm = Some(bad.clone());
+            let e = c.validate().unwrap_err();
+            assert_eq!(e, ConfigError::BadDevShm(bad.clone()), "{}", bad.display());
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("dev_shm ") && msg.contains("absolute UTF-8 path"),
+                "{msg}"
+            );
+        }
+        let mut c = sample();
+        c.dev_shm = None;
         c.validate().unwrap();
     }
 

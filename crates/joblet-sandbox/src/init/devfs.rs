@@ -1,7 +1,8 @@
 //! The job's `/dev`: a small tmpfs holding bind mounts of the host's
 //! minimal nodes ([`NODES`]) and of the configured extra devices (binding
 //! works where `mknod` would not, e.g. in user namespaces), the usual
-//! symlinks, a private devpts instance and a `/dev/shm` tmpfs; then the
+//! symlinks, a private devpts instance and `/dev/shm` (a private tmpfs, or
+//! the host directory [`InitConfig::dev_shm`] bound read-write); then the
 //! tmpfs itself is remounted read-only.
 
 use std::fs;
@@ -78,14 +79,7 @@ pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
             .stage(Stage::Dev, || format!("creating /dev/{name} -> {target}"))?;
     }
     devpts()?;
-    let shm = dev.join("shm");
-    mkdir_p(&shm).stage(Stage::Dev, || "creating /dev/shm".into())?;
-    tmpfs(
-        &shm,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        &format!("size={}m,mode=1777", config.tmp_size_mb),
-    )
-    .stage(Stage::Dev, || "mounting the /dev/shm tmpfs".into())?;
+    shm(config)?;
     mnt(
         None,
         dev,
@@ -125,6 +119,50 @@ fn bind_node_from(from: &Path, path: &Path) -> Result<(), SetupError> {
     )
     .stage(Stage::Dev, || {
         format!("remounting {} nosuid,noexec", path.display())
+    })
+}
+
+/// `/dev/shm`: the host directory `config.dev_shm` bound read-write, or
+/// else a private tmpfs of `tmp_size_mb`; nosuid, nodev, noexec either way.
+fn shm(config: &InitConfig) -> Result<(), SetupError> {
+    let shm = Path::new("/dev/shm");
+    mkdir_p(shm).stage(Stage::Dev, || "creating /dev/shm".into())?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    let Some(dir) = &config.dev_shm else {
+        return tmpfs(
+            shm,
+            flags,
+            &format!("size={}m,mode=1777", config.tmp_size_mb),
+        )
+        .stage(Stage::Dev, || "mounting the /dev/shm tmpfs".into());
+    };
+    let what = || format!("dev_shm {}", dir.display());
+    let source = host(dir);
+    let meta = fs::metadata(&source).stage(Stage::Dev, || {
+        format!("{}: cannot stat it on the host", what())
+    })?;
+    if !meta.is_dir() {
+        return Err(SetupError::new(
+            Stage::Dev,
+            format!(
+                "{} is not a directory on the host; give the directory to bind at /dev/shm",
+                what()
+            ),
+        ));
+    }
+    // Not recursive: only the directory's own file system, never what may
+    // be mounted below it.
+    mnt(Some(&source), shm, None, MsFlags::MS_BIND, None)
+        .stage(Stage::Dev, || format!("{}: binding it on /dev/shm", what()))?;
+    mnt(
+        None,
+        shm,
+        None,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags,
+        None,
+    )
+    .stage(Stage::Dev, || {
+        format!("{}: remounting /dev/shm nosuid,nodev,noexec", what())
     })
 }
 

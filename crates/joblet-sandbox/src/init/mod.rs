@@ -55,6 +55,7 @@ mod rootfs;
 mod seccomp;
 mod spawn;
 mod sys;
+mod work;
 
 pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, NetMode};
 pub use error::{InitError, Stage};

@@ -19,7 +19,7 @@ use nix::unistd::{chdir, pivot_root};
 use super::config::InitConfig;
 use super::error::Stage;
 use super::report::{self, Context, SetupError};
-use super::{binds, devfs, procfs, sys};
+use super::{binds, devfs, procfs, sys, work};
 
 /// Where the host's root lives while the tree is being built.
 pub(crate) const OLD_ROOT: &str = "/.oldroot";
@@ -171,7 +171,7 @@ pub(crate) fn prepare(config: &InitConfig) -> Result<(), SetupError> {
     for path in ordered(&config.ro_mounts) {
         ro_mount(path)?;
     }
-    work(&config.work_dir)?;
+    work::mount(config)?;
     let tmp = Path::new("/tmp");
     mkdir_p(tmp).stage(Stage::Rootfs, || "creating /tmp".into())?;
     tmpfs(
@@ -187,10 +187,12 @@ pub(crate) fn prepare(config: &InitConfig) -> Result<(), SetupError> {
 
 /// Pid 1's part of the tree: `/proc` (a procfs shows the pid namespace of
 /// the process that mounts it), then the config's binds and masks, which
-/// may overlay files under `/dev` and `/proc`.
+/// may overlay files under `/dev` and `/proc`, then a sized `/work` filled
+/// (in the job's cgroups, which its pages are charged to).
 pub(crate) fn build_proc(config: &InitConfig) -> Result<(), SetupError> {
     procfs::build()?;
-    binds::apply(config)
+    binds::apply(config)?;
+    work::fill(config)
 }
 
 /// Mounts the new root tmpfs and pivots into it, parking the host root at
@@ -266,7 +268,7 @@ fn ro_mount(path: &Path) -> Result<(), SetupError> {
 }
 
 /// The host work directory, read-write (nosuid, nodev) at `/work`.
-fn work(dir: &Path) -> Result<(), SetupError> {
+pub(crate) fn bind_work(dir: &Path) -> Result<(), SetupError> {
     let source = host(dir);
     let meta = fs::metadata(&source).stage(Stage::Rootfs, || {
         format!("work directory {}", dir.display())

@@ -52,12 +52,14 @@ pub fn config(work: &Path, command: &str, args: &[&str]) -> InitConfig {
         ro_mounts: ro_mounts(),
         extra_devices: vec![],
         work_dir: work.to_path_buf(),
+        work_size_mb: 0,
         tmp_size_mb: 16,
         net: NetMode::None,
         seccomp: true,
         binds: vec![],
         masks: vec![],
         device_binds: vec![],
+        dev_shm: None,
     }
 }
 

@@ -65,6 +65,15 @@ pub fn check(gpu: &GpuConfig) -> Result<(), (String, String)> {
             );
         }
     }
+    if !(1..=1 << 20).contains(&gpu.mps_shm_size_mb) {
+        return err(
+            "mps_shm_size_mb",
+            format!(
+                "invalid value {}: expected 1 to 1048576 (MiB of each GPU's MPS shared-memory tmpfs, also its MPS jobs' /dev/shm), e.g. 64",
+                gpu.mps_shm_size_mb
+            ),
+        );
+    }
     if let Some(pct) = gpu.mps_active_thread_percentage {
         if !(1..=100).contains(&pct) {
             return err(

@@ -10,6 +10,13 @@
 //! with the same environment). A control daemon that cannot be started
 //! fails the job that needed it: it never runs outside MPS.
 //!
+//! Clients and server talk through POSIX shared memory in `/dev/shm`:
+//! each GPU gets a tmpfs (`gpu.mps_shm_size_mb`) at
+//! `gpu.mps_dir/<GPU UUID>/shm`, mounted before its control daemon starts
+//! and unmounted when it quits; the control daemon runs in a private
+//! mount namespace with that tmpfs on its `/dev/shm`, and each MPS job
+//! gets it as its `/dev/shm` ([`shm`]).
+//!
 //! The jobs get the pipe and log directories bound in at [`JOB_PIPE_DIR`]
 //! and [`JOB_LOG_DIR`] ([`super::setup`]). MPS serves one Linux user at a
 //! time per control daemon; every sandboxed job runs as `jobs.user`, so
@@ -29,6 +36,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::GpuConfig;
 
+pub mod shm;
+
 /// The control program's name in the driver's binary directories.
 pub const CONTROL_PROGRAM: &str = "nvidia-cuda-mps-control";
 /// Where an MPS job finds its GPU's pipe and log directories.
@@ -44,14 +53,18 @@ const OUTPUT: &str = "control.out";
 pub struct MpsDirs {
     pub pipe: PathBuf,
     pub log: PathBuf,
+    /// The shared-memory tmpfs: the control daemon's and its jobs'
+    /// `/dev/shm` ([`shm`]).
+    pub shm: PathBuf,
 }
 
-/// `<root>/<uuid>/{pipe,log}`.
+/// `<root>/<uuid>/{pipe,log,shm}`.
 pub fn dirs(root: &Path, uuid: &str) -> MpsDirs {
     let gpu = root.join(uuid);
     MpsDirs {
         pipe: gpu.join("pipe"),
         log: gpu.join("log"),
+        shm: gpu.join("shm"),
     }
 }
 
@@ -104,6 +117,17 @@ pub enum MpsError {
     #[error("cannot run {}: {source}; check gpu.mps_control", program.display())]
     Spawn {
         program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot mount the MPS shared-memory tmpfs on {}: {source}; the daemon must run as root to share /dev/shm between MPS jobs and their control daemon", path.display())]
+    Shm {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start {} with {} as its /dev/shm: {source}; check gpu.mps_control, and that the daemon runs as root and the host has a /dev/shm directory (the control daemon runs in a private mount namespace with that tmpfs bound there)", program.display(), shm.display())]
+    Namespace {
+        program: PathBuf,
+        shm: PathBuf,
         source: std::io::Error,
     },
     #[error("`{} {what}` failed ({status}){}; see {}", program.display(), tail(output), log.display())]
@@ -163,6 +187,8 @@ pub struct MpsDaemons {
     control: Result<PathBuf, String>,
     root: PathBuf,
     default_thread_percentage: Option<u32>,
+    /// `gpu.mps_shm_size_mb`.
+    shm_size_mb: u64,
     /// GPU UUID → the jobs using its control daemon.
     running: BTreeMap<String, BTreeSet<String>>,
 }
@@ -188,10 +214,15 @@ impl MpsDaemons {
         if longest.as_os_str().len() > 100 {
             tracing::warn!(dir = %cfg.mps_dir.display(), "gpu.mps_dir is long: MPS's sockets under it may exceed the 108-byte limit of Unix socket paths; choose a shorter directory");
         }
+        // No control daemon of an earlier run is left to use them.
+        for dir in shm::cleanup_stale(&cfg.mps_dir) {
+            tracing::warn!(dir = %dir.display(), "detached an MPS shared-memory tmpfs an earlier daemon left mounted");
+        }
         MpsDaemons {
             control,
             root: cfg.mps_dir.clone(),
             default_thread_percentage: cfg.mps_active_thread_percentage,
+            shm_size_mb: cfg.mps_shm_size_mb,
             running: BTreeMap::new(),
         }
     }
@@ -259,8 +290,15 @@ impl MpsDaemons {
                     source,
                 })?;
         }
-        self.run(&program, uuid, Some("-d"), None)?;
-        tracing::info!(gpu = %uuid, pipe = %d.pipe.display(), "MPS control daemon started");
+        shm::mount(&d.shm, self.shm_size_mb).map_err(|source| MpsError::Shm {
+            path: d.shm.clone(),
+            source,
+        })?;
+        if let Err(e) = self.run(&program, uuid, Some("-d"), None) {
+            self.unmount_shm(uuid);
+            return Err(e);
+        }
+        tracing::info!(gpu = %uuid, pipe = %d.pipe.display(), shm = %d.shm.display(), "MPS control daemon started");
         if let Some(pct) = self.default_thread_percentage {
             let cmd = format!("set_default_active_thread_percentage {pct}");
             if let Err(e) = self.run(&program, uuid, None, Some(&cmd)) {
@@ -272,13 +310,24 @@ impl MpsDaemons {
         Ok(())
     }
 
+    /// Stops GPU `uuid`'s control daemon, then unmounts its tmpfs (also
+    /// when `quit` failed: no mount outlives the daemon's use of it).
     fn quit(&self, uuid: &str) {
-        let Ok(program) = self.program() else { return };
-        match self.run(program, uuid, None, Some("quit")) {
-            Ok(()) => tracing::info!(gpu = %uuid, "MPS control daemon stopped"),
-            Err(e) => {
-                tracing::error!(gpu = %uuid, error = %e, "cannot stop the MPS control daemon")
+        if let Ok(program) = self.program() {
+            match self.run(program, uuid, None, Some("quit")) {
+                Ok(()) => tracing::info!(gpu = %uuid, "MPS control daemon stopped"),
+                Err(e) => {
+                    tracing::error!(gpu = %uuid, error = %e, "cannot stop the MPS control daemon")
+                }
             }
+        }
+        self.unmount_shm(uuid);
+    }
+
+    fn unmount_shm(&self, uuid: &str) {
+        let path = dirs(&self.root, uuid).shm;
+        if let Err(e) = shm::unmount(&path) {
+            tracing::error!(gpu = %uuid, dir = %path.display(), error = %e, "cannot unmount the MPS shared-memory tmpfs");
         }
     }
 
@@ -307,6 +356,16 @@ impl MpsDaemons {
             .map_err(dir_err)?;
         let start = out.seek(SeekFrom::End(0)).map_err(dir_err)?;
         let mut cmd = Command::new(program);
+        // The daemon itself (`-d`) gets the GPU's tmpfs as its /dev/shm;
+        // commands only talk to it over the pipe directory.
+        let in_namespace = arg == Some("-d");
+        if in_namespace {
+            shm::bind_on_dev_shm(&mut cmd, &d.shm).map_err(|e| MpsError::Namespace {
+                program: program.to_path_buf(),
+                shm: d.shm.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+            })?;
+        }
         cmd.args(arg)
             .env("CUDA_VISIBLE_DEVICES", uuid)
             .env("CUDA_MPS_PIPE_DIRECTORY", &d.pipe)
@@ -318,9 +377,17 @@ impl MpsDaemons {
             })
             .stdout(out.try_clone().map_err(dir_err)?)
             .stderr(out.try_clone().map_err(dir_err)?);
-        let mut child = cmd.spawn().map_err(|source| MpsError::Spawn {
-            program: program.to_path_buf(),
-            source,
+        let mut child = cmd.spawn().map_err(|source| {
+            let program = program.to_path_buf();
+            if in_namespace {
+                MpsError::Namespace {
+                    program,
+                    shm: d.shm.clone(),
+                    source,
+                }
+            } else {
+                MpsError::Spawn { program, source }
+            }
         })?;
         if let (Some(text), Some(mut stdin)) = (command, child.stdin.take()) {
             // A program that exits without reading is judged by its status.
@@ -369,139 +436,4 @@ impl Drop for MpsDaemons {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A control program that records each call (args, the three
-    /// variables, stdin for commands) in `calls`, and fails `-d` while
-    /// `fail` exists.
-    fn fake_control(dir: &Path) -> PathBuf {
-        let p = dir.join("fake-mps-control");
-        let calls = dir.join("calls");
-        let fail = dir.join("fail");
-        std::fs::write(
-            &p,
-            format!(
-                "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  if [ -e '{fail}' ]; then echo 'cannot start: no GPU' >&2; exit 3; fi\n  echo \"start $CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY\" >> '{calls}'\n  touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nelse\n  read cmd\n  echo \"cmd $CUDA_VISIBLE_DEVICES $cmd\" >> '{calls}'\nfi\n",
-                fail = fail.display(),
-                calls = calls.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    }
-
-    fn calls(dir: &Path) -> Vec<String> {
-        std::fs::read_to_string(dir.join("calls"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    fn daemons(dir: &Path, pct: Option<u32>) -> MpsDaemons {
-        let cfg = GpuConfig {
-            mps_control: Some(fake_control(dir)),
-            mps_dir: dir.join("mps"),
-            mps_active_thread_percentage: pct,
-            ..GpuConfig::default()
-        };
-        MpsDaemons::new(&cfg)
-    }
-
-    #[test]
-    fn one_daemon_per_gpu_started_once_and_stopped_when_idle() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("mps");
-        let mut m = daemons(tmp.path(), None);
-        m.acquire("j1", "GPU-a").unwrap();
-        m.acquire("j2", "GPU-a").unwrap();
-        m.acquire("j3", "GPU-b").unwrap();
-        let d = dirs(&root, "GPU-a");
-        assert!(d.pipe.join("control").exists());
-        assert_eq!(
-            calls(tmp.path()),
-            [
-                format!("start GPU-a {} {}", d.pipe.display(), d.log.display()),
-                format!(
-                    "start GPU-b {} {}",
-                    dirs(&root, "GPU-b").pipe.display(),
-                    dirs(&root, "GPU-b").log.display()
-                ),
-            ]
-        );
-        m.release("j1");
-        assert_eq!(calls(tmp.path()).len(), 2, "GPU-a still has j2");
-        m.release("j2");
-        assert_eq!(calls(tmp.path())[2], "cmd GPU-a quit");
-        m.release("j2");
-        assert_eq!(calls(tmp.path()).len(), 3, "released once");
-        assert_eq!(m.running().keys().collect::<Vec<_>>(), ["GPU-b"]);
-        drop(m);
-        assert_eq!(
-            calls(tmp.path())[3],
-            "cmd GPU-b quit",
-            "shutdown stops the rest"
-        );
-    }
-
-    #[test]
-    fn a_failed_start_is_an_error_with_the_output_and_records_nothing() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut m = daemons(tmp.path(), Some(30));
-        std::fs::write(tmp.path().join("fail"), "").unwrap();
-        let e = m.acquire("j1", "GPU-a").unwrap_err().to_string();
-        assert!(e.contains("-d` failed"), "{e}");
-        assert!(e.contains("cannot start: no GPU"), "{e}");
-        assert!(m.running().is_empty());
-        std::fs::remove_file(tmp.path().join("fail")).unwrap();
-        m.acquire("j1", "GPU-a").unwrap();
-        // The node's thread share is the daemon's default.
-        assert_eq!(
-            calls(tmp.path())[1],
-            "cmd GPU-a set_default_active_thread_percentage 30"
-        );
-    }
-
-    #[test]
-    fn a_missing_program_fails_every_start() {
-        let tmp = tempfile::tempdir().unwrap();
-        let cfg = GpuConfig {
-            mps_dir: tmp.path().join("mps"),
-            driver_bin_dirs: vec![tmp.path().to_path_buf()],
-            ..GpuConfig::default()
-        };
-        let mut m = MpsDaemons {
-            control: find_control(None, &cfg.driver_bin_dirs, None),
-            root: cfg.mps_dir.clone(),
-            default_thread_percentage: None,
-            running: BTreeMap::new(),
-        };
-        let e = m.acquire("j", "GPU-a").unwrap_err().to_string();
-        assert!(e.contains("nvidia-cuda-mps-control was not found"), "{e}");
-        assert!(e.contains("gpu.mps_control"), "{e}");
-        std::fs::write(tmp.path().join(CONTROL_PROGRAM), "").unwrap();
-        assert_eq!(
-            find_control(None, &cfg.driver_bin_dirs, None).unwrap(),
-            tmp.path().join(CONTROL_PROGRAM)
-        );
-    }
-
-    #[test]
-    fn thread_percentage_is_the_jobs_capped_by_the_nodes() {
-        let c = |node| MpsClient {
-            root: PathBuf::from("/run/joblet/mps"),
-            active_thread_percentage: node,
-        };
-        assert_eq!(c(Some(50)).thread_percentage(Some("25")).unwrap(), Some(25));
-        assert_eq!(c(Some(50)).thread_percentage(Some("80")).unwrap(), Some(50));
-        assert_eq!(c(Some(50)).thread_percentage(None).unwrap(), Some(50));
-        assert_eq!(c(None).thread_percentage(Some(" 40 ")).unwrap(), Some(40));
-        assert_eq!(c(None).thread_percentage(None).unwrap(), None);
-        for bad in ["0", "101", "half", "-5"] {
-            let e = c(None).thread_percentage(Some(bad)).unwrap_err();
-            assert!(e.contains("1 to 100"), "{bad}: {e}");
-        }
-    }
-}
+mod tests;

@@ -3,7 +3,8 @@
 //! its parent's `nvidiaN` and the slice's GPU- and compute-instance access
 //! capabilities `nvidia-caps/nvidia-cap<m>`; `nvidia-uvm-tools` only with
 //! `--gpu-profiling`) and device rules allowing exactly those; an MPS
-//! job its GPU's MPS pipe and log directories; the driver's libraries and
+//! job its GPU's MPS pipe and log directories, and the GPU's MPS
+//! shared-memory tmpfs as its `/dev/shm`; the driver's libraries and
 //! binaries for its
 //! `NVIDIA_DRIVER_CAPABILITIES` bound read-only into
 //! [`DRIVER_LIB_DIR`]/[`DRIVER_BIN_DIR`]; the chosen CUDA toolkit
@@ -49,6 +50,9 @@ pub struct GpuSandbox {
     pub devices: Vec<Bind>,
     pub binds: Vec<Bind>,
     pub masks: Vec<PathBuf>,
+    /// Host directory that becomes the job's `/dev/shm` (an MPS job: its
+    /// GPU's tmpfs, shared with the control daemon); `None`: a private one.
+    pub dev_shm: Option<PathBuf>,
     pub env: Option<GpuEnv>,
 }
 

@@ -2,7 +2,7 @@
 //! `/dev` and the device rules allowing exactly those (`nvidiactl`,
 //! `nvidia-uvm`, `nvidia-uvm-tools` when profiling, each GPU's
 //! `nvidiaN`, each MIG slice's access capabilities), and the MPS pipe and
-//! log directories of an MPS job. Every node is checked against the
+//! log directories and shared-memory tmpfs of an MPS job. Every node is checked against the
 //! driver's numbers; anything missing fails the start.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -120,8 +120,9 @@ pub(super) fn devices(
     Ok(())
 }
 
-/// An MPS job's part: its GPU's pipe and log directories bound in, and
-/// the settings for its environment. `None` unless the node runs MPS and
+/// An MPS job's part: its GPU's pipe and log directories bound in, its
+/// GPU's shared-memory tmpfs as its `/dev/shm` (where MPS clients and the
+/// server exchange memory), and the settings for its environment. `None` unless the node runs MPS and
 /// the job is a shared one (it has a memory quota) on one visible GPU.
 pub(super) fn mps_part(
     settings: &GpuSettings,
@@ -148,6 +149,7 @@ pub(super) fn mps_part(
         .thread_percentage(spec.env.get(key).map(String::as_str))
         .map_err(|e| format!("env[\"{key}\"]: {e}"))?;
     let host = mps::dirs(&client.root, &g.uuid);
+    out.dev_shm = Some(host.shm);
     for (source, target) in [(host.pipe, JOB_PIPE_DIR), (host.log, JOB_LOG_DIR)] {
         out.binds.push(Bind {
             source,
@@ -339,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn an_mps_job_gets_its_gpus_pipe_and_log_dirs() {
+    fn an_mps_job_gets_its_gpus_pipe_and_log_dirs_and_shm() {
         let (tmp, mut s) = node();
         let spec = |env: &[(&str, &str)]| {
             let mut spec = joblet_core::JobRequest {
@@ -376,6 +378,7 @@ mod tests {
             None
         );
         assert!(out.binds.is_empty());
+        assert_eq!(out.dev_shm, None);
         let m = mps_part(
             &s,
             &spec(&[("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "20")]),
@@ -400,6 +403,7 @@ mod tests {
                 (root.join("GPU-0/log"), PathBuf::from(JOB_LOG_DIR)),
             ]
         );
+        assert_eq!(out.dev_shm, Some(root.join("GPU-0/shm")));
         let e = mps_part(
             &s,
             &spec(&[]),

@@ -1,0 +1,186 @@
+//! Tests of the MPS control daemons, against a fake control program
+//! (mounts tmpfs instances: needs root).
+
+use super::*;
+
+/// A control program that records each call (args, the three
+/// variables, stdin for commands) in `calls`, writes the GPU's UUID
+/// into [`marker`] in its `/dev/shm` on `-d`, and fails `-d` while
+/// `fail` exists.
+fn fake_control(dir: &Path) -> PathBuf {
+    let p = dir.join("fake-mps-control");
+    let calls = dir.join("calls");
+    let fail = dir.join("fail");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  if [ -e '{fail}' ]; then echo 'cannot start: no GPU' >&2; exit 3; fi\n  echo \"start $CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY\" >> '{calls}'\n  touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"\n  echo \"$CUDA_VISIBLE_DEVICES\" > '/dev/shm/{marker}'\nelse\n  read cmd\n  echo \"cmd $CUDA_VISIBLE_DEVICES $cmd\" >> '{calls}'\nfi\n",
+            fail = fail.display(),
+            calls = calls.display(),
+            marker = marker(dir),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// The fake's marker file name, unique to the test's temp dir (were
+/// the namespace missing it would land in the host's `/dev/shm`).
+fn marker(dir: &Path) -> String {
+    format!(
+        "joblet-mps-test-{}",
+        dir.file_name().unwrap().to_str().unwrap()
+    )
+}
+
+fn calls(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("calls"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn daemons(dir: &Path, pct: Option<u32>) -> MpsDaemons {
+    let cfg = GpuConfig {
+        mps_control: Some(fake_control(dir)),
+        mps_dir: dir.join("mps"),
+        mps_active_thread_percentage: pct,
+        mps_shm_size_mb: 4,
+        ..GpuConfig::default()
+    };
+    MpsDaemons::new(&cfg)
+}
+
+#[test]
+fn each_control_daemon_has_its_gpus_tmpfs_as_dev_shm_until_it_quits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("mps");
+    // A tmpfs an earlier daemon left on a GPU's shm is detached.
+    let stale = dirs(&root, "GPU-old").shm;
+    std::fs::create_dir_all(&stale).unwrap();
+    shm::mount(&stale, 1).unwrap();
+    let mut m = daemons(tmp.path(), None);
+    assert!(!shm::is_mount_point(&stale));
+    m.acquire("j1", "GPU-a").unwrap();
+    m.acquire("j2", "GPU-b").unwrap();
+    let on_host = Path::new("/dev/shm").join(marker(tmp.path()));
+    let leaked = on_host.exists();
+    let _ = std::fs::remove_file(&on_host);
+    assert!(!leaked, "the control daemon wrote the host's /dev/shm");
+    for gpu in ["GPU-a", "GPU-b"] {
+        let d = dirs(&root, gpu);
+        assert!(shm::is_mount_point(&d.shm), "{gpu}");
+        assert_eq!(
+            std::fs::read_to_string(d.shm.join(marker(tmp.path()))).unwrap(),
+            format!("{gpu}\n"),
+            "each daemon writes its own GPU's tmpfs"
+        );
+        let st = nix::sys::statvfs::statvfs(&d.shm).unwrap();
+        assert_eq!(st.blocks() * st.fragment_size(), 4 << 20);
+    }
+    m.release("j1");
+    assert!(!shm::is_mount_point(&dirs(&root, "GPU-a").shm));
+    assert!(shm::is_mount_point(&dirs(&root, "GPU-b").shm));
+    drop(m);
+    assert!(!shm::is_mount_point(&dirs(&root, "GPU-b").shm));
+}
+
+#[test]
+fn one_daemon_per_gpu_started_once_and_stopped_when_idle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("mps");
+    let mut m = daemons(tmp.path(), None);
+    m.acquire("j1", "GPU-a").unwrap();
+    m.acquire("j2", "GPU-a").unwrap();
+    m.acquire("j3", "GPU-b").unwrap();
+    let d = dirs(&root, "GPU-a");
+    assert!(d.pipe.join("control").exists());
+    assert_eq!(
+        calls(tmp.path()),
+        [
+            format!("start GPU-a {} {}", d.pipe.display(), d.log.display()),
+            format!(
+                "start GPU-b {} {}",
+                dirs(&root, "GPU-b").pipe.display(),
+                dirs(&root, "GPU-b").log.display()
+            ),
+        ]
+    );
+    m.release("j1");
+    assert_eq!(calls(tmp.path()).len(), 2, "GPU-a still has j2");
+    m.release("j2");
+    assert_eq!(calls(tmp.path())[2], "cmd GPU-a quit");
+    m.release("j2");
+    assert_eq!(calls(tmp.path()).len(), 3, "released once");
+    assert_eq!(m.running().keys().collect::<Vec<_>>(), ["GPU-b"]);
+    drop(m);
+    assert_eq!(
+        calls(tmp.path())[3],
+        "cmd GPU-b quit",
+        "shutdown stops the rest"
+    );
+}
+
+#[test]
+fn a_failed_start_is_an_error_with_the_output_and_records_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut m = daemons(tmp.path(), Some(30));
+    std::fs::write(tmp.path().join("fail"), "").unwrap();
+    let e = m.acquire("j1", "GPU-a").unwrap_err().to_string();
+    assert!(e.contains("-d` failed"), "{e}");
+    assert!(e.contains("cannot start: no GPU"), "{e}");
+    assert!(m.running().is_empty());
+    let shm_dir = dirs(&tmp.path().join("mps"), "GPU-a").shm;
+    assert!(!shm::is_mount_point(&shm_dir), "a failed start unmounts");
+    std::fs::remove_file(tmp.path().join("fail")).unwrap();
+    m.acquire("j1", "GPU-a").unwrap();
+    // The node's thread share is the daemon's default.
+    assert_eq!(
+        calls(tmp.path())[1],
+        "cmd GPU-a set_default_active_thread_percentage 30"
+    );
+}
+
+#[test]
+fn a_missing_program_fails_every_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = GpuConfig {
+        mps_dir: tmp.path().join("mps"),
+        driver_bin_dirs: vec![tmp.path().to_path_buf()],
+        ..GpuConfig::default()
+    };
+    let mut m = MpsDaemons {
+        control: find_control(None, &cfg.driver_bin_dirs, None),
+        root: cfg.mps_dir.clone(),
+        default_thread_percentage: None,
+        shm_size_mb: 4,
+        running: BTreeMap::new(),
+    };
+    let e = m.acquire("j", "GPU-a").unwrap_err().to_string();
+    assert!(e.contains("nvidia-cuda-mps-control was not found"), "{e}");
+    assert!(e.contains("gpu.mps_control"), "{e}");
+    std::fs::write(tmp.path().join(CONTROL_PROGRAM), "").unwrap();
+    assert_eq!(
+        find_control(None, &cfg.driver_bin_dirs, None).unwrap(),
+        tmp.path().join(CONTROL_PROGRAM)
+    );
+}
+
+#[test]
+fn thread_percentage_is_the_jobs_capped_by_the_nodes() {
+    let c = |node| MpsClient {
+        root: PathBuf::from("/run/joblet/mps"),
+        active_thread_percentage: node,
+    };
+    assert_eq!(c(Some(50)).thread_percentage(Some("25")).unwrap(), Some(25));
+    assert_eq!(c(Some(50)).thread_percentage(Some("80")).unwrap(), Some(50));
+    assert_eq!(c(Some(50)).thread_percentage(None).unwrap(), Some(50));
+    assert_eq!(c(None).thread_percentage(Some(" 40 ")).unwrap(), Some(40));
+    assert_eq!(c(None).thread_percentage(None).unwrap(), None);
+    for bad in ["0", "101", "half", "-5"] {
+        let e = c(None).thread_percentage(Some(bad)).unwrap_err();
+        assert!(e.contains("1 to 100"), "{bad}: {e}");
+    }
+}
