@@ -195,3 +195,67 @@ fn rustls_pemfile_certs(pem: &str) -> Vec<rustls::pki_types::CertificateDer<'sta
         .map(|c| c.unwrap())
         .collect()
 }
+
+/// Root on the node reaches the daemon through its local socket, which the
+/// admin config names: no TCP, no TLS, identity `admin` from the kernel's
+/// peer credentials. The same config without `socket:` goes over mutual
+/// TLS as before. The socket is root's only (0600) and goes away with the
+/// daemon.
+#[test]
+fn root_on_the_node_uses_the_local_socket() {
+    let mut node = Node::start().unwrap();
+    let sock = node.state_dir().join("joblet.sock");
+    let text = std::fs::read_to_string(node.client_config()).unwrap();
+    assert!(
+        text.contains(&format!("socket: {}", sock.display())),
+        "{text}"
+    );
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let meta = std::fs::symlink_metadata(&sock).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+
+    let local = node.rnx(&["whoami"]);
+    let out = String::from_utf8_lossy(&local.stdout);
+    assert!(
+        local.status.success(),
+        "{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
+    assert!(out.contains(&format!("(unix:{})", sock.display())), "{out}");
+    assert!(out.contains("Role: admin"), "{out}");
+    let run = node.rnx(&["job", "run", "-f", "--", "echo", "via-socket"]);
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "via-socket\n");
+
+    let tls_config = node.dir.path().join("tls-only.yml");
+    let without: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("socket:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&tls_config, without).unwrap();
+    let tls = rnx_with(&tls_config, &["whoami"]);
+    let out = String::from_utf8_lossy(&tls.stdout);
+    assert!(
+        tls.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tls.stderr)
+    );
+    assert!(out.contains("(127.0.0.1:"), "{out}");
+    assert!(out.contains("Name: admin"), "{out}");
+
+    // A socket that is gone (daemon stopped) makes rnx fall back to TLS,
+    // which then explains that nothing listens.
+    node.stop_daemon();
+    assert!(
+        !sock.exists(),
+        "the daemon removes its socket when it stops"
+    );
+    let down = node.rnx(&["whoami"]);
+    assert!(!down.status.success());
+    assert!(
+        String::from_utf8_lossy(&down.stderr).contains("cannot reach joblet at 127.0.0.1:"),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+}

@@ -11,6 +11,7 @@
 //! nodes:
 //!   default:
 //!     address: "127.0.0.1:50051"
+//!     socket: /var/lib/joblet/joblet.sock   # admin config only: root on the node skips TLS
 //!     server_name: localhost
 //!     ca: |
 //!       -----BEGIN CERTIFICATE-----
@@ -44,6 +45,12 @@ pub struct ClientConfigFile {
 pub struct NodeEntry {
     /// `host:port` of the joblet daemon.
     pub address: String,
+    /// The daemon's local socket (`<state_dir>/joblet.sock`), in the admin
+    /// config the daemon writes: on the node itself, as root, `rnx` talks
+    /// to the daemon through it without TCP or TLS; elsewhere it uses
+    /// `address`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
     /// Name to verify in the server certificate; defaults to the host of `address`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
@@ -66,6 +73,8 @@ pub struct NodeEntry {
 pub struct ResolvedNode {
     pub name: String,
     pub address: String,
+    /// [`NodeEntry::socket`].
+    pub socket: Option<PathBuf>,
     pub server_name: String,
     pub ca_pem: String,
     pub cert_pem: String,
@@ -123,6 +132,7 @@ impl ClientConfigFile {
     ) -> Self {
         let entry = NodeEntry {
             address: address.to_owned(),
+            socket: None,
             server_name: Some(server_name.to_owned()),
             ca: Some(ca.to_owned()),
             cert: Some(cert.to_owned()),
@@ -209,6 +219,7 @@ impl ClientConfigFile {
         Ok(ResolvedNode {
             name: name.to_owned(),
             address: entry.address.clone(),
+            socket: entry.socket.clone(),
             server_name: entry.server_name.clone().unwrap_or_else(|| host.to_owned()),
             ca_pem: pem("ca", &entry.ca, &entry.ca_file)?,
             cert_pem: pem("cert", &entry.cert, &entry.cert_file)?,

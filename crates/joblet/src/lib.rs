@@ -15,6 +15,7 @@ pub mod config;
 pub mod engine;
 pub mod gpu;
 pub mod jobenv;
+pub mod local;
 pub mod logs;
 pub mod outcome;
 pub mod sandbox;

@@ -126,6 +126,23 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         gpus: gpus.as_ref().map(|(shared, _)| shared.clone()),
     };
     let incoming = tls::incoming(listener, Arc::new(tls_config));
+    // Root on this host skips TCP and TLS through the local socket; without
+    // it (a path too long for a socket, say) everything goes through TLS.
+    let socket = dirs.socket();
+    let local = match crate::local::bind(&socket) {
+        Ok(l) => {
+            tracing::info!(socket = %socket.display(), "local socket for root");
+            Some(crate::local::incoming(l))
+        }
+        Err(e) => {
+            tracing::warn!(socket = %socket.display(), error = %e, "no local socket: rnx on this host uses TLS");
+            None
+        }
+    };
+    let incoming = tokio_stream::StreamExt::merge(
+        incoming,
+        futures::StreamExt::flatten(futures::stream::iter(local)),
+    );
     tonic::transport::Server::builder()
         .add_service(joblet_proto::JobServiceServer::new(api))
         .add_service(joblet_proto::GpuServiceServer::new(gpu_api))
@@ -138,6 +155,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             .ok();
     }
     let _ = std::fs::remove_file(dirs.server_json());
+    let _ = std::fs::remove_file(dirs.socket());
     tracing::info!("joblet stopped; running jobs keep running under their shims");
     Ok(())
 }

@@ -173,13 +173,20 @@ impl StateDir {
         Ok(ServerPki { ca, server, admin })
     }
 
-    /// Writes `rnx-config.yml` for the admin, pointing at `address`.
+    /// The daemon's local socket: root on this host talks to it without
+    /// TCP or TLS (see [`crate::local`]).
+    pub fn socket(&self) -> PathBuf {
+        self.root.join("joblet.sock")
+    }
+
+    /// Writes `rnx-config.yml` for the admin, pointing at `address` and at
+    /// the local socket.
     pub fn write_client_config(
         &self,
         address: &str,
         pki: &ServerPki,
     ) -> Result<PathBuf, StateError> {
-        let file = ClientConfigFile::single(
+        let mut file = ClientConfigFile::single(
             "default",
             address,
             "localhost",
@@ -187,6 +194,9 @@ impl StateDir {
             &pki.admin.cert,
             &pki.admin.key,
         );
+        for node in file.nodes.values_mut() {
+            node.socket = Some(self.socket());
+        }
         let path = self.client_config();
         write_private(&path, file.to_yaml().as_bytes())?;
         Ok(path)

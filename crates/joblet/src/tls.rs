@@ -6,7 +6,6 @@
 //! stall accepting others; failed handshakes are logged and dropped.
 
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -14,7 +13,7 @@ use std::time::Duration;
 
 use joblet_pki::Identity;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
@@ -24,18 +23,50 @@ use tonic::transport::server::Connected;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who is on the other end of a connection. `identity` is an error when the
-/// certificate chains to our CA but lacks a usable name or role.
+/// certificate chains to our CA but lacks a usable name or role (or, on the
+/// local socket, when the peer is not root).
 #[derive(Debug, Clone)]
 pub struct PeerInfo {
-    pub addr: SocketAddr,
+    /// `ip:port`, or `local uid N` on the local socket.
+    pub peer: String,
     pub identity: Result<Identity, String>,
 }
 
-/// A TLS stream that tells tonic who the peer is (request extension `PeerInfo`).
+/// A connection that tells tonic who the peer is (request extension
+/// `PeerInfo`): a mutual-TLS stream, or one of the local socket
+/// ([`crate::local`]).
 pub struct PeerStream {
-    inner: TlsStream<TcpStream>,
+    inner: Transport,
     info: PeerInfo,
 }
+
+enum Transport {
+    Tls(Box<TlsStream<TcpStream>>),
+    Local(UnixStream),
+}
+
+impl PeerStream {
+    /// A local-socket connection whose peer is described by `info`.
+    pub(crate) fn local(stream: UnixStream, info: PeerInfo) -> PeerStream {
+        PeerStream {
+            inner: Transport::Local(stream),
+            info,
+        }
+    }
+}
+
+impl PeerStream {
+    /// Whichever transport this connection runs over.
+    fn io(&mut self) -> Pin<&mut dyn IoStream> {
+        match &mut self.inner {
+            Transport::Tls(t) => Pin::new(t.as_mut()),
+            Transport::Local(u) => Pin::new(u),
+        }
+    }
+}
+
+trait IoStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> IoStream for T {}
 
 impl Connected for PeerStream {
     type ConnectInfo = PeerInfo;
@@ -50,7 +81,7 @@ impl AsyncRead for PeerStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        self.io().poll_read(cx, buf)
     }
 }
 
@@ -60,23 +91,26 @@ impl AsyncWrite for PeerStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        self.io().poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        self.io().poll_flush(cx)
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        self.io().poll_shutdown(cx)
     }
     fn poll_write_vectored(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        self.io().poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        match &self.inner {
+            Transport::Tls(t) => t.is_write_vectored(),
+            Transport::Local(u) => u.is_write_vectored(),
+        }
     }
 }
 
@@ -113,8 +147,11 @@ pub fn incoming(
                         }
                         let _ = tx
                             .send(Ok(PeerStream {
-                                inner: tls,
-                                info: PeerInfo { addr, identity },
+                                inner: Transport::Tls(Box::new(tls)),
+                                info: PeerInfo {
+                                    peer: addr.to_string(),
+                                    identity,
+                                },
                             }))
                             .await;
                     }

@@ -1,5 +1,6 @@
-//! Connecting to a node: a tonic channel over TCP + mutual TLS (rustls),
-//! with connection and handshake failures explained.
+//! Connecting to a node: a tonic channel over the daemon's local socket
+//! (root on the node) or over TCP + mutual TLS (rustls), with connection
+//! and handshake failures explained.
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -68,7 +69,54 @@ pub async fn connect(node: &ResolvedNode) -> Result<Client, ConnectError> {
     Ok(JobServiceClient::new(connect_channel(node).await?))
 }
 
-/// Connects to `node` and returns the channel every service's client shares.
+/// A connection to a node and what it runs over.
+pub struct Connection {
+    pub channel: Channel,
+    /// `unix:PATH` for the node's local socket, else its `host:port`.
+    pub endpoint: String,
+}
+
+/// Connects to `node` through its local socket when the config names one
+/// and it accepts us (root on the node itself: no TCP, no TLS), else over
+/// mutual TLS.
+pub async fn connect_node(node: &ResolvedNode) -> Result<Connection, ConnectError> {
+    if let Some(path) = &node.socket {
+        match connect_local(path).await {
+            Ok(channel) => {
+                return Ok(Connection {
+                    channel,
+                    endpoint: format!("unix:{}", path.display()),
+                })
+            }
+            Err(e) => {
+                tracing::debug!(socket = %path.display(), error = %e, "local socket not usable; using TLS")
+            }
+        }
+    }
+    Ok(Connection {
+        channel: connect_channel(node).await?,
+        endpoint: node.address.clone(),
+    })
+}
+
+/// A channel over the daemon's local socket (`socket:` in the admin config).
+async fn connect_local(path: &std::path::Path) -> Result<Channel, tonic::transport::Error> {
+    let path = path.to_owned();
+    let dial = tower::service_fn(move |_: Uri| {
+        let path = path.clone();
+        async move {
+            let stream = tokio::net::UnixStream::connect(&path).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    });
+    Endpoint::from_static("http://localhost")
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect_with_connector(dial)
+        .await
+}
+
+/// Connects to `node` over mutual TLS and returns the channel every
+/// service's client shares.
 pub async fn connect_channel(node: &ResolvedNode) -> Result<Channel, ConnectError> {
     let cert = joblet_pki::CertPem {
         cert: node.cert_pem.clone(),

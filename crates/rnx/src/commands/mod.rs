@@ -16,6 +16,8 @@ use crate::settings::{Action, Settings};
 /// What a command needs: the node it talks to and the output format.
 pub struct Ctx {
     pub node: ResolvedNode,
+    /// What the connection runs over: `unix:PATH` or `host:port`.
+    pub endpoint: String,
     pub client: Client,
     /// The GPU service, on the same connection.
     pub gpu: GpuClient,
@@ -25,11 +27,12 @@ pub struct Ctx {
 /// Runs the command; returns the exit code on success.
 pub async fn run(settings: Settings) -> Result<u8, Error> {
     let node = config::load_node(&settings.config_path, settings.node.as_deref())?;
-    let channel = client::connect_channel(&node).await?;
+    let conn = client::connect_node(&node).await?;
     let ctx = Ctx {
         node,
-        client: Client::new(channel.clone()),
-        gpu: GpuClient::new(channel),
+        endpoint: conn.endpoint,
+        client: Client::new(conn.channel.clone()),
+        gpu: GpuClient::new(conn.channel),
         format: settings.format,
     };
     match settings.action {

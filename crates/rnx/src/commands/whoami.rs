@@ -19,7 +19,7 @@ pub async fn run(mut ctx: Ctx) -> Result<u8, Error> {
         name: who.name,
         role: who.role,
         node: ctx.node.name.clone(),
-        address: ctx.node.address.clone(),
+        address: ctx.endpoint.clone(),
         node_version: who.node_version,
         supported: who.supported,
     };
