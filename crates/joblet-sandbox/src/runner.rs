@@ -96,12 +96,22 @@ impl SandboxRunner {
             ),
             None => None,
         };
+        let t0 = std::time::Instant::now();
         cgroup
             .add_pid(pending.pid())
             .map_err(|e| isolation("moving the job into its cgroup", e))?;
+        tracing::debug!(
+            elapsed_us = t0.elapsed().as_micros() as u64,
+            "sandbox init moved into the job's cgroups"
+        );
+        let t0 = std::time::Instant::now();
         let pid = pending
             .release()
             .map_err(|e| RunnerError::Isolation(e.to_string()))?;
+        tracing::debug!(
+            elapsed_us = t0.elapsed().as_micros() as u64,
+            "sandbox init released: the job has exec'd"
+        );
         Ok((pid, filter))
     }
 }
@@ -122,8 +132,13 @@ impl Runner for SandboxRunner {
         // while this thread creates the cgroup and the device filter. It
         // runs nothing of the job until released, after the move. Dropping
         // `pending` on an error below kills it.
+        let t0 = std::time::Instant::now();
         let pending = init::spawn(&self.program, &self.args, &config, stdout, stderr)
             .map_err(|e| isolation("sandbox init", e))?;
+        tracing::debug!(
+            elapsed_us = t0.elapsed().as_micros() as u64,
+            "sandbox init spawned"
+        );
         let layout =
             Layout::detect(&self.roots.mountinfo).map_err(|e| isolation("detecting cgroups", e))?;
         let cgroup = JobCgroup::create(
