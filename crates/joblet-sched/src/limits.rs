@@ -153,8 +153,8 @@ impl Limits {
 
     /// Records units held without taking a token (restore).
     pub fn hold(&mut self, req: &JobRequest) {
-        *self.owner_used.entry(req.owner.clone()).or_insert(0) += req.gpu_count;
-        *self.queue_used.entry(req.queue.clone()).or_insert(0) += req.gpu_count;
+        add_used(&mut self.owner_used, &req.owner, req.gpu_count);
+        add_used(&mut self.queue_used, &req.queue, req.gpu_count);
     }
 
     /// Records that a job's units were given back.
@@ -180,6 +180,16 @@ impl Limits {
     /// Units a queue holds now.
     pub fn queue_used(&self, queue: &str) -> u32 {
         self.queue_used.get(queue).copied().unwrap_or(0)
+    }
+}
+
+/// Adds `n` units to `name`'s count (the key is copied only when new).
+fn add_used(used: &mut HashMap<String, u32>, name: &str, n: u32) {
+    match used.get_mut(name) {
+        Some(held) => *held += n,
+        None => {
+            used.insert(name.to_string(), n);
+        }
     }
 }
 

@@ -23,6 +23,8 @@ mod verify;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rustc_hash::FxHashMap as HashMap;
+
 pub use error::AllocError;
 use index::DomainIndex;
 use node::{Holder, Node};
@@ -41,7 +43,8 @@ pub(crate) struct WholeFloor {
 #[derive(Debug, Clone)]
 pub struct ClusterState {
     nodes: BTreeMap<NodeId, Node>,
-    ledger: BTreeMap<JobKey, Placement>,
+    /// Placements by job (hashed: looked up on every start and exit).
+    ledger: HashMap<JobKey, Placement>,
     index: DomainIndex,
     total_units: u32,
     free_units: u32,
@@ -58,7 +61,7 @@ impl ClusterState {
     pub fn new(nodes: Vec<NodeSpec>) -> ClusterState {
         let mut state = ClusterState {
             nodes: BTreeMap::new(),
-            ledger: BTreeMap::new(),
+            ledger: HashMap::default(),
             index: DomainIndex::default(),
             total_units: 0,
             free_units: 0,
@@ -122,6 +125,7 @@ impl ClusterState {
         self.with_node(node, |n| {
             if let Some(pos) = n.gpu_pos(index) {
                 n.gpus[pos].health = health;
+                n.gpus[pos].refresh();
             }
         });
     }
@@ -163,6 +167,7 @@ impl ClusterState {
                         exclusive: p.sharing == Sharing::Exclusive,
                         class: p.class,
                     });
+                    g.refresh();
                 }
             });
         }
@@ -243,6 +248,7 @@ impl ClusterState {
                         let h = unit.holders.swap_remove(i);
                         unit.reserved_mb -= h.reserve_mb;
                     }
+                    g.refresh();
                 }
             });
         }
@@ -269,7 +275,9 @@ impl ClusterState {
 
     /// The allocations ledger, by job key.
     pub fn placements(&self) -> impl Iterator<Item = &Placement> {
-        self.ledger.values()
+        let mut all: Vec<&Placement> = self.ledger.values().collect();
+        all.sort_unstable_by(|a, b| a.job.cmp(&b.job));
+        all.into_iter()
     }
 
     /// Whole GPUs plus MIG slices, healthy or not.
@@ -318,11 +326,32 @@ impl ClusterState {
 }
 
 /// The nodes a placement touches, ascending, once each.
-fn node_ids(p: &Placement) -> Vec<NodeId> {
+fn node_ids(p: &Placement) -> NodeIds {
+    let first = p.units.first().map(|u| u.node);
+    if p.units.iter().all(|u| Some(u.node) == first) {
+        return NodeIds::One(first.into_iter());
+    }
     let mut nodes: Vec<NodeId> = p.units.iter().map(|u| u.node).collect();
     nodes.sort_unstable();
     nodes.dedup();
-    nodes
+    NodeIds::Many(nodes.into_iter())
+}
+
+/// [`node_ids`]: no allocation for the usual one-node placement.
+enum NodeIds {
+    One(std::option::IntoIter<NodeId>),
+    Many(std::vec::IntoIter<NodeId>),
+}
+
+impl Iterator for NodeIds {
+    type Item = NodeId;
+
+    fn next(&mut self) -> Option<NodeId> {
+        match self {
+            NodeIds::One(it) => it.next(),
+            NodeIds::Many(it) => it.next(),
+        }
+    }
 }
 
 /// MiB a placement accounts on a unit of `unit_mb`: exclusive and shared

@@ -62,6 +62,18 @@ pub(crate) struct Gpu {
     pub spec: GpuSpec,
     pub health: GpuHealth,
     pub units: Vec<Unit>,
+    /// Derived from `units` and `health` by [`Gpu::refresh`] (call it after
+    /// changing either), so that a node recounts without reading every
+    /// unit: free units and units not held exclusively (0 when not
+    /// placeable), and whether it is a free whole GPU.
+    counts: GpuCounts,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct GpuCounts {
+    free_units: u32,
+    open_units: u32,
+    free_whole: bool,
 }
 
 impl Gpu {
@@ -98,7 +110,21 @@ impl Gpu {
                 temperature_c: None,
             },
             units,
+            counts: GpuCounts::default(),
         }
+    }
+
+    /// Brings the derived counts up to date with the units and health.
+    pub fn refresh(&mut self) {
+        self.counts = if self.placeable() {
+            GpuCounts {
+                free_units: self.units.iter().filter(|u| u.holders.is_empty()).count() as u32,
+                open_units: self.units.iter().filter(|u| !u.exclusive_held()).count() as u32,
+                free_whole: self.is_whole() && self.units.iter().all(|u| u.holders.is_empty()),
+            }
+        } else {
+            GpuCounts::default()
+        };
     }
 
     /// New jobs may land here: the state accepts them and placement is not
@@ -116,9 +142,10 @@ impl Gpu {
         self.spec.mig.is_empty()
     }
 
-    /// A whole GPU that is placeable and held by nobody.
+    /// A whole GPU that is placeable and held by nobody (as of the last
+    /// [`Gpu::refresh`]).
     pub fn free_whole(&self) -> bool {
-        self.is_whole() && self.placeable() && self.units.iter().all(|u| u.holders.is_empty())
+        self.counts.free_whole
     }
 
     pub fn unit_pos(&self, mig: Option<u32>) -> Option<usize> {
@@ -182,25 +209,37 @@ impl Node {
             open_units: 0,
             total_units,
         };
-        node.recount();
+        node.recount_all();
         node
     }
 
     pub fn gpu_pos(&self, index: u32) -> Option<usize> {
+        // GPUs are usually indexed 0..n: then the index is the position.
+        let at = usize::try_from(index).ok()?;
+        if self.gpus.get(at).is_some_and(|g| g.spec.index == index) {
+            return Some(at);
+        }
         self.gpus
             .binary_search_by_key(&index, |g| g.spec.index)
             .ok()
     }
 
-    /// Recomputes every derived count from the units (cheap: one node).
+    /// Recomputes every derived count from the units, GPU by GPU.
+    pub fn recount_all(&mut self) {
+        for g in &mut self.gpus {
+            g.refresh();
+        }
+        self.recount();
+    }
+
+    /// Recomputes the node's and domains' counts from its GPUs' (each
+    /// brought up to date by [`Gpu::refresh`] when it changed).
     pub fn recount(&mut self) {
         let (mut free_units, mut open_units, mut free_whole) = (0, 0, 0);
-        for g in self.gpus.iter().filter(|g| g.placeable()) {
-            for u in &g.units {
-                free_units += u32::from(u.holders.is_empty());
-                open_units += u32::from(!u.exclusive_held());
-            }
-            free_whole += u32::from(g.free_whole());
+        for g in &self.gpus {
+            free_units += g.counts.free_units;
+            open_units += g.counts.open_units;
+            free_whole += u32::from(g.counts.free_whole);
         }
         self.free_units = free_units;
         self.open_units = open_units;

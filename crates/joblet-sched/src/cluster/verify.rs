@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::index::DomainIndex;
 use super::node::{classes_conflict, Node};
 use super::ClusterState;
-use crate::model::{GpuRef, Placement, Sharing, WorkloadClass};
+use crate::model::{GpuRef, JobKey, Placement, Sharing, WorkloadClass};
 
 /// What the ledger says one unit carries.
 #[derive(Default)]
@@ -23,7 +23,9 @@ impl ClusterState {
     /// failed since).
     pub fn verify(&self) -> Result<(), String> {
         let mut loads: BTreeMap<&GpuRef, Load> = BTreeMap::new();
-        for (key, p) in &self.ledger {
+        let mut ledger: Vec<(&JobKey, &Placement)> = self.ledger.iter().collect();
+        ledger.sort_unstable_by_key(|(k, _)| *k);
+        for (key, p) in ledger {
             if *key != p.job {
                 return Err(format!(
                     "ledger entry {key} holds the placement of {}",
@@ -93,7 +95,7 @@ impl ClusterState {
                 }
             }
             let mut fresh = node.clone();
-            fresh.recount();
+            fresh.recount_all();
             check_counts(node, &fresh)?;
             index.insert(&fresh);
             total += fresh.total_units;

@@ -27,7 +27,7 @@ use joblet_core::UnixMillis;
 
 use crate::model::{after, GpuRef, JobRequest};
 use crate::queue::QKey;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{ByJob, Scheduler};
 
 /// The head job's reserved units and earliest start.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +42,7 @@ pub struct Reservation {
 
 impl Scheduler {
     pub(crate) fn pass_backfill(&mut self, now: UnixMillis) {
-        let Some(head) = self.start_in_order(now) else {
+        let Some((head, passed)) = self.start_in_order(now) else {
             return;
         };
         self.preempt_for(head, now);
@@ -54,51 +54,56 @@ impl Scheduler {
             let Some(req) = self.queue.get(head).map(|w| w.req.clone()) else {
                 return;
             };
-            self.reservation = Some(self.reserve(head, &req, now));
+            let mut buf = std::mem::take(&mut self.walk_buf);
+            self.reservation = Some(self.reserve(head, &req, now, &mut buf));
+            self.walk_buf = buf;
         }
-        let keys = self.sweep(Some(head), self.config.lookahead, now);
-        for &(key, no_fit, _) in &keys {
-            if no_fit {
-                continue;
+        let Some(shadow) = self.reservation.as_ref().map(|r| r.shadow) else {
+            return;
+        };
+        if shadow == UnixMillis::MAX {
+            return;
+        }
+        // The window: `lookahead` jobs after the head, which is preceded
+        // only by the jobs `start_in_order` passed over.
+        let end = self
+            .queue
+            .nth_key(passed.saturating_add(self.config.lookahead));
+        self.each_candidate(Some(head), end, |s, key| s.backfill(key, shadow, now));
+    }
+
+    /// Starts the job if it fits and cannot delay the head's reservation.
+    fn backfill(&mut self, key: QKey, shadow: UnixMillis, now: UnixMillis) {
+        let Some(w) = self.queue.get(key) else {
+            return;
+        };
+        let Some(limit) = w.req.time_limit_ms else {
+            return;
+        };
+        let stamp = (self.epoch, self.res_version);
+        if w.refused_at == Some(stamp) {
+            return;
+        }
+        let (_, Some(p)) = self.offer(key, now) else {
+            return;
+        };
+        let harmless = after(now, limit) <= shadow
+            || self
+                .reservation
+                .as_ref()
+                .is_some_and(|r| p.units.iter().all(|u| !r.units.contains(u)));
+        if !harmless {
+            if let Some(w) = self.queue.get_mut(key) {
+                w.refused_at = Some(stamp);
             }
-            let Some(shadow) = self.reservation.as_ref().map(|r| r.shadow) else {
-                break;
-            };
-            if shadow == UnixMillis::MAX {
-                break;
-            }
-            let Some(w) = self.queue.get(key) else {
-                continue;
-            };
-            let Some(limit) = w.req.time_limit_ms else {
-                continue;
-            };
-            let stamp = (self.epoch, self.res_version);
-            if w.refused_at == Some(stamp) {
-                continue;
-            }
-            let (_, Some(p)) = self.offer(key, now) else {
-                continue;
-            };
-            let harmless = after(now, limit) <= shadow
-                || self
-                    .reservation
-                    .as_ref()
-                    .is_some_and(|r| p.units.iter().all(|u| !r.units.contains(u)));
-            if !harmless {
-                if let Some(w) = self.queue.get_mut(key) {
-                    w.refused_at = Some(stamp);
-                }
-                continue;
-            }
-            if self.start(key, p, now) {
-                let version = self.res_version;
-                if let Some(r) = self.reservation.as_mut() {
-                    r.version = version;
-                }
+            return;
+        }
+        if self.start(key, p, now) {
+            let version = self.res_version;
+            if let Some(r) = self.reservation.as_mut() {
+                r.version = version;
             }
         }
-        self.scratch = keys;
     }
 
     /// The head's reservation from running jobs' time limits: walk the
@@ -107,15 +112,24 @@ impl Scheduler {
     /// free. Only nodes a walked job touches are looked at (the head did
     /// not fit, so no group has enough free units now), except for heads
     /// that may span nodes, which count every node's free units.
-    fn reserve(&self, head: QKey, req: &JobRequest, now: UnixMillis) -> Reservation {
+    fn reserve(
+        &self,
+        head: QKey,
+        req: &JobRequest,
+        now: UnixMillis,
+        buf: &mut WalkBuf,
+    ) -> Reservation {
+        buf.touched.clear();
+        buf.held.clear();
+        buf.groups.clear();
         let mut walk = Walk {
             s: self,
             req,
             need: usize::try_from(req.gpu_count).unwrap_or(usize::MAX),
             now,
-            touched: HashSet::default(),
-            held: HashMap::default(),
-            groups: HashMap::default(),
+            touched: &mut buf.touched,
+            held: &mut buf.held,
+            groups: &mut buf.groups,
             found: None,
         };
         if req.allow_cross_node {
@@ -123,7 +137,7 @@ impl Scheduler {
                 walk.touch(id);
             }
         }
-        for (end, job) in &self.by_end {
+        for ByJob { n: end, job } in &self.by_end {
             if walk.found.is_some() {
                 break;
             }
@@ -151,17 +165,26 @@ impl Scheduler {
 /// whole cluster.
 type GroupKey = (u32, u32);
 
+/// The maps of a reservation walk, kept between walks (their memory is
+/// reused: a walk runs on most backfill passes).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WalkBuf {
+    touched: HashSet<u32>,
+    held: HashMap<GpuRef, (u32, GroupKey)>,
+    groups: HashMap<GroupKey, Vec<GpuRef>>,
+}
+
 /// The state of one reservation walk.
 struct Walk<'a> {
     s: &'a Scheduler,
     req: &'a JobRequest,
     need: usize,
     now: UnixMillis,
-    touched: HashSet<u32>,
+    touched: &'a mut HashSet<u32>,
     /// Matching units still held: (jobs left on it, its group).
-    held: HashMap<GpuRef, (u32, GroupKey)>,
+    held: &'a mut HashMap<GpuRef, (u32, GroupKey)>,
     /// Matching units free by the walk's time, per group.
-    groups: HashMap<GroupKey, Vec<GpuRef>>,
+    groups: &'a mut HashMap<GroupKey, Vec<GpuRef>>,
     /// (shadow time, the group that reached `need` units).
     found: Option<(UnixMillis, GroupKey)>,
 }
@@ -183,42 +206,45 @@ impl Walk<'_> {
         if self.found.is_some() || !self.touched.insert(id) {
             return;
         }
-        let Some(node) = self.s.nodes.get(&id) else {
+        let s = self.s;
+        let Some(node) = s.nodes.get(&id) else {
             return;
         };
         let req = self.req;
         for gpu in &node.gpus {
-            if self.s.closed.contains(&(id, gpu.index))
+            if s.closed.contains(&(id, gpu.index))
                 || req
                     .min_compute_capability
                     .is_some_and(|cc| gpu.compute_capability < cc)
             {
                 continue;
             }
-            let units: Vec<Option<u32>> = match &req.mig_profile {
-                Some(profile) => gpu
-                    .mig
-                    .iter()
-                    .filter(|m| &m.profile == profile && m.memory_mb >= req.gpu_memory_mb)
-                    .map(|m| Some(m.id))
-                    .collect(),
-                None if gpu.mig.is_empty() && gpu.memory_mb >= req.gpu_memory_mb => vec![None],
-                None => Vec::new(),
-            };
             let key = self.group(id, gpu.numa);
-            for mig in units {
-                let r = GpuRef {
-                    node: id,
-                    index: gpu.index,
-                    mig,
-                };
-                match self.s.unit_jobs.get(&r) {
-                    Some(&n) => {
-                        self.held.insert(r, (n, key));
+            match &req.mig_profile {
+                Some(profile) => {
+                    for m in &gpu.mig {
+                        if &m.profile == profile && m.memory_mb >= req.gpu_memory_mb {
+                            self.unit(id, gpu.index, Some(m.id), key);
+                        }
                     }
-                    None => self.add(r, key, self.now),
                 }
+                None if gpu.mig.is_empty() && gpu.memory_mb >= req.gpu_memory_mb => {
+                    self.unit(id, gpu.index, None, key);
+                }
+                None => {}
             }
+        }
+    }
+
+    /// A matching unit of a node seen for the first time: free now, or
+    /// held until its jobs end.
+    fn unit(&mut self, node: u32, index: u32, mig: Option<u32>, key: GroupKey) {
+        let r = GpuRef { node, index, mig };
+        match self.s.unit_jobs.get(&r) {
+            Some(&n) => {
+                self.held.insert(r, (n, key));
+            }
+            None => self.add(r, key, self.now),
         }
     }
 

@@ -10,21 +10,26 @@ use crate::scheduler::Scheduler;
 
 impl Scheduler {
     pub(crate) fn pass_fifo(&mut self, now: UnixMillis) {
-        if let Some(head) = self.start_in_order(now) {
+        if let Some((head, _)) = self.start_in_order(now) {
             self.preempt_for(head, now);
         }
     }
 
-    /// Starts jobs in order until the first allowed one that does not fit
-    /// (returned: the blocking head), within the pass budget.
-    pub(crate) fn start_in_order(&mut self, now: UnixMillis) -> Option<QKey> {
+    /// Starts jobs in order until the first allowed one that does not fit,
+    /// within the pass budget. Returns that blocking head and how many
+    /// jobs (not allowed to start) wait before it.
+    pub(crate) fn start_in_order(&mut self, now: UnixMillis) -> Option<(QKey, usize)> {
         let mut cursor: Option<QKey> = None;
+        let mut passed = 0;
         for _ in 0..self.pass_budget() {
             let key = self.queue.next_after(cursor)?;
             match self.try_start(key, now) {
-                Offer::NoFit => return Some(key),
+                Offer::NoFit => return Some((key, passed)),
                 Offer::Fits => {}
-                Offer::NotAllowed => cursor = Some(key),
+                Offer::NotAllowed => {
+                    cursor = Some(key);
+                    passed += 1;
+                }
             }
         }
         None

@@ -25,10 +25,10 @@
 use joblet_core::UnixMillis;
 
 use super::preempt::Search;
-use super::Offer;
+use super::{Offer, SWEEP_CHUNK};
 use crate::model::Policy;
 use crate::queue::QKey;
-use crate::scheduler::{Running, Scheduler};
+use crate::scheduler::Scheduler;
 
 /// A job that (re)started less than this long ago is not preempted.
 pub const MIN_RUN_MS: i64 = 60_000;
@@ -49,10 +49,10 @@ impl Scheduler {
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
-    /// A running job's class now (higher = more important): its priority
-    /// minus its LAS queue.
-    pub(crate) fn running_class(&self, r: &Running, now: UnixMillis) -> i64 {
-        i64::from(r.req.priority) - i64::from(self.level_of(r.attained_at(now)))
+    /// A running job's class (higher = more important): its priority minus
+    /// the LAS queue of its attained service now.
+    pub(crate) fn running_class(&self, priority: i32, attained_gpu_ms: u64) -> i64 {
+        i64::from(priority) - i64::from(self.level_of(attained_gpu_ms))
     }
 
     /// A waiting job's class.
@@ -63,23 +63,58 @@ impl Scheduler {
     }
 
     pub(crate) fn pass_las(&mut self, now: UnixMillis) {
-        let keys = self.sweep(None, self.pass_budget(), now);
+        // The window: the first `pass_budget` waiting jobs (starts only
+        // remove jobs already passed, so its last key stays its end).
+        let end = self.queue.nth_key(self.pass_budget() - 1);
+        let mut cursor = None;
         // One preemption search per pass, for the first job that does not
-        // fit and may search.
-        let mut searched = !self.may_search(now);
-        for &(key, no_fit, searchable) in &keys {
-            let offer = if no_fit {
-                if searched || !searchable || !self.allowed(key, now) {
-                    continue;
+        // fit and may search: until it ran, every job of the window counts.
+        if self.may_search(now) && !self.seek_search(&mut cursor, end, now) {
+            return;
+        }
+        // After it, only jobs that might start.
+        self.each_candidate(cursor, end, |s, key| {
+            s.try_start(key, now);
+        });
+    }
+
+    /// Offers the window's jobs in order, starting those that fit, until
+    /// the first allowed one that does not fit and may search has run a
+    /// preemption search (true; `cursor` is left on it), or the window
+    /// ends (false).
+    fn seek_search(
+        &mut self,
+        cursor: &mut Option<QKey>,
+        end: Option<QKey>,
+        now: UnixMillis,
+    ) -> bool {
+        let mut peeks = std::mem::take(&mut self.scratch);
+        let mut searched = false;
+        'window: loop {
+            self.peek(*cursor, SWEEP_CHUNK, end, &mut peeks);
+            if peeks.is_empty() {
+                break;
+            }
+            for p in &peeks {
+                *cursor = Some(p.key);
+                let searchable = p.awaiting_victims == 0 && p.preempt_retry_at <= now;
+                let offer = if self.surely_no_fit(p) {
+                    if !searchable || !self.allowed(p.key, now) {
+                        continue;
+                    }
+                    Offer::NoFit
+                } else {
+                    self.try_start(p.key, now)
+                };
+                if offer == Offer::NoFit && searchable {
+                    searched = self.preempt_for(p.key, now) != Search::Skipped;
+                    if searched {
+                        break 'window;
+                    }
                 }
-                Offer::NoFit
-            } else {
-                self.try_start(key, now)
-            };
-            if offer == Offer::NoFit && searchable && !searched {
-                searched = self.preempt_for(key, now) != Search::Skipped;
             }
         }
-        self.scratch = keys;
+        self.scratch = peeks;
+        searched
     }
 }

@@ -5,12 +5,19 @@
 //! Every pass looks at no more than the head plus `lookahead` waiting jobs,
 //! in the order of [`crate::queue`] (priority, LAS queue, aging, FIFO).
 //! Jobs over a quota or whose owner has no rate-limit token are skipped and
-//! block nobody. The looked-at jobs come from one ordered sweep of the
-//! queue; a job is not offered to placement if it failed since capacity
-//! was last freed (a release, a health change, a node), if it is an
-//! exclusive gang larger than the cluster's free units, or if a gang of the
-//! same shape and no more units failed since then. So a pass costs
-//! O(lookahead + log waiting) plus the placements it really needs.
+//! block nobody. A job is not offered to placement if it failed since
+//! capacity was last freed (a release, a health change, a node), if it is
+//! an exclusive gang larger than the cluster's free units, or if a gang of
+//! the same shape and no more units failed since then. The queue keeps
+//! the keys of each (shape, exclusive, gang size) group in order, so a
+//! pass jumps from one job that might start to the next, skipping whole
+//! groups that cannot (a merge of a few ordered sets; a walk when many
+//! groups wait), and it knows the
+//! last key of its window without counting. Only while a job to preempt
+//! for is still sought does a pass look at every job of its window (in
+//! ordered sweeps of a few dozen). So a pass costs O(groups · log
+//! waiting) per job offered, O(lookahead) at worst, plus the placements
+//! it really needs.
 //!
 //! The policies and their trade-offs:
 //! - [`Policy::Fifo`] (strict): jobs start in
@@ -45,8 +52,12 @@ use joblet_core::UnixMillis;
 
 use crate::model::{Action, Placement, Policy, Sharing};
 use crate::place::place;
-use crate::queue::QKey;
+use crate::queue::{Peek, QKey};
 use crate::scheduler::Scheduler;
+
+/// Waiting jobs a pass that seeks a job to preempt for reads from the
+/// queue at a time: it usually stops after the first few.
+pub(crate) const SWEEP_CHUNK: usize = 32;
 
 /// Gang sizes that failed to place, by request shape (everything placement
 /// looks at but the size), since capacity last grew: a gang of the same
@@ -107,37 +118,65 @@ impl Scheduler {
         self.config.lookahead.saturating_add(1)
     }
 
-    /// The next (up to) `n` waiting keys after `after`, each flagged if it
-    /// surely does not fit now: its placement failed since capacity last
-    /// grew, an exclusive gang is larger than the free units, or a gang of
-    /// the same shape and no more units failed since then. Flags stay true
-    /// through a pass: starts only take capacity.
-    ///
-    /// Also flagged: whether a preemption search may run for the job now
-    /// (none in flight for it, its retry time reached).
-    pub(crate) fn sweep(
+    /// The next (up to) `n` waiting jobs after `after` (from the head when
+    /// `None`) and up to `end` (inclusive; `None`: no bound), in order,
+    /// into `out` (cleared first).
+    pub(crate) fn peek(
         &mut self,
         after: Option<QKey>,
         n: usize,
-        now: UnixMillis,
-    ) -> Vec<(QKey, bool, bool)> {
-        let mut keys = std::mem::take(&mut self.scratch);
-        keys.clear();
-        let (epoch, free) = (self.epoch, self.cluster.free_units());
-        self.misfits.renew(epoch);
-        let misfits = &self.misfits;
-        self.queue.sweep(
-            after,
-            n,
-            &mut keys,
-            |w| {
-                w.failed_epoch == Some(epoch)
-                    || (w.req.sharing == Sharing::Exclusive && w.req.gpu_count > free)
-                    || misfits.fails(w.shape, w.req.gpu_count)
-            },
-            |w| w.awaiting_victims == 0 && w.preempt_retry_at <= now,
-        );
-        keys
+        end: Option<QKey>,
+        out: &mut Vec<Peek>,
+    ) {
+        out.clear();
+        self.misfits.renew(self.epoch);
+        self.queue.peek(after, n, end, out);
+    }
+
+    /// Whether the peeked job surely does not fit now: its placement failed
+    /// since capacity last grew, an exclusive gang is larger than the free
+    /// units, or a gang of the same shape and no more units failed since
+    /// then. Exactly the checks [`Scheduler::offer`] makes before asking
+    /// placement, without looking the job up; once true it stays true
+    /// through a pass (starts only take capacity).
+    pub(crate) fn surely_no_fit(&self, p: &Peek) -> bool {
+        p.failed_epoch == Some(self.epoch)
+            || (p.exclusive && p.gpu_count > self.cluster.free_units())
+            || self.misfits.fails(p.shape, p.gpu_count)
+    }
+
+    /// Offers, in order, the waiting jobs after `after` and up to `end`
+    /// (inclusive; `None`: no bound) that might start to `each`: those
+    /// that are not an exclusive gang larger than the free units, and of
+    /// whose shape no gang of no more units failed since capacity last
+    /// grew. The jobs passed over would be refused by
+    /// [`Scheduler::offer`] before placement is asked, with no effect, so
+    /// offering only these decides exactly as offering every job of the
+    /// window. `each` may start the job it is given, nothing else that
+    /// changes the queue.
+    pub(crate) fn each_candidate(
+        &mut self,
+        after: Option<QKey>,
+        end: Option<QKey>,
+        mut each: impl FnMut(&mut Scheduler, QKey),
+    ) {
+        let mut c = std::mem::take(&mut self.candidates);
+        self.queue.candidates(after, end, &mut c);
+        loop {
+            self.misfits.renew(self.epoch);
+            let free = self.cluster.free_units();
+            let misfits = &self.misfits;
+            let next = self
+                .queue
+                .next_candidate(&mut c, |(shape, exclusive, gang)| {
+                    (exclusive && gang > free) || misfits.fails(shape, gang)
+                });
+            let Some(key) = next else {
+                break;
+            };
+            each(self, key);
+        }
+        self.candidates = c;
     }
 
     /// Whether the job may start now (quotas, tokens).

@@ -22,15 +22,13 @@
 //! their `Exited`, and are then requeued with their attained service; the
 //! waiting job searches no more while they stop.
 
-use std::collections::BTreeMap;
-
 use joblet_core::UnixMillis;
 
 use super::las::MIN_RUN_MS;
-use crate::model::{Action, JobKey, JobRequest, NodeId, Placement, Policy, Sharing};
+use crate::model::{Action, GpuRef, JobKey, JobRequest, NodeId, Placement, Policy, Sharing};
 use crate::place::place;
 use crate::queue::QKey;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{ByJob, Scheduler};
 
 /// A job whose preemption search failed waits this long before the next.
 pub const PREEMPT_RETRY_MS: i64 = 5_000;
@@ -54,8 +52,21 @@ struct Victim {
     job: JobKey,
     priority: i32,
     attained: u64,
-    /// Units held on each node.
-    per_node: BTreeMap<NodeId, u32>,
+    /// Units held on each node, by node id.
+    per_node: Vec<(NodeId, u32)>,
+}
+
+/// (node, units held there) for each node of `units`, by node id.
+fn units_per_node(units: &[GpuRef]) -> Vec<(NodeId, u32)> {
+    let mut out: Vec<(NodeId, u32)> = Vec::with_capacity(1);
+    for u in units {
+        match out.iter_mut().find(|(n, _)| *n == u.node) {
+            Some((_, k)) => *k += 1,
+            None => out.push((u.node, 1)),
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 impl Scheduler {
@@ -123,38 +134,43 @@ impl Scheduler {
         } else {
             0
         });
+        // Closed GPUs (health) and GPUs held for another job's victims
+        // take no new jobs: freeing them cannot help, and a trial could
+        // not put the victim back on them.
+        let screen = !self.closed.is_empty() || !self.claims.is_empty();
         let mut out = Vec::new();
-        for (priority, job) in &self.preemptible {
+        for (ByJob { n: priority, job }, c) in &self.preemptible {
             if i64::from(*priority) >= bound || out.len() >= MAX_VICTIMS {
                 break;
+            }
+            // Judged from the index entry first (no lookup): the job's run
+            // time and its class now.
+            if now.saturating_sub(c.started) < MIN_RUN_MS {
+                continue;
+            }
+            let attained = c.attained_at(now);
+            if self.running_class(*priority, attained) >= class {
+                continue;
             }
             let Some(r) = self.running.get(job) else {
                 continue;
             };
-            if r.stopping
-                || now.saturating_sub(r.started) < MIN_RUN_MS
-                || self.running_class(r, now) >= class
+            if r.stopping {
+                continue;
+            }
+            if screen
+                && r.units.iter().any(|u| {
+                    let gpu = (u.node, u.index);
+                    self.closed.contains(&gpu) || self.claims.contains_key(&gpu)
+                })
             {
                 continue;
-            }
-            // Closed GPUs (health) and GPUs held for another job's
-            // victims take no new jobs: freeing them cannot help, and a
-            // trial could not put the victim back on them.
-            if r.units.iter().any(|u| {
-                let gpu = (u.node, u.index);
-                self.closed.contains(&gpu) || self.claims.contains_key(&gpu)
-            }) {
-                continue;
-            }
-            let mut per_node = BTreeMap::new();
-            for u in &r.units {
-                *per_node.entry(u.node).or_insert(0u32) += 1;
             }
             out.push(Victim {
                 job: job.clone(),
                 priority: r.req.priority,
-                attained: r.attained_at(now),
-                per_node,
+                attained,
+                per_node: units_per_node(&r.units),
             });
         }
         out.sort_by(|a, b| {
@@ -174,27 +190,36 @@ impl Scheduler {
         victims: &[Victim],
         now: UnixMillis,
     ) -> Option<Vec<usize>> {
-        let mut by_node: BTreeMap<NodeId, (u32, Vec<usize>)> = BTreeMap::new();
-        for (i, v) in victims.iter().enumerate() {
-            for (&n, &units) in &v.per_node {
-                let e = by_node.entry(n).or_default();
-                e.0 += units;
-                e.1.push(i);
-            }
+        // (node, victim) pairs by node, each node's victims in preference
+        // order (a stable sort of the preference-ordered pairs).
+        let mut pairs: Vec<(NodeId, usize, u32)> = victims
+            .iter()
+            .enumerate()
+            .flat_map(|(i, v)| v.per_node.iter().map(move |&(n, units)| (n, i, units)))
+            .collect();
+        pairs.sort_by_key(|&(n, ..)| n);
+        // (units held by victims, node, its slice of `pairs`).
+        let mut nodes: Vec<(u32, NodeId, std::ops::Range<usize>)> = Vec::new();
+        let mut from = 0;
+        while from < pairs.len() {
+            let node = pairs[from].0;
+            let to = from + pairs[from..].iter().take_while(|p| p.0 == node).count();
+            let units = pairs[from..to].iter().map(|p| p.2).sum();
+            nodes.push((units, node, from..to));
+            from = to;
         }
-        let mut nodes: Vec<(u32, NodeId)> = by_node.iter().map(|(n, e)| (e.0, *n)).collect();
         nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut best: Option<Vec<usize>> = None;
         let mut trials = 0;
-        for (_, node) in nodes {
+        for (_, _, range) in nodes {
             if trials >= MAX_TRIALS || best.as_ref().is_some_and(|b| b.len() == 1) {
                 break;
             }
-            let list = by_node.get(&node).map(|e| e.1.clone()).unwrap_or_default();
+            let list = &pairs[range];
             let limit = best.as_ref().map_or(list.len(), |b| b.len() - 1);
             let mut released = Vec::new();
             let mut chosen = Vec::new();
-            for &vi in list.iter().take(limit) {
+            for &(_, vi, _) in list.iter().take(limit) {
                 if let Some(p) = self.cluster.release(&victims[vi].job) {
                     released.push(p);
                 }

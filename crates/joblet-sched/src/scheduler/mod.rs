@@ -42,14 +42,16 @@ use crate::limits::Limits;
 use crate::model::{
     Action, Event, GpuHealth, GpuRef, JobKey, JobRequest, NodeId, NodeSpec, Placement, SchedConfig,
 };
-use crate::policy::backfill::Reservation;
+use crate::policy::backfill::{Reservation, WalkBuf};
 use crate::policy::Misfits;
-use crate::queue::{shape_of, QKey, WaitQueue, Waiting};
+use crate::queue::{shape_of, Candidates, Peek, WaitQueue, Waiting};
 
 mod claims;
+mod keyed;
 mod running;
 
-pub(crate) use running::Running;
+pub(crate) use keyed::ByJob;
+pub(crate) use running::{Candidate, Running};
 
 /// The scheduler: one per cluster, fed events in order.
 #[derive(Debug, Clone)]
@@ -63,11 +65,11 @@ pub struct Scheduler {
     pub(crate) running: HashMap<JobKey, Running>,
     /// Running jobs that hold units, are preemptible and not stopping, by
     /// (priority, job): victims are searched lowest priority first.
-    pub(crate) preemptible: BTreeSet<(i32, JobKey)>,
+    pub(crate) preemptible: BTreeMap<ByJob<i32>, Candidate>,
     /// Running jobs holding units with a known end (start + time limit;
     /// the preemption time for stopping jobs), by end: backfill's
     /// reservation walks it in order.
-    pub(crate) by_end: BTreeSet<(UnixMillis, JobKey)>,
+    pub(crate) by_end: BTreeSet<ByJob<UnixMillis>>,
     /// How many running jobs hold each unit (units not listed: none).
     pub(crate) unit_jobs: HashMap<GpuRef, u32>,
     pub(crate) limits: Limits,
@@ -77,13 +79,16 @@ pub struct Scheduler {
     /// way a backfill reservation depends on.
     pub(crate) res_version: u64,
     pub(crate) reservation: Option<Reservation>,
+    pub(crate) walk_buf: WalkBuf,
     pub(crate) actions: Vec<Action>,
     /// GPUs held for a job whose victims are still stopping.
     pub(crate) claims: BTreeMap<(NodeId, u32), claims::Claim>,
     /// A beneficiary whose last victim just exited: offered the room first.
     pub(crate) first: Option<JobKey>,
     /// Reused by passes (waiting keys looked at).
-    pub(crate) scratch: Vec<(QKey, bool, bool)>,
+    pub(crate) scratch: Vec<Peek>,
+    /// Reused by passes (where the walk over the window stands).
+    pub(crate) candidates: Candidates,
     pub(crate) misfits: Misfits,
     /// No preemption search before this (after a failed one).
     pub(crate) search_gap_until: UnixMillis,
@@ -100,17 +105,19 @@ impl Scheduler {
             closed: HashSet::default(),
             queue: WaitQueue::default(),
             running: HashMap::default(),
-            preemptible: BTreeSet::new(),
+            preemptible: BTreeMap::new(),
             by_end: BTreeSet::new(),
             unit_jobs: HashMap::default(),
             limits,
             epoch: 0,
             res_version: 0,
             reservation: None,
+            walk_buf: WalkBuf::default(),
             actions: Vec::new(),
             claims: BTreeMap::new(),
             first: None,
             scratch: Vec::new(),
+            candidates: Candidates::default(),
             search_gap_until: UnixMillis::MIN,
             misfits: Misfits::default(),
         }

@@ -4,6 +4,7 @@
 
 use joblet_core::UnixMillis;
 
+use super::keyed::{key, ByJob, JobView};
 use super::Scheduler;
 use crate::model::{after, GpuRef, JobKey, JobRequest};
 
@@ -35,13 +36,32 @@ impl Running {
 
     /// Units × ms of service up to `now`.
     pub fn attained_at(&self, now: UnixMillis) -> u64 {
-        let run = if self.held() {
-            let ms = u64::try_from(now.saturating_sub(self.started)).unwrap_or(0);
-            ms.saturating_mul(u64::from(self.req.gpu_count))
-        } else {
-            0
-        };
-        self.attained_before.saturating_add(run)
+        let gpus = if self.held() { self.req.gpu_count } else { 0 };
+        attained(self.attained_before, self.started, gpus, now)
+    }
+}
+
+/// Service up to `now` of a job that had `before` when it (re)started at
+/// `started` and holds `gpus` units since.
+fn attained(before: u64, started: UnixMillis, gpus: u32, now: UnixMillis) -> u64 {
+    let ms = u64::try_from(now.saturating_sub(started)).unwrap_or(0);
+    before.saturating_add(ms.saturating_mul(u64::from(gpus)))
+}
+
+/// What the victim search needs of a preemptible running job, kept in the
+/// `preemptible` index so that most candidates are judged without looking
+/// the job up (fixed while the job is in the index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub started: UnixMillis,
+    pub gpus: u32,
+    pub attained_before: u64,
+}
+
+impl Candidate {
+    /// [`Running::attained_at`] of the job.
+    pub fn attained_at(&self, now: UnixMillis) -> u64 {
+        attained(self.attained_before, self.started, self.gpus, now)
     }
 }
 
@@ -64,10 +84,16 @@ impl Scheduler {
             .filter(|_| held)
             .map(|l| after(started, l));
         if let Some(e) = end {
-            self.by_end.insert((e, req.job.clone()));
+            self.by_end.insert(ByJob::new(e, &req.job));
         }
         if req.preemptible && held {
-            self.preemptible.insert((req.priority, req.job.clone()));
+            let c = Candidate {
+                started,
+                gpus: req.gpu_count,
+                attained_before,
+            };
+            self.preemptible
+                .insert(ByJob::new(req.priority, &req.job), c);
         }
         self.running.insert(
             req.job.clone(),
@@ -94,10 +120,12 @@ impl Scheduler {
         r.attained_before = r.attained_at(now);
         let units = std::mem::take(&mut r.units);
         if let Some(e) = r.end.take() {
-            self.by_end.remove(&(e, r.req.job.clone()));
+            self.by_end.remove(&key(e, &r.req.job) as &dyn JobView<_>);
         }
-        self.preemptible
-            .remove(&(r.req.priority, r.req.job.clone()));
+        if r.req.preemptible {
+            self.preemptible
+                .remove(&key(r.req.priority, &r.req.job) as &dyn JobView<_>);
+        }
         if units.is_empty() {
             return;
         }
@@ -125,13 +153,15 @@ impl Scheduler {
         };
         r.stopping = true;
         r.beneficiary = beneficiary;
-        self.preemptible
-            .remove(&(r.req.priority, r.req.job.clone()));
+        if r.req.preemptible {
+            self.preemptible
+                .remove(&key(r.req.priority, &r.req.job) as &dyn JobView<_>);
+        }
         if r.held() {
             if let Some(e) = r.end.replace(now) {
-                self.by_end.remove(&(e, r.req.job.clone()));
+                self.by_end.remove(&key(e, &r.req.job) as &dyn JobView<_>);
             }
-            self.by_end.insert((now, r.req.job.clone()));
+            self.by_end.insert(ByJob::new(now, &r.req.job));
         }
     }
 }
