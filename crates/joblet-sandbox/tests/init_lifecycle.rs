@@ -130,12 +130,41 @@ fn sigterm_to_the_process_group_reaches_the_job_once() {
 
 #[test]
 fn a_missing_read_only_mount_fails_release_and_nothing_runs() {
+    missing_mount_fails_release(false);
+}
+
+/// The init builds most of the sandbox before it is released; when that
+/// fails it has exited by the time the caller releases it, and release
+/// still reports the stage and reason, not a broken release pipe.
+#[test]
+fn a_setup_error_before_release_is_reported_by_a_late_release() {
+    missing_mount_fails_release(true);
+}
+
+/// A read-only mount that does not exist on the host: release reports the
+/// rootfs stage naming it, the job never ran and the init is reaped.
+/// `late`: release only once the init has failed and exited.
+fn missing_mount_fails_release(late: bool) {
     let work = work_dir();
     let mut cfg = config(work.path(), "sh", &["-c", "touch /work/ran"]);
     cfg.ro_mounts.push("/no-such-dir-for-joblet-test".into());
     let (pending, _logs) = spawn(&cfg);
     let pending = pending.unwrap();
     let pid = pending.pid();
+    if late {
+        // Until the init has failed and exited (a zombie: not reaped yet).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "init {pid} did not fail"
+            );
+            sleep(Duration::from_millis(5));
+        }
+    }
     match pending.release() {
         Err(InitError::Setup { stage, message, .. }) => {
             assert_eq!(stage, Stage::Rootfs);
@@ -148,43 +177,6 @@ fn a_missing_read_only_mount_fails_release_and_nothing_runs() {
     }
     assert!(!work.path().join("ran").exists());
     assert!(!alive(pid), "init {pid} was killed and reaped");
-}
-
-/// The init builds most of the sandbox before it is released; when that
-/// fails it has exited by the time the caller releases it, and release
-/// still reports the stage and reason, not a broken release pipe.
-#[test]
-fn a_setup_error_before_release_is_reported_by_a_late_release() {
-    let work = work_dir();
-    let mut cfg = config(work.path(), "sh", &["-c", "touch /work/ran"]);
-    cfg.ro_mounts.push("/no-such-dir-for-joblet-test".into());
-    let (pending, _logs) = spawn(&cfg);
-    let pending = pending.unwrap();
-    let pid = pending.pid();
-    // Until the init has failed and exited (a zombie: not reaped yet).
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "init {pid} did not fail"
-        );
-        sleep(Duration::from_millis(5));
-    }
-    match pending.release() {
-        Err(InitError::Setup { stage, message, .. }) => {
-            assert_eq!(stage, Stage::Rootfs);
-            assert!(
-                message.contains("/no-such-dir-for-joblet-test"),
-                "{message}"
-            );
-        }
-        other => panic!("expected a setup error, got {other:?}"),
-    }
-    assert!(!work.path().join("ran").exists());
-    assert!(!alive(pid), "init {pid} was reaped");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The re-exec'd init process itself ([`run_init`]): reads the config,
-//! unshares the namespaces but the cgroup one and builds the job's tree
+//! unshares every namespace but the cgroup one and builds the job's tree
 //! while the caller sets up the cgroup, waits to be released, unshares the
-//! cgroup namespace, forks pid 1 of the new pid namespace, forwards signals to it and ends the way the job ended.
+//! cgroup namespace, forks pid 1 of the new pid namespace, forwards signals
+//! to it and ends the way the job ended.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -11,6 +12,7 @@ use nix::fcntl::OFlag;
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::unistd::sethostname;
+use seccompiler::BpfProgram;
 
 use super::config::{InitConfig, NetMode};
 use super::error::Stage;
@@ -87,37 +89,7 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     // that this process is still single-threaded.
     let proc_self = sys::ProcSelf::open().stage(Stage::Fork, || "opening /proc/self".into())?;
 
-    // Before release, while the caller creates the job's cgroup: what
-    // neither needs the cgroup nor lets anything of the job run. No process
-    // is forked here (a child would stay in the caller's cgroup).
-    let mut flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWPID;
-    if config.net == NetMode::None {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
-    rootfs::prepare(&config)?;
-    // Compiled here, loaded by the job just before its execve.
-    let filters = if config.seccomp {
-        seccomp::job_filters().stage(Stage::Seccomp, || "building the filter".into())?
-    } else {
-        Vec::new()
-    };
-    sethostname(&config.hostname).stage(Stage::Hostname, || {
-        format!("sethostname({:?})", config.hostname)
-    })?;
-    if config.net == NetMode::None {
-        if let Err(e) = sys::loopback_up() {
-            report::warn(
-                Stage::Network,
-                &format!(
-                    "bringing lo up in the job's network namespace failed ({e}); it stays down"
-                ),
-            );
-        }
-    }
+    let filters = before_release(&config)?;
 
     let mut byte = [0u8; 1];
     let n = File::from(go)
@@ -155,6 +127,42 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
             supervise(child, exit_r)
         }
     }
+}
+
+/// What the init builds before it is released, while the caller creates
+/// the job's cgroup: what neither needs the cgroup nor lets anything of the
+/// job run. Nothing is forked here (a child would stay in the caller's
+/// cgroup). Returns the job's seccomp filter, compiled here and loaded by
+/// the job just before its `execve`.
+fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWPID;
+    if config.net == NetMode::None {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
+    rootfs::prepare(config)?;
+    let filters = if config.seccomp {
+        seccomp::job_filters().stage(Stage::Seccomp, || "building the filter".into())?
+    } else {
+        Vec::new()
+    };
+    sethostname(&config.hostname).stage(Stage::Hostname, || {
+        format!("sethostname({:?})", config.hostname)
+    })?;
+    if config.net == NetMode::None {
+        if let Err(e) = sys::loopback_up() {
+            report::warn(
+                Stage::Network,
+                &format!(
+                    "bringing lo up in the job's network namespace failed ({e}); it stays down"
+                ),
+            );
+        }
+    }
+    Ok(filters)
 }
 
 fn read_config() -> Result<InitConfig, SetupError> {
