@@ -1,0 +1,315 @@
+//! Unit tests of `spec`.
+
+use super::*;
+
+fn req() -> JobRequest {
+    JobRequest {
+        command: "echo".into(),
+        args: vec!["hi".into()],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn minimal_request_is_valid() {
+    let (spec, secrets) = req().validate().unwrap();
+    assert_eq!(spec.command, "echo");
+    assert_eq!(spec.timeout, None);
+    assert!(secrets.is_empty());
+    spec.check_supported(&NodeCapabilities::default()).unwrap();
+}
+
+/// Each bad field is refused with its own name and the accepted form.
+#[test]
+fn bad_fields_are_named() {
+    type Edit = fn(&mut JobRequest);
+    let table: &[(&str, Edit, &str)] = &[
+        ("command", |r| r.command = "  ".into(), "is empty"),
+        ("command", |r| r.command = "a\0b".into(), "NUL"),
+        ("args[0]", |r| r.args = vec!["x\0".into()], "NUL"),
+        (
+            "resources.max_cpu",
+            |r| r.max_cpu = -1,
+            "must not be negative",
+        ),
+        ("resources.max_cpu", |r| r.max_cpu = i64::MAX, "too large"),
+        (
+            "resources.max_memory_mb",
+            |r| r.max_memory_mb = -5,
+            "negative",
+        ),
+        (
+            "resources.max_memory_mb",
+            |r| r.max_memory_mb = i64::MAX,
+            "too large",
+        ),
+        ("resources.max_iobps", |r| r.max_iobps = -1, "negative"),
+        ("resources.gpu_count", |r| r.gpu_count = -2, "negative"),
+        (
+            "resources.gpu_count",
+            |r| r.gpu_count = 100_000,
+            "too large",
+        ),
+        (
+            "resources.gpu_memory_mb",
+            |r| {
+                r.gpu_count = 1;
+                r.gpu_memory_mb = -8
+            },
+            "negative",
+        ),
+        (
+            "resources.gpu_memory_mb",
+            |r| r.gpu_memory_mb = 8192,
+            "gpu_count",
+        ),
+        (
+            "resources.cpu_cores",
+            |r| r.cpu_cores = "3-1".into(),
+            "0-3 or 1,3",
+        ),
+        (
+            "env[\"1X\"]",
+            |r| r.env = vec![("1X".into(), "v".into())],
+            "KEY=VALUE",
+        ),
+        (
+            "secret_env[\"A\"]",
+            |r| {
+                r.env = vec![("A".into(), "1".into())];
+                r.secret_env = vec![("A".into(), "2".into())]
+            },
+            "twice",
+        ),
+        (
+            "uploads[0].path",
+            |r| {
+                r.uploads = vec![UploadEntry {
+                    path: "../x".into(),
+                    kind: crate::UploadKind::File,
+                    mode: 0o644,
+                    size: 1,
+                    target: String::new(),
+                }]
+            },
+            "no '..'",
+        ),
+        (
+            "runtime",
+            |r| r.runtime = "py thon".into(),
+            "python-3.11-ml",
+        ),
+        (
+            "volumes[0]",
+            |r| r.volumes = vec!["../etc".into()],
+            "data-lake",
+        ),
+        (
+            "network",
+            |r| r.network = "bridge".into(),
+            "none (own namespace",
+        ),
+        (
+            "timeout_seconds",
+            |r| r.timeout_seconds = Some(-1),
+            "negative",
+        ),
+        (
+            "resources.gpu_time_seconds",
+            |r| {
+                r.gpu_count = 1;
+                r.gpu_time_seconds = Some(0)
+            },
+            "must be positive",
+        ),
+        (
+            "resources.gpu_time_seconds",
+            |r| {
+                r.gpu_count = 1;
+                r.gpu_time_seconds = Some(-3)
+            },
+            "--gpu-time=2h",
+        ),
+        (
+            "resources.gpu_time_seconds",
+            |r| {
+                r.gpu_count = 1;
+                r.gpu_time_seconds = Some(i64::MAX)
+            },
+            "too large",
+        ),
+        (
+            "resources.gpu_time_seconds",
+            |r| r.gpu_time_seconds = Some(60),
+            "gpu_count",
+        ),
+        (
+            "cuda_version",
+            |r| {
+                r.gpu_count = 1;
+                r.cuda_version = "12".into()
+            },
+            "MAJOR.MINOR or MAJOR.MINOR.PATCH",
+        ),
+        (
+            "cuda_version",
+            |r| {
+                r.gpu_count = 1;
+                r.cuda_version = "v12.2".into()
+            },
+            "like 12.2",
+        ),
+        ("cuda_version", |r| r.cuda_version = "12.2".into(), "--cuda"),
+        (
+            "mig_profile",
+            |r| {
+                r.gpu_count = 1;
+                r.mig_profile = "1gpu".into()
+            },
+            "like 1g.10gb",
+        ),
+        (
+            "mig_profile",
+            |r| r.mig_profile = "1g.10gb".into(),
+            "--gpu=N together with --mig",
+        ),
+        (
+            "gpu_profiling",
+            |r| r.gpu_profiling = true,
+            "--gpu-profiling",
+        ),
+        (
+            "timeout_seconds",
+            |r| r.timeout_seconds = Some(i64::MAX),
+            "too large",
+        ),
+    ];
+    for (field, edit, needle) in table {
+        let mut r = req();
+        edit(&mut r);
+        let e = r.validate().unwrap_err();
+        assert_eq!(&e.field, field, "{e}");
+        assert!(e.to_string().contains(needle), "{field}: {e}");
+    }
+}
+
+#[test]
+fn secrets_are_kept_apart_from_the_spec() {
+    let mut r = req();
+    r.secret_env = vec![("TOKEN".into(), "s3cret".into())];
+    let (spec, secrets) = r.validate().unwrap();
+    assert_eq!(spec.secret_env_keys, vec!["TOKEN".to_string()]);
+    assert!(!serde_json::to_string(&spec).unwrap().contains("s3cret"));
+    assert_eq!(secrets["TOKEN"], "s3cret");
+}
+
+#[test]
+fn zero_timeout_means_none_and_unset_means_default() {
+    let mut r = req();
+    r.timeout_seconds = Some(0);
+    assert_eq!(r.validate().unwrap().0.timeout, None);
+    r.timeout_seconds = Some(30);
+    assert_eq!(
+        r.validate().unwrap().0.timeout,
+        Some(Duration::from_secs(30))
+    );
+    assert!(req().uses_default_timeout());
+}
+
+#[test]
+fn unenforceable_requests_are_refused_by_name() {
+    let none = NodeCapabilities::default();
+    let mut r = req();
+    r.gpu_count = 2;
+    r.gpu_memory_mb = 8192;
+    let (spec, _) = r.validate().unwrap();
+    let e = spec.check_supported(&none).unwrap_err();
+    assert_eq!(e.flag, "--gpu");
+    assert!(e.to_string().contains("not supported yet on this node"));
+    let gpus = NodeCapabilities { gpus: true, ..none };
+    spec.check_supported(&gpus).unwrap();
+
+    let mut r = req();
+    r.max_memory_mb = 512;
+    let e = r.validate().unwrap().0.check_supported(&none).unwrap_err();
+    assert_eq!(e.flag, "--max-memory");
+}
+
+#[test]
+fn gpu_time_and_cuda_are_kept_in_the_spec() {
+    let mut r = req();
+    r.gpu_count = 2;
+    r.gpu_time_seconds = Some(5400);
+    r.cuda_version = " 12.2 ".into();
+    let (spec, _) = r.validate().unwrap();
+    assert_eq!(spec.resources.gpu_time, Some(Duration::from_secs(5400)));
+    assert_eq!(spec.cuda.as_deref(), Some("12.2"));
+    let e = spec
+        .check_supported(&NodeCapabilities::default())
+        .unwrap_err();
+    assert_eq!(e.flag, "--gpu");
+    spec.check_supported(&NodeCapabilities {
+        gpus: true,
+        ..Default::default()
+    })
+    .unwrap();
+
+    let (plain, _) = req().validate().unwrap();
+    assert_eq!((plain.resources.gpu_time, plain.cuda), (None, None));
+}
+
+#[test]
+fn mig_profile_and_profiling_are_kept_and_need_gpu_support() {
+    let mut r = req();
+    r.gpu_count = 2;
+    r.mig_profile = " 1G.10GB ".into();
+    r.gpu_profiling = true;
+    let (spec, _) = r.validate().unwrap();
+    assert_eq!(spec.resources.mig_profile.as_deref(), Some("1g.10gb"));
+    assert!(spec.gpu_profiling);
+    let gpus = NodeCapabilities {
+        gpus: true,
+        ..Default::default()
+    };
+    spec.check_supported(&gpus).unwrap();
+    for (edit, flag) in [
+        (
+            (|s: &mut JobSpec| s.resources.gpu_count = 0) as fn(&mut JobSpec),
+            "--mig",
+        ),
+        (
+            |s: &mut JobSpec| {
+                s.resources.gpu_count = 0;
+                s.resources.mig_profile = None
+            },
+            "--gpu-profiling",
+        ),
+    ] {
+        let mut s = spec.clone();
+        edit(&mut s);
+        let e = s.check_supported(&NodeCapabilities::default()).unwrap_err();
+        assert_eq!(e.flag, flag);
+    }
+    let (plain, _) = req().validate().unwrap();
+    assert_eq!(plain.resources.mig_profile, None);
+    assert!(!plain.gpu_profiling);
+}
+
+/// A spec stored before `gpu_time`, `cuda`, `mig_profile` and
+/// `gpu_profiling` existed still reads.
+#[test]
+fn old_specs_deserialize() {
+    let (mut spec, _) = req().validate().unwrap();
+    let mut v = serde_json::to_value(&spec).unwrap();
+    v["resources"].as_object_mut().unwrap().remove("gpu_time");
+    v["resources"]
+        .as_object_mut()
+        .unwrap()
+        .remove("mig_profile");
+    v.as_object_mut().unwrap().remove("cuda");
+    v.as_object_mut().unwrap().remove("gpu_profiling");
+    let back: JobSpec = serde_json::from_value(v).unwrap();
+    spec.resources.gpu_time = None;
+    spec.cuda = None;
+    assert_eq!(back, spec);
+}
