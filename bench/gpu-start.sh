@@ -81,7 +81,6 @@ if [ "$JOBLET" = 1 ]; then
   n_prof="$(grep -c '^  - index:' "$PROFILE" || true)"
   [ "$n_prof" = "$GPUS" ] || log "WARNING: $PROFILE lists $n_prof GPUs, Slurm's gres has $GPUS"
 fi
-export GPU_BENCH_RUNS="$RUNS" GPU_BENCH_WARMUP="$WARMUP"
 
 # --- packages (crun + static busybox; slurm-up.sh installs Slurm) ------------
 static_busybox() {
@@ -182,62 +181,9 @@ trap 'exit 130' INT TERM
 mkdir -p "$DIR"
 touch "$MARKER"
 
-# --- timing harness ------------------------------------------------------------
-# harness.py LABEL CMD...: "{i}" in CMD becomes a unique run tag (container
-# ids). Prints "LABEL<TAB>ok<TAB>median<TAB>p90" or "LABEL<TAB>failed<TAB>reason".
-cat >"$DIR/harness.py" <<'EOF'
-import os, signal, subprocess, sys, time
-
-label, argv = sys.argv[1], sys.argv[2:]
-runs, warmup = int(os.environ["GPU_BENCH_RUNS"]), int(os.environ["GPU_BENCH_WARMUP"])
-TIMEOUT_S = 30
-
-# Hung-run guard through SIGALRM, not subprocess.run(timeout=...), whose
-# polling wait adds up to ~1 ms per run and quantizes the times.
-class Hung(Exception):
-    pass
-
-def on_alarm(signum, frame):
-    raise Hung(f"no exit within {TIMEOUT_S} s")
-
-signal.signal(signal.SIGALRM, on_alarm)
-
-def cmd(tag):
-    return [a.replace("{i}", f"{os.getpid()}-{tag}") for a in argv]
-
-def fail(reason):
-    print(f"{label}\tfailed\t{reason[:220]}")
-    sys.exit(0)
-
-for w in range(warmup):
-    try:
-        p = subprocess.run(cmd(f"w{w}"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, timeout=TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError) as e:
-        fail(str(e))
-    if p.returncode != 0:
-        lines = [l.strip() for l in p.stderr.decode(errors="replace").splitlines() if l.strip()]
-        fail(lines[-1] if lines else f"exit status {p.returncode}")
-
-times = []
-for i in range(runs):
-    c = cmd(i)
-    signal.alarm(TIMEOUT_S)
-    try:
-        t = time.perf_counter()
-        rc = subprocess.run(c, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL).returncode
-        d = time.perf_counter() - t
-    except (OSError, Hung) as e:
-        fail(f"run {i}: {e}")
-    finally:
-        signal.alarm(0)
-    if rc != 0:
-        fail(f"run {i}: exit status {rc}")
-    times.append(d)
-times.sort()
-print(f"{label}\tok\t{times[len(times) // 2] * 1000:.2f}\t{times[len(times) * 9 // 10] * 1000:.2f}")
-EOF
+# --- timing harness ----------------------------------------------------------
+# bench/lib/timeruns.py (shared with the other bench scripts) times each row.
+export BENCH_TIME_RUNS="$RUNS" BENCH_TIME_WARMUP="$WARMUP"
 
 declare -A MEDIAN=()
 rows=()
@@ -248,7 +194,7 @@ measure() { # KEY LABEL [RUNNER...] -- CMD...
   while [ "$1" != -- ]; do runner+=("$1"); shift; done
   shift
   log "timing $label ($WARMUP warm-up + $RUNS runs)"
-  line="$("${runner[@]}" python3 "$DIR/harness.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
+  line="$("${runner[@]}" python3 "$ROOT/bench/lib/timeruns.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
   if [ -z "$line" ]; then # the runner failed before the harness
     line="$label"$'\tfailed\t'"$(grep . "$DIR/harness.err" | tail -n 1 | cut -c1-160 || true)"
   fi

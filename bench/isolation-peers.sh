@@ -35,6 +35,7 @@
 # at least bwrap was measured. Cleans up its directory, containers and
 # cgroups on exit; a re-run first clears what an interrupted run left.
 set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 RUNS="${PEERS_RUNS:-50}"
 WARMUP="${PEERS_WARMUP:-3}"
@@ -51,7 +52,6 @@ die() { log "ERROR: $*"; exit 1; }
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "PEERS_RUNS must be a positive number, got '$RUNS'"
 [[ "$WARMUP" =~ ^[1-9][0-9]*$ ]] || die "PEERS_WARMUP must be at least 1, got '$WARMUP'"
 command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (Debian: python3)"
-export PEERS_RUNS="$RUNS" PEERS_WARMUP="$WARMUP"
 
 # --- packages ----------------------------------------------------------------
 # A static busybox: the rootfs is just this one file plus applet symlinks.
@@ -128,66 +128,8 @@ mkdir -p "$DIR"
 touch "$MARKER"
 
 # --- timing harness ----------------------------------------------------------
-# harness.py LABEL CMD...: "{i}" in CMD becomes a unique run tag (container
-# ids). Prints one line: "LABEL<TAB>ok<TAB>median<TAB>p90" or
-# "LABEL<TAB>failed<TAB>reason".
-cat >"$DIR/harness.py" <<'EOF'
-import os, signal, subprocess, sys, time
-
-label, argv = sys.argv[1], sys.argv[2:]
-runs, warmup = int(os.environ["PEERS_RUNS"]), int(os.environ["PEERS_WARMUP"])
-TIMEOUT_S = 30
-
-# Hung-run guard. Not subprocess.run(timeout=...): with a timeout, Popen.wait
-# polls with growing sleeps, which adds up to ~1 ms per run and quantizes
-# the times. SIGALRM interrupts the blocking waitpid instead, and
-# subprocess.run kills the child when the handler raises.
-class Hung(Exception):
-    pass
-
-def on_alarm(signum, frame):
-    raise Hung(f"no exit within {TIMEOUT_S} s")
-
-signal.signal(signal.SIGALRM, on_alarm)
-
-def cmd(tag):
-    return [a.replace("{i}", f"{os.getpid()}-{tag}") for a in argv]
-
-def fail(reason):
-    print(f"{label}\tfailed\t{reason[:120]}")
-    sys.exit(0)
-
-# Untimed warm-up runs (page cache, first-use setup); their stderr names
-# the reason if the command cannot run at all.
-for w in range(warmup):
-    try:
-        p = subprocess.run(cmd(f"w{w}"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, timeout=TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError) as e:
-        fail(str(e))
-    if p.returncode != 0:
-        lines = [l.strip() for l in p.stderr.decode(errors="replace").splitlines() if l.strip()]
-        fail(lines[-1] if lines else f"exit status {p.returncode}")
-
-times = []
-for i in range(runs):
-    c = cmd(i)
-    signal.alarm(TIMEOUT_S)
-    try:
-        t = time.perf_counter()
-        rc = subprocess.run(c, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL).returncode
-        d = time.perf_counter() - t
-    except (OSError, Hung) as e:
-        fail(f"run {i}: {e}")
-    finally:
-        signal.alarm(0)
-    if rc != 0:
-        fail(f"run {i}: exit status {rc}")
-    times.append(d)
-times.sort()
-print(f"{label}\tok\t{times[len(times) // 2] * 1000:.2f}\t{times[len(times) * 9 // 10] * 1000:.2f}")
-EOF
+# bench/lib/timeruns.py (shared with the other bench scripts) times each row.
+export BENCH_TIME_RUNS="$RUNS" BENCH_TIME_WARMUP="$WARMUP"
 
 rows=()
 # measure LABEL [RUNNER...] -- CMD...: RUNNER wraps the harness (crun_ns).
@@ -198,7 +140,7 @@ measure() {
   while [ "$1" != -- ]; do runner+=("$1"); shift; done
   shift
   log "timing $label ($WARMUP warm-up + $RUNS runs)"
-  line="$("${runner[@]}" python3 "$DIR/harness.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
+  line="$("${runner[@]}" python3 "$ROOT/bench/lib/timeruns.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
   if [ -z "$line" ]; then # the runner (e.g. the umount wrapper) failed before the harness
     line="$label"$'\tfailed\t'"$(grep . "$DIR/harness.err" | tail -n 1 | cut -c1-120 || true)"
   fi
