@@ -2,7 +2,7 @@
 //! over the init's standard input, and its validation.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -279,11 +279,10 @@ fn clean_absolute(field: &'static str, p: &Path) -> Result<(), ConfigError> {
 
 /// Absolute, UTF-8 without NUL, no `..` or `.` components.
 fn is_clean_absolute(p: &Path) -> bool {
+    // On the raw text: `components()` drops an interior `.` (`/run/./shm`).
     p.is_absolute()
-        && p.to_str().is_some_and(|s| !s.contains('\0'))
-        && !p
-            .components()
-            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+        && p.to_str()
+            .is_some_and(|s| !s.contains('\0') && !s.split('/').any(|c| c == "." || c == ".."))
 }
 
 #[cfg(test)]
@@ -343,6 +342,8 @@ pub(crate) mod tests {
             ("/usr/../etc/shadow", "/run/x", "source"),
             ("/usr/lib", "run/x", "target"),
             ("/usr/lib", "/run/../etc", "target"),
+            ("/usr/./lib", "/run/x", "source"),
+            ("/usr/lib", "/run/x/.", "target"),
             ("/usr/lib", "", "target"),
         ] {
             let mut c = sample();
@@ -409,6 +410,7 @@ pub(crate) mod tests {
         for bad in [
             PathBuf::from("run/shm"),
             PathBuf::from("/run/../dev/shm"),
+            PathBuf::from("/run/./shm"),
             PathBuf::from("/"),
             PathBuf::from(""),
             non_utf8,
