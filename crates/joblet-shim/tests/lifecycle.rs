@@ -460,3 +460,74 @@ async fn reattach_to_a_dir_without_a_shim_is_none() {
         Err(ShimError::NotRunning { .. })
     ));
 }
+
+/// Session id and process group id of `pid` (fields 5 and 6 of its stat).
+fn pgid_and_session(pid: i32) -> (i32, i32) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    (f[2].parse().unwrap(), f[3].parse().unwrap())
+}
+
+/// The shim keeps terminal signals and the daemon's terminal away from the
+/// job: without a controlling terminal it leads a process group of its own
+/// (no session: setsid is the expensive call); started from a terminal it
+/// leads a session of its own, so the job cannot open that terminal.
+#[tokio::test]
+async fn the_shim_leaves_the_daemons_terminal() {
+    // No terminal (as under systemd, and in this test process).
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let h = start(&dir, &sh(tmp.path(), "echo ready; sleep 100"));
+    wait_for_output(&dir, "ready").await;
+    let (pgid, sid) = pgid_and_session(h.pid());
+    assert_eq!(pgid, h.pid(), "its own process group");
+    assert_eq!(sid, pgid_and_session(std::process::id() as i32).1);
+    request_kill(&dir).await.unwrap();
+    finish(h).await;
+
+    // Launched from a terminal: script(1) runs the launcher as the leader of
+    // a session whose controlling terminal is a new pty.
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let spec_file = tmp.path().join("spec.json");
+    std::fs::write(
+        &spec_file,
+        serde_json::to_vec(&sh(
+            tmp.path(),
+            "echo ready; cat /dev/tty 2>&1 | head -c 60; echo; sleep 100",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    // The terminal stays open a moment after the launch: closing it hangs
+    // up its session, which a real daemon's terminal does not do at once.
+    let line = format!(
+        "{SHIM_BIN} launch-detached --job-dir {} < {}; sleep 1",
+        dir.path().display(),
+        spec_file.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shim: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let text = wait_for_output(&dir, "ready").await;
+    let (pgid, sid) = pgid_and_session(shim);
+    assert_eq!((pgid, sid), (shim, shim), "a session of its own");
+    let h = reattach(&dir).unwrap().expect("shim alive");
+    request_kill(&dir).await.unwrap();
+    finish(h).await;
+    let text = if text.contains("/dev/tty") {
+        text
+    } else {
+        output(&dir)
+    };
+    assert!(text.contains("No such device or address"), "{text}");
+}
