@@ -383,7 +383,7 @@ fn only_gpu_0(node: &GpuNode) -> String {
 }
 
 #[test]
-fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_at_shutdown() {
+fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_taken_over_after_a_restart() {
     let mut node = start_gpu_with(
         &joblet_e2e::fixture("nvml-profiles/mock-nvml-config-a100.yaml"),
         fake_control,
@@ -502,24 +502,31 @@ fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_at_shutdown
     assert!(shm.join(&marker).exists(), "the MPS tmpfs is up meanwhile");
     assert_eq!(calls(&node).len(), 5);
 
-    // The new MPS job started it again; daemon shutdown stops it.
+    // The new MPS job started it again. The daemon stops with that job
+    // running: the job keeps running, and so do its control daemon and
+    // tmpfs; the restarted daemon takes them over instead of starting a
+    // second control daemon the job could not reach.
     assert!(calls(&node)[3].starts_with(&format!("start {uuid} ")));
     node.node.node.stop_daemon();
-    let c = calls(&node);
-    assert_eq!(
-        c.last().unwrap(),
-        &format!("cmd {uuid} {} quit", pipe.display()),
-        "{c:?}"
-    );
-    assert!(
-        !is_mount_point(&shm),
-        "{} outlived the daemon",
-        shm.display()
-    );
+    assert_eq!(calls(&node).len(), 5, "{:?}", calls(&node));
+    assert!(is_mount_point(&shm), "the running job's tmpfs stays");
     node.node.node.restart().unwrap();
+    wait_state(&node, &c_job, "RUNNING");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        calls(&node).len(),
+        5,
+        "taken over, not restarted: {:?}",
+        calls(&node)
+    );
+    assert!(shm.join(&marker).exists(), "the same tmpfs as before");
     std::fs::write(work_file(&node, &c_job, "gate"), "").unwrap();
     let st = node.wait_done(&c_job, T);
     assert_eq!(st["state"], "COMPLETED", "{st}");
+    // Its last job gone, the taken-over control daemon is stopped.
+    let c = wait_calls(&node, "quit after the restart", |c| c.len() >= 6);
+    assert_eq!(c[5], format!("cmd {uuid} {} quit", pipe.display()));
+    assert!(!is_mount_point(&shm), "{} still mounted", shm.display());
 }
 
 #[test]

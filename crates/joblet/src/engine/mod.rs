@@ -290,6 +290,7 @@ impl Engine {
         );
         self.sched = Scheduler::restore(self.cfg.max_running, running, queued);
         if let Some(g) = &mut self.gpu {
+            g.recovered();
             // Allocations of jobs that ended while the daemon was down (or
             // between their end and their release) are released now.
             for job in g.allocated_jobs() {

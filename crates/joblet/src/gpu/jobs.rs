@@ -253,13 +253,20 @@ impl GpuJobs {
         );
         drop(node);
         if let (Some(mps), Some(_)) = (self.mps.as_mut(), quota_mb) {
-            // Its control daemon was stopped with the old daemon; a new one
-            // serves the job's next CUDA processes.
+            // Its control daemon kept running with it; take it over.
             for uuid in &gpus {
-                if let Err(e) = mps.acquire(job, uuid) {
+                if let Err(e) = mps.adopt(job, uuid) {
                     tracing::error!(%job, gpu = %uuid, error = %e, "cannot restart the MPS control daemon of a running job's GPU");
                 }
             }
+        }
+    }
+
+    /// Every running job has been reattached: what an earlier run left
+    /// that none of them uses is stopped (MPS control daemons).
+    pub fn recovered(&mut self) {
+        if let Some(mps) = self.mps.as_mut() {
+            mps.finish_recovery();
         }
     }
 

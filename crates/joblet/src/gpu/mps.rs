@@ -5,10 +5,16 @@
 //! UUID>` and its own `CUDA_MPS_PIPE_DIRECTORY` / `CUDA_MPS_LOG_DIRECTORY`
 //! under `gpu.mps_dir/<GPU UUID>/`; with `gpu.mps_active_thread_percentage`
 //! it then sends `set_default_active_thread_percentage N`, so a job can
-//! only lower its share. When the GPU's last MPS job is released, and at
-//! daemon shutdown, it sends `quit` (`echo quit | nvidia-cuda-mps-control`
-//! with the same environment). A control daemon that cannot be started
-//! fails the job that needed it: it never runs outside MPS.
+//! only lower its share. When the GPU's last MPS job is released it sends
+//! `quit` (`echo quit | nvidia-cuda-mps-control` with the same
+//! environment). A control daemon that cannot be started fails the job
+//! that needed it: it never runs outside MPS.
+//!
+//! Jobs outlive the node daemon, and so do the control daemons and tmpfs
+//! they use: at shutdown nothing is stopped. The next daemon takes over
+//! the ones its reattached jobs use ([`MpsDaemons::adopt`]), so their CUDA
+//! processes keep reaching the same server, and stops the others once
+//! recovery is done ([`MpsDaemons::finish_recovery`]).
 //!
 //! Clients and server talk through POSIX shared memory in `/dev/shm`:
 //! each GPU gets a tmpfs (`gpu.mps_shm_size_mb`) at
@@ -191,6 +197,9 @@ pub struct MpsDaemons {
     shm_size_mb: u64,
     /// GPU UUID → the jobs using its control daemon.
     running: BTreeMap<String, BTreeSet<String>>,
+    /// GPUs whose tmpfs an earlier daemon left mounted (with its control
+    /// daemon) for jobs that outlived it; until recovery is done.
+    left: BTreeSet<String>,
 }
 
 impl MpsDaemons {
@@ -214,9 +223,9 @@ impl MpsDaemons {
         if longest.as_os_str().len() > 100 {
             tracing::warn!(dir = %cfg.mps_dir.display(), "gpu.mps_dir is long: MPS's sockets under it may exceed the 108-byte limit of Unix socket paths; choose a shorter directory");
         }
-        // No control daemon of an earlier run is left to use them.
-        for dir in shm::cleanup_stale(&cfg.mps_dir) {
-            tracing::warn!(dir = %dir.display(), "detached an MPS shared-memory tmpfs an earlier daemon left mounted");
+        let left: BTreeSet<String> = shm::mounted(&cfg.mps_dir).into_iter().collect();
+        if !left.is_empty() {
+            tracing::info!(gpus = ?left, "MPS control daemons of an earlier run found; kept for the jobs that are reattached");
         }
         MpsDaemons {
             control,
@@ -224,6 +233,33 @@ impl MpsDaemons {
             default_thread_percentage: cfg.mps_active_thread_percentage,
             shm_size_mb: cfg.mps_shm_size_mb,
             running: BTreeMap::new(),
+            left,
+        }
+    }
+
+    /// A job reattached after a daemon restart uses GPU `uuid` through
+    /// MPS: the control daemon and tmpfs the earlier daemon left running
+    /// for it are taken over (the job's `/dev/shm` is that tmpfs). Without
+    /// them (the host rebooted them away, say) a new control daemon starts;
+    /// the job's processes still holding the old `/dev/shm` cannot reach it.
+    pub fn adopt(&mut self, job: &str, uuid: &str) -> Result<(), MpsError> {
+        if self.left.remove(uuid) {
+            tracing::info!(gpu = %uuid, %job, "MPS control daemon of the earlier run taken over");
+            self.running
+                .entry(uuid.to_string())
+                .or_default()
+                .insert(job.to_string());
+            return Ok(());
+        }
+        self.acquire(job, uuid)
+    }
+
+    /// Recovery is done: the control daemons an earlier run left whose jobs
+    /// are gone are stopped and their tmpfs unmounted.
+    pub fn finish_recovery(&mut self) {
+        for uuid in std::mem::take(&mut self.left) {
+            tracing::info!(gpu = %uuid, "stopping an MPS control daemon no reattached job uses");
+            self.quit(&uuid);
         }
     }
 
@@ -257,14 +293,6 @@ impl MpsDaemons {
             .collect();
         for uuid in idle {
             self.running.remove(&uuid);
-            self.quit(&uuid);
-        }
-    }
-
-    /// Stops every control daemon (daemon shutdown).
-    pub fn shutdown(&mut self) {
-        let all: Vec<String> = std::mem::take(&mut self.running).into_keys().collect();
-        for uuid in all {
             self.quit(&uuid);
         }
     }
@@ -429,9 +457,12 @@ impl MpsDaemons {
 }
 
 impl Drop for MpsDaemons {
-    /// Daemon shutdown: no control daemon outlives the node daemon.
+    /// Daemon shutdown: the jobs keep running under their shims, and so do
+    /// the control daemons they use; the next daemon takes them over.
     fn drop(&mut self) {
-        self.shutdown();
+        for (uuid, jobs) in &self.running {
+            tracing::info!(gpu = %uuid, jobs = jobs.len(), "MPS control daemon left running for its jobs");
+        }
     }
 }
 

@@ -10,15 +10,17 @@
 //! `/dev/shm` by the sandbox (`InitConfig::dev_shm`). This is what
 //! NVIDIA's Kubernetes device plugin does with its `<mps root>/shm`.
 //!
-//! Mounts left by a daemon that died are detached at start-up
-//! ([`cleanup_stale`]) and before a GPU's tmpfs is mounted again.
+//! A tmpfs outlives a daemon that stops while MPS jobs still run (they keep
+//! running, and so does their control daemon); the next daemon finds them
+//! ([`mounted`]), takes over those its reattached jobs use and stops the
+//! rest. A GPU's tmpfs is also detached before it is mounted again.
 
 use std::ffi::{CString, NulError};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use nix::mount::{MntFlags, MsFlags};
@@ -73,24 +75,19 @@ pub fn unmount(shm: &Path) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Detaches the `<root>/*/shm` mounts an earlier daemon left behind;
-/// returns the directories that had one. Each failure is logged.
-pub fn cleanup_stale(root: &Path) -> Vec<PathBuf> {
+/// The GPU directories under `root` (`<root>/<GPU UUID>`) whose `shm` is a
+/// mount point: tmpfs an earlier daemon left for jobs that outlived it.
+pub fn mounted(root: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
-    let mut cleaned = Vec::new();
-    for entry in entries.flatten() {
-        let shm = entry.path().join("shm");
-        match unmount(&shm) {
-            Ok(0) => {}
-            Ok(_) => cleaned.push(shm),
-            Err(e) => {
-                tracing::error!(dir = %shm.display(), error = %e, "cannot detach a stale MPS shared-memory tmpfs")
-            }
-        }
-    }
-    cleaned
+    let mut found: Vec<String> = entries
+        .flatten()
+        .filter(|e| is_mount_point(&e.path().join("shm")))
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect();
+    found.sort();
+    found
 }
 
 /// Makes `cmd` run in a private mount namespace (`/` made rslave, so
@@ -199,25 +196,19 @@ mod tests {
     }
 
     #[test]
-    fn stale_mounts_under_the_root_are_detached() {
+    fn mounts_left_under_the_root_are_found() {
         let tmp = tempfile::tempdir().unwrap();
         stack(&tmp.path().join("GPU-a/shm"), 2);
         stack(&tmp.path().join("GPU-b/shm"), 1);
         std::fs::create_dir_all(tmp.path().join("GPU-c/shm")).unwrap();
-        // Only `<root>/*/shm` is touched.
+        // Only `<root>/*/shm` counts.
         stack(&tmp.path().join("GPU-d/log"), 1);
-        let mut got = cleanup_stale(tmp.path());
-        got.sort();
-        assert_eq!(
-            got,
-            [tmp.path().join("GPU-a/shm"), tmp.path().join("GPU-b/shm")]
-        );
-        for gpu in ["GPU-a", "GPU-b", "GPU-c"] {
-            assert!(!is_mount_point(&tmp.path().join(gpu).join("shm")));
+        assert_eq!(mounted(tmp.path()), ["GPU-a", "GPU-b"]);
+        for dir in ["GPU-a/shm", "GPU-b/shm", "GPU-d/log"] {
+            unmount(&tmp.path().join(dir)).unwrap();
         }
-        assert!(is_mount_point(&tmp.path().join("GPU-d/log")));
-        unmount(&tmp.path().join("GPU-d/log")).unwrap();
-        assert!(cleanup_stale(&tmp.path().join("missing")).is_empty());
+        assert!(mounted(tmp.path()).is_empty());
+        assert!(mounted(&tmp.path().join("missing")).is_empty());
     }
 
     #[test]

@@ -57,12 +57,16 @@ fn daemons(dir: &Path, pct: Option<u32>) -> MpsDaemons {
 fn each_control_daemon_has_its_gpus_tmpfs_as_dev_shm_until_it_quits() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("mps");
-    // A tmpfs an earlier daemon left on a GPU's shm is detached.
+    // A tmpfs an earlier daemon left on a GPU's shm, for a job that is
+    // not reattached, is stopped and detached once recovery is done.
     let stale = dirs(&root, "GPU-old").shm;
     std::fs::create_dir_all(&stale).unwrap();
     shm::mount(&stale, 1).unwrap();
     let mut m = daemons(tmp.path(), None);
+    assert!(shm::is_mount_point(&stale), "kept until recovery is done");
+    m.finish_recovery();
     assert!(!shm::is_mount_point(&stale));
+    assert_eq!(calls(tmp.path()), ["cmd GPU-old quit"]);
     m.acquire("j1", "GPU-a").unwrap();
     m.acquire("j2", "GPU-b").unwrap();
     let on_host = Path::new("/dev/shm").join(marker(tmp.path()));
@@ -83,8 +87,22 @@ fn each_control_daemon_has_its_gpus_tmpfs_as_dev_shm_until_it_quits() {
     m.release("j1");
     assert!(!shm::is_mount_point(&dirs(&root, "GPU-a").shm));
     assert!(shm::is_mount_point(&dirs(&root, "GPU-b").shm));
+    // Daemon shutdown with j2 still running: its control daemon and tmpfs
+    // stay; the next daemon takes them over for the reattached j2.
     drop(m);
-    assert!(!shm::is_mount_point(&dirs(&root, "GPU-b").shm));
+    let b = dirs(&root, "GPU-b").shm;
+    assert!(shm::is_mount_point(&b), "left for the running job");
+    let mut next = daemons(tmp.path(), None);
+    next.adopt("j2", "GPU-b").unwrap();
+    next.finish_recovery();
+    assert!(shm::is_mount_point(&b), "taken over, not restarted");
+    assert_eq!(
+        std::fs::read_to_string(b.join(marker(tmp.path()))).unwrap(),
+        "GPU-b\n",
+        "the same tmpfs the job has"
+    );
+    next.release("j2");
+    assert!(!shm::is_mount_point(&b));
 }
 
 #[test]
@@ -116,10 +134,23 @@ fn one_daemon_per_gpu_started_once_and_stopped_when_idle() {
     assert_eq!(calls(tmp.path()).len(), 3, "released once");
     assert_eq!(m.running().keys().collect::<Vec<_>>(), ["GPU-b"]);
     drop(m);
+    assert_eq!(calls(tmp.path()).len(), 3, "shutdown leaves j3's daemon");
+    // The next daemon: j3 is reattached and takes it over (no second
+    // start); a GPU whose job is gone is stopped once recovery is done.
+    let mut next = daemons(tmp.path(), None);
+    next.adopt("j3", "GPU-b").unwrap();
+    next.finish_recovery();
+    assert_eq!(calls(tmp.path()).len(), 3, "no new start");
+    next.adopt("j4", "GPU-c").unwrap();
+    assert!(
+        calls(tmp.path())[3].starts_with("start GPU-c "),
+        "nothing left there: started"
+    );
+    next.release("j3");
+    next.release("j4");
     assert_eq!(
-        calls(tmp.path())[3],
-        "cmd GPU-b quit",
-        "shutdown stops the rest"
+        &calls(tmp.path())[4..],
+        ["cmd GPU-b quit", "cmd GPU-c quit"]
     );
 }
 
@@ -157,6 +188,7 @@ fn a_missing_program_fails_every_start() {
         default_thread_percentage: None,
         shm_size_mb: 4,
         running: BTreeMap::new(),
+        left: BTreeSet::new(),
     };
     let e = m.acquire("j", "GPU-a").unwrap_err().to_string();
     assert!(e.contains("nvidia-cuda-mps-control was not found"), "{e}");
