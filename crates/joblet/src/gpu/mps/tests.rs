@@ -172,6 +172,10 @@ fn a_failed_start_is_an_error_with_the_output_and_records_nothing() {
         calls(tmp.path())[1],
         "cmd GPU-a set_default_active_thread_percentage 30"
     );
+    // A daemon that stops leaves the tmpfs of running jobs: release j1 so
+    // the test leaves no mount behind.
+    m.release("j1");
+    assert!(!shm::is_mount_point(&shm_dir));
 }
 
 #[test]
