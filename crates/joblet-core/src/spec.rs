@@ -264,12 +264,12 @@ impl JobRequest {
             limits::MAX_GPU_MEMORY_MB,
             "MiB per GPU",
         )?;
-        if gpu_memory > 0 && gpu_count == 0 {
-            return Err(FieldError::new(
-                "resources.gpu_memory_mb",
-                "needs resources.gpu_count of at least 1 (--gpu=N together with --gpu-memory)",
-            ));
-        }
+        needs_gpus(
+            gpu_memory > 0,
+            gpu_count,
+            "resources.gpu_memory_mb",
+            "--gpu-memory",
+        )?;
         let gpu_time = match self.gpu_time_seconds {
             None => None,
             Some(s) if s <= 0 => {
@@ -288,12 +288,12 @@ impl JobRequest {
                 "seconds",
             )?)),
         };
-        if gpu_time.is_some() && gpu_count == 0 {
-            return Err(FieldError::new(
-                "resources.gpu_time_seconds",
-                "needs resources.gpu_count of at least 1 (--gpu=N together with --gpu-time)",
-            ));
-        }
+        needs_gpus(
+            gpu_time.is_some(),
+            gpu_count,
+            "resources.gpu_time_seconds",
+            "--gpu-time",
+        )?;
         let cuda = match self.cuda_version.trim() {
             "" => None,
             v => Some(
@@ -301,12 +301,7 @@ impl JobRequest {
                     .map_err(|e| FieldError::from_parse("cuda_version", e))?,
             ),
         };
-        if cuda.is_some() && gpu_count == 0 {
-            return Err(FieldError::new(
-                "cuda_version",
-                "needs resources.gpu_count of at least 1 (--gpu=N together with --cuda)",
-            ));
-        }
+        needs_gpus(cuda.is_some(), gpu_count, "cuda_version", "--cuda")?;
         let mig_profile = match self.mig_profile.trim() {
             "" => None,
             p => Some(
@@ -314,18 +309,13 @@ impl JobRequest {
                     .map_err(|e| FieldError::from_parse("mig_profile", e))?,
             ),
         };
-        if mig_profile.is_some() && gpu_count == 0 {
-            return Err(FieldError::new(
-                "mig_profile",
-                "needs resources.gpu_count of at least 1, the number of MIG slices (--gpu=N together with --mig)",
-            ));
-        }
-        if self.gpu_profiling && gpu_count == 0 {
-            return Err(FieldError::new(
-                "gpu_profiling",
-                "needs resources.gpu_count of at least 1 (--gpu=N together with --gpu-profiling)",
-            ));
-        }
+        needs_gpus(mig_profile.is_some(), gpu_count, "mig_profile", "--mig")?;
+        needs_gpus(
+            self.gpu_profiling,
+            gpu_count,
+            "gpu_profiling",
+            "--gpu-profiling",
+        )?;
         let cpu_cores = if self.cpu_cores.trim().is_empty() {
             None
         } else {
@@ -564,6 +554,24 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// A GPU option given (`given`) on a job without GPUs: refused, naming
+/// `field` and the `flag` that needs `--gpu=N` beside it. With `--mig`, N
+/// counts MIG slices.
+fn needs_gpus(given: bool, gpu_count: u64, field: &str, flag: &str) -> Result<(), FieldError> {
+    if !given || gpu_count > 0 {
+        return Ok(());
+    }
+    let slices = if flag == "--mig" {
+        ", the number of MIG slices"
+    } else {
+        ""
+    };
+    Err(FieldError::new(
+        field,
+        format!("needs resources.gpu_count of at least 1{slices} (--gpu=N together with {flag})"),
+    ))
 }
 
 #[cfg(test)]
