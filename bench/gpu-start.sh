@@ -83,14 +83,8 @@ if [ "$JOBLET" = 1 ]; then
 fi
 
 # --- packages (crun + static busybox; slurm-up.sh installs Slurm) ------------
-static_busybox() {
-  local bb
-  for bb in /usr/bin/busybox /bin/busybox; do
-    # ldd fails on a static executable ("not a dynamic executable").
-    if [ -x "$bb" ] && ! ldd "$bb" >/dev/null 2>&1; then echo "$bb"; return 0; fi
-  done
-  return 1
-}
+# shellcheck source=bench/lib/oci.sh
+source "$ROOT/bench/lib/oci.sh"   # static_busybox, HYBRID, crun_ns, make_bundle
 need_pkgs=()
 command -v crun >/dev/null 2>&1 || need_pkgs+=(crun)
 static_busybox >/dev/null || need_pkgs+=(busybox-static)
@@ -116,19 +110,6 @@ if [ "$JOBLET" = 1 ]; then
     [ -f "$BIN/$f" ] || die "$BIN/$f missing: run without --no-build (cargo build --release -p joblet -p rnx -p fake-nvml)"
   done
 fi
-
-# --- cgroup layout (crun needs /sys/fs/cgroup/unified out of sight) ----------
-HYBRID=0
-if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ] && mountpoint -q "$UNIFIED" 2>/dev/null; then
-  HYBRID=1
-fi
-crun_ns() {
-  if [ "$HYBRID" = 1 ]; then
-    unshare -m --propagation private sh -c 'umount "$0" && exec "$@"' "$UNIFIED" "$@"
-  else
-    "$@"
-  fi
-}
 
 # --- cleanup (also run first, to clear an interrupted run) -------------------
 DAEMON_PID=""
@@ -327,27 +308,19 @@ CRUN_LABEL='`crun run` `true` (busybox bundle)'
 CRUN_DEV_LABEL='`crun run` `true` with /dev/nvidia0 (spec device + device-cgroup allow c 195:0)'
 BUNDLE="$DIR/bundle" BUNDLE_DEV="$DIR/bundle-gpu"
 crun_err=""
-if ! BB="$(static_busybox)"; then
-  crun_err="no static busybox (install busybox-static)"
-elif ! command -v crun >/dev/null 2>&1; then
+if ! command -v crun >/dev/null 2>&1; then
   crun_err="crun not installed"
-else
-  mkdir -p "$BUNDLE/rootfs/bin" "$BUNDLE_DEV"
-  cp "$BB" "$BUNDLE/rootfs/bin/busybox"
-  ln -s busybox "$BUNDLE/rootfs/bin/true"
-  if (cd "$BUNDLE" && crun spec >/dev/null 2>&1); then
-    python3 - "$BUNDLE" "$BUNDLE_DEV" <<'EOF'
+elif crun_err="$(make_bundle "$BUNDLE" crun)"; then
+  mkdir -p "$BUNDLE_DEV"
+  python3 - "$BUNDLE" "$BUNDLE_DEV" <<'EOF'
 import json, os, sys
 bundle, bundle_dev = sys.argv[1], sys.argv[2]
 with open(os.path.join(bundle, "config.json")) as f:
     spec = json.load(f)
-spec["process"]["terminal"] = False
-spec["process"]["args"] = ["/bin/true"]
-spec["root"] = {"path": os.path.join(bundle, "rootfs"), "readonly": True}
-with open(os.path.join(bundle, "config.json"), "w") as f:
-    json.dump(spec, f, indent=2)
 # The same container given one GPU the way an OCI hook would: the node in
-# linux.devices (crun creates it) and allowed in the device cgroup.
+# linux.devices (crun creates it) and allowed in the device cgroup; its
+# rootfs is the plain bundle's.
+spec["root"]["path"] = os.path.join(bundle, "rootfs")
 linux = spec.setdefault("linux", {})
 linux.setdefault("devices", []).append(
     {"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0,
@@ -357,9 +330,6 @@ linux.setdefault("resources", {}).setdefault("devices", []).append(
 with open(os.path.join(bundle_dev, "config.json"), "w") as f:
     json.dump(spec, f, indent=2)
 EOF
-  else
-    crun_err="\`crun spec\` failed"
-  fi
 fi
 if [ -n "$crun_err" ]; then
   fail_row "$CRUN_LABEL" "$crun_err"

@@ -54,15 +54,8 @@ die() { log "ERROR: $*"; exit 1; }
 command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (Debian: python3)"
 
 # --- packages ----------------------------------------------------------------
-# A static busybox: the rootfs is just this one file plus applet symlinks.
-static_busybox() {
-  local bb
-  for bb in /usr/bin/busybox /bin/busybox; do
-    # ldd fails on a static executable ("not a dynamic executable").
-    if [ -x "$bb" ] && ! ldd "$bb" >/dev/null 2>&1; then echo "$bb"; return 0; fi
-  done
-  return 1
-}
+# shellcheck source=bench/lib/oci.sh
+source "$ROOT/bench/lib/oci.sh"   # static_busybox, HYBRID, crun_ns, make_bundle
 need_pkgs=()
 for bin_pkg in bwrap:bubblewrap crun:crun runc:runc; do
   command -v "${bin_pkg%%:*}" >/dev/null 2>&1 || need_pkgs+=("${bin_pkg#*:}")
@@ -83,21 +76,6 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
 fi
 
 # --- cgroup layout -----------------------------------------------------------
-# Hybrid = v1 hierarchies under a tmpfs /sys/fs/cgroup plus cgroup2 at
-# /sys/fs/cgroup/unified; crun needs that cgroup2 mount out of its sight.
-HYBRID=0
-if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ] && mountpoint -q "$UNIFIED" 2>/dev/null; then
-  HYBRID=1
-fi
-# crun_ns CMD...: runs CMD where crun accepts the cgroup layout.
-crun_ns() {
-  if [ "$HYBRID" = 1 ]; then
-    unshare -m --propagation private sh -c 'umount "$0" && exec "$@"' "$UNIFIED" "$@"
-  else
-    "$@"
-  fi
-}
-
 # --- cleanup (also run first, to clear an interrupted run) -------------------
 cleanup() {
   local id
@@ -174,30 +152,11 @@ fi
 # --- OCI bundle for crun and runc --------------------------------------------
 BUNDLE="$DIR/bundle"
 bundle_err=""
-if ! BB="$(static_busybox)"; then
-  bundle_err="no static busybox (install busybox-static)"
-elif command -v runc >/dev/null 2>&1 || command -v crun >/dev/null 2>&1; then
-  mkdir -p "$BUNDLE/rootfs/bin"
-  cp "$BB" "$BUNDLE/rootfs/bin/busybox"
-  ln -s busybox "$BUNDLE/rootfs/bin/true"
+if command -v runc >/dev/null 2>&1 || command -v crun >/dev/null 2>&1; then
   # Default spec of whichever runtime is there (both give the same shape).
   spec_tool=runc
   command -v runc >/dev/null 2>&1 || spec_tool=crun
-  if (cd "$BUNDLE" && "$spec_tool" spec >/dev/null 2>&1); then
-    python3 - "$BUNDLE/config.json" <<'EOF'
-import json, sys
-path = sys.argv[1]
-with open(path) as f:
-    spec = json.load(f)
-spec["process"]["terminal"] = False
-spec["process"]["args"] = ["/bin/true"]
-spec["root"] = {"path": "rootfs", "readonly": True}
-with open(path, "w") as f:
-    json.dump(spec, f, indent=2)
-EOF
-  else
-    bundle_err="\`$spec_tool spec\` failed"
-  fi
+  bundle_err="$(make_bundle "$BUNDLE" "$spec_tool")" || true
 else
   bundle_err="neither crun nor runc installed"
 fi
