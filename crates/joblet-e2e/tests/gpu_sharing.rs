@@ -370,6 +370,17 @@ fn wait_calls(node: &GpuNode, what: &str, pred: impl Fn(&[String]) -> bool) -> V
     }
 }
 
+/// Waits for `shm` to be unmounted: the daemon unmounts a GPU's tmpfs
+/// right after its `quit` returns, so just after the fake recorded the call
+/// it may still be there.
+fn wait_unmounted(shm: &Path) {
+    let deadline = Instant::now() + T;
+    while is_mount_point(shm) {
+        assert!(Instant::now() < deadline, "{} still mounted", shm.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Takes every GPU but 0 offline, so shared jobs meet on GPU 0; returns
 /// its UUID.
 fn only_gpu_0(node: &GpuNode) -> String {
@@ -477,7 +488,7 @@ fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_taken_over_
     let c = wait_calls(&node, "quit on idle", |c| c.len() >= 3);
     assert_eq!(c[2], format!("cmd {uuid} {} quit", pipe.display()));
     // The tmpfs went with its control daemon.
-    assert!(!is_mount_point(&shm), "{} still mounted", shm.display());
+    wait_unmounted(&shm);
 
     // An exclusive job on an MPS node is no MPS client: no MPS variables,
     // and a private /dev/shm.
@@ -526,7 +537,7 @@ fn one_mps_control_daemon_per_gpu_started_once_stopped_when_idle_and_taken_over_
     // Its last job gone, the taken-over control daemon is stopped.
     let c = wait_calls(&node, "quit after the restart", |c| c.len() >= 6);
     assert_eq!(c[5], format!("cmd {uuid} {} quit", pipe.display()));
-    assert!(!is_mount_point(&shm), "{} still mounted", shm.display());
+    wait_unmounted(&shm);
 }
 
 #[test]
