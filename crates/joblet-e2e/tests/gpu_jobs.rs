@@ -7,7 +7,6 @@
 mod gpu_common;
 mod sandbox_common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -104,15 +103,7 @@ fn each_device_filter_path_alone_allows_only_the_jobs_gpu() {
     let mine = gpus_of(&node, &id);
     assert_eq!(mine.len(), 1);
     let other = (mine[0] + 1) % 8;
-    let dirs = wait_for(&node, "job cgroups", || {
-        let d = node.base.job_dirs(&id);
-        (!d.is_empty()).then(|| json!(d))
-    });
-    let dirs: Vec<PathBuf> = serde_json::from_value(dirs).unwrap();
-    for (path_kind, marker) in [("v1", "/devices/"), ("v2", "/unified/")] {
-        let Some(dir) = dirs.iter().find(|d| d.to_string_lossy().contains(marker)) else {
-            panic!("no {path_kind} job cgroup among {dirs:?}");
-        };
+    for (path_kind, dir) in job_cgroups(&node, &id) {
         let probe = |n: u64| {
             let p = node.dev.join(format!("nvidia{n}"));
             let out = std::process::Command::new("sh")

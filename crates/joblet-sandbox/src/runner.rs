@@ -12,11 +12,20 @@
 //! Any failure undoes what was done (the init is killed, the cgroup
 //! removed) and the job does not start. After the job, [`Runner::finish`]
 //! asks the cgroup why the job died (OOM) and removes it.
+//!
+//! A warm shim runs the same steps in two halves. [`Runner::prepare`], before
+//! the job is known, builds from a placeholder job of the node: the init with
+//! its namespaces and shared tree, the cgroup with the node's default
+//! limits and the device filter of a CPU job, the init moved in, its pid 1
+//! forked and waiting. [`Runner::spawn`] then writes the job's limits, swaps
+//! in the job's device filter if it differs (never allowing more than
+//! either in between), and hands pid 1 the job's config; a job that does
+//! not fit the warm sandbox (another network mode, say) gets a fresh one.
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use joblet_shim::{HostRunner, Runner, RunnerError, ShimSpec};
 use nix::unistd::Pid;
@@ -47,6 +56,55 @@ pub struct SandboxRunner {
     args: Vec<OsString>,
     roots: CgroupRoots,
     active: Mutex<Option<Active>>,
+    warm: Mutex<Option<Warm>>,
+}
+
+/// A sandbox built by [`Runner::prepare`], waiting for its job.
+struct Warm {
+    /// The placeholder job it was built from.
+    settings: JobSandbox,
+    /// The host's mount table when it was built (read before the init
+    /// copied it): the sandbox binds host paths as they were mounted then.
+    host_mounts: String,
+    layout: Layout,
+    cgroup: JobCgroup,
+    filter: Option<AttachedFilter>,
+    pending: init::PendingInit,
+}
+
+impl Warm {
+    /// Why `job` cannot run in this sandbox, if it cannot. `host_mounts`:
+    /// the host's mount table now; a mount made or removed since the
+    /// sandbox was built (an MPS control daemon's `/dev/shm`, an admin's
+    /// new filesystem) would be missing from it, so it only serves jobs
+    /// while the table is unchanged.
+    fn misfit(&self, job: &JobSandbox, host_mounts: &str) -> Option<&'static str> {
+        if (&job.cgroup_base, &job.cgroup_name)
+            != (&self.settings.cgroup_base, &self.settings.cgroup_name)
+        {
+            return Some("cgroup");
+        }
+        if host_mounts != self.host_mounts {
+            return Some("host mount table");
+        }
+        self.settings.init.warm_mismatch(&job.init)
+    }
+
+    /// Kills the init (its pid 1 and namespaces go with it) and removes
+    /// the cgroup.
+    fn discard(self) {
+        let Warm {
+            cgroup,
+            filter,
+            pending,
+            ..
+        } = self;
+        pending.abort();
+        drop(filter);
+        if let Err(e) = cgroup.destroy() {
+            tracing::error!(error = %e, "cannot remove the cgroup of a discarded warm sandbox");
+        }
+    }
 }
 
 struct Active {
@@ -69,6 +127,156 @@ impl SandboxRunner {
             args,
             roots,
             active: Mutex::new(None),
+            warm: Mutex::new(None),
+        }
+    }
+
+    fn warm_slot(&self) -> MutexGuard<'_, Option<Warm>> {
+        self.warm.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies `rules` to `cgroup`: the v1 `devices.*` files and the v2
+    /// eBPF filter, each one that exists (none at all is an error).
+    fn apply_devices(
+        cgroup: &JobCgroup,
+        rules: &DeviceRules,
+    ) -> Result<Option<AttachedFilter>, RunnerError> {
+        let v1_dir = cgroup.v1_devices_dir();
+        let unified = cgroup.unified_dir();
+        if v1_dir.is_none() && unified.is_none() {
+            return Err(RunnerError::Isolation("no device control on this node (neither a v1 devices hierarchy nor cgroup2): refusing to start a job without a device filter".into()));
+        }
+        if let Some(dir) = v1_dir {
+            devices_v1::apply(dir, rules).map_err(|e| isolation("device filter (cgroup v1)", e))?;
+        }
+        match unified {
+            Some(dir) => bpf::attach(dir, rules)
+                .map(Some)
+                .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Builds the warm sandbox of `settings` (see the module doc).
+    fn build_warm(
+        &self,
+        settings: JobSandbox,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> Result<Warm, RunnerError> {
+        let mut config = settings.init.clone();
+        config.warm = true;
+        let t0 = std::time::Instant::now();
+        let host_mounts = self.host_mounts()?;
+        let mut pending = init::spawn(&self.program, &self.args, &config, stdout, stderr)
+            .map_err(|e| isolation("sandbox init", e))?;
+        let layout =
+            Layout::detect(&self.roots.mountinfo).map_err(|e| isolation("detecting cgroups", e))?;
+        let cgroup = JobCgroup::create(
+            &layout,
+            &self.roots,
+            &settings.cgroup_base,
+            &settings.cgroup_name,
+            &settings.limits,
+        )
+        .map_err(|e| isolation("cgroup", e))?;
+        let entered = Self::apply_devices(&cgroup, &settings.devices).and_then(|filter| {
+            cgroup
+                .add_pid(pending.pid())
+                .map_err(|e| isolation("moving the job into its cgroup", e))?;
+            pending
+                .enter(init::RELEASE_TIMEOUT)
+                .map_err(|e| RunnerError::Isolation(e.to_string()))?;
+            Ok(filter)
+        });
+        match entered {
+            Ok(filter) => {
+                tracing::debug!(
+                    elapsed_us = t0.elapsed().as_micros() as u64,
+                    "warm sandbox ready"
+                );
+                Ok(Warm {
+                    settings,
+                    host_mounts,
+                    layout,
+                    cgroup,
+                    filter,
+                    pending,
+                })
+            }
+            Err(e) => {
+                pending.abort();
+                if let Err(d) = cgroup.destroy() {
+                    tracing::error!(error = %d, "cannot remove the cgroup of a warm sandbox that failed");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn host_mounts(&self) -> Result<String, RunnerError> {
+        std::fs::read_to_string(&self.roots.mountinfo)
+            .map_err(|e| isolation(&format!("reading {}", self.roots.mountinfo.display()), e))
+    }
+
+    /// Gives the warm sandbox `warm` its job: limits, device filter, config.
+    fn start_warm(
+        &self,
+        warm: Warm,
+        job: &JobSandbox,
+        config: &InitConfig,
+    ) -> Result<(i32, Active), RunnerError> {
+        let Warm {
+            settings,
+            layout,
+            cgroup,
+            filter,
+            pending,
+            ..
+        } = warm;
+        let t0 = std::time::Instant::now();
+        let started = (|| {
+            cgroup
+                .set_limits(&layout, &self.roots, &job.limits)
+                .map_err(|e| isolation("cgroup", e))?;
+            let filter = if job.devices == settings.devices {
+                filter
+            } else {
+                // The job's filter joins the placeholder's before that one
+                // goes: both must allow an access meanwhile, so the job is
+                // never allowed more than either.
+                let new = Self::apply_devices(&cgroup, &job.devices)?;
+                if let Some(old) = filter {
+                    old.detach()
+                        .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e))?;
+                }
+                new
+            };
+            let pid = pending
+                .start(config, init::RELEASE_TIMEOUT)
+                .map_err(|e| RunnerError::Isolation(e.to_string()))?;
+            Ok((pid, filter))
+        })();
+        match started {
+            Ok((pid, filter)) => {
+                tracing::debug!(
+                    elapsed_us = t0.elapsed().as_micros() as u64,
+                    "warm sandbox released: the job has exec'd"
+                );
+                Ok((
+                    pid,
+                    Active {
+                        cgroup,
+                        _filter: filter,
+                    },
+                ))
+            }
+            Err(e) => {
+                if let Err(d) = cgroup.destroy() {
+                    tracing::error!(error = %d, "cannot remove the cgroup of a job that failed to start");
+                }
+                Err(e)
+            }
         }
     }
 
@@ -80,22 +288,7 @@ impl SandboxRunner {
         cgroup: &JobCgroup,
         pending: init::PendingInit,
     ) -> Result<(i32, Option<AttachedFilter>), RunnerError> {
-        let v1_dir = cgroup.v1_devices_dir();
-        let unified = cgroup.unified_dir();
-        if v1_dir.is_none() && unified.is_none() {
-            return Err(RunnerError::Isolation("no device control on this node (neither a v1 devices hierarchy nor cgroup2): refusing to start a job without a device filter".into()));
-        }
-        if let Some(dir) = v1_dir {
-            devices_v1::apply(dir, &job.devices)
-                .map_err(|e| isolation("device filter (cgroup v1)", e))?;
-        }
-        let filter = match unified {
-            Some(dir) => Some(
-                bpf::attach(dir, &job.devices)
-                    .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e))?,
-            ),
-            None => None,
-        };
+        let filter = Self::apply_devices(cgroup, &job.devices)?;
         let t0 = std::time::Instant::now();
         cgroup
             .add_pid(pending.pid())
@@ -117,8 +310,35 @@ impl SandboxRunner {
 }
 
 impl Runner for SandboxRunner {
+    fn prepare(
+        &self,
+        warm: &serde_json::Value,
+        stdout: BorrowedFd<'_>,
+        stderr: BorrowedFd<'_>,
+    ) -> Result<(), RunnerError> {
+        let settings: JobSandbox = serde_json::from_value(warm.clone())
+            .map_err(|e| isolation("invalid warm sandbox settings from the daemon", e))?;
+        let dup = |fd: BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .map_err(|e| isolation("duplicating the job's output pipe", e))
+        };
+        let built = self.build_warm(settings, dup(stdout)?, dup(stderr)?)?;
+        if let Some(old) = self.warm_slot().replace(built) {
+            old.discard();
+        }
+        Ok(())
+    }
+
+    fn discard(&self) {
+        let warm = self.warm_slot().take();
+        if let Some(warm) = warm {
+            warm.discard();
+        }
+    }
+
     fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError> {
         let Some(value) = &spec.runner else {
+            self.discard();
             return HostRunner.spawn(spec, stdout, stderr);
         };
         let job: JobSandbox = serde_json::from_value(value.clone())
@@ -127,6 +347,27 @@ impl Runner for SandboxRunner {
         config.command = spec.command.clone();
         config.args = spec.args.clone();
         config.env = spec.env.clone();
+        config.warm = false;
+
+        let warm = self.warm_slot().take();
+        if let Some(warm) = warm {
+            let misfit = match self.host_mounts() {
+                Ok(now) => warm.misfit(&job, &now),
+                Err(_) => Some("host mount table"),
+            };
+            match misfit {
+                None => {
+                    let (pid, active) = self.start_warm(warm, &job, &config)?;
+                    tracing::info!(job = %spec.job_id, pid, "sandboxed job started (warm)");
+                    *self.active.lock().unwrap_or_else(|p| p.into_inner()) = Some(active);
+                    return Ok(Pid::from_raw(pid));
+                }
+                Some(field) => {
+                    tracing::info!(job = %spec.job_id, field, "the warm sandbox was built with another {field}; starting the job in a fresh one");
+                    warm.discard();
+                }
+            }
+        }
 
         // The init starts first: it execs and builds most of the sandbox
         // while this thread creates the cgroup and the device filter. It

@@ -36,6 +36,9 @@ pub enum ShimError {
         source: io::Error,
     },
 
+    #[error("the warm shim was started for job {warm}, not {job}")]
+    WrongWarmShim { warm: String, job: String },
+
     #[error("cannot open a pidfd for shim pid {pid}: {source}")]
     PidFd { pid: i32, source: io::Error },
 

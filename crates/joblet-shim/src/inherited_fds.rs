@@ -13,10 +13,14 @@ pub(crate) const LOCK_FD: RawFd = 3;
 /// Makes `fd` appear as [`LOCK_FD`], without close-on-exec, in the program
 /// `cmd` runs, and every descriptor above it close-on-exec there, so the
 /// shim starts with exactly 0, 1, 2 and 3. `fd` itself stays close-on-exec
-/// in this process.
-pub(crate) fn inherit_as_fd3(cmd: &mut Command, fd: BorrowedFd<'_>) {
+/// in this process. `idle`: the program starts in `SCHED_IDLE` (a warm
+/// shim, so not even its start competes with running jobs).
+pub(crate) fn inherit_as_fd3(cmd: &mut Command, fd: BorrowedFd<'_>, idle: bool) {
     let raw = fd.as_raw_fd();
     let hook = move || -> std::io::Result<()> {
+        if idle {
+            crate::priority::enter_idle()?;
+        }
         let ret = if raw == LOCK_FD {
             // SAFETY: fcntl(F_SETFD) on a descriptor number touches no
             // memory and is async-signal-safe, as required after fork.
@@ -32,7 +36,7 @@ pub(crate) fn inherit_as_fd3(cmd: &mut Command, fd: BorrowedFd<'_>) {
         cloexec_above(LOCK_FD)
     };
     // SAFETY: the hook runs in the forked child before exec and only makes
-    // the async-signal-safe calls above and in `cloexec_above`; it allocates
+    // the async-signal-safe calls above, in `enter_idle` and in `cloexec_above`; it allocates
     // nothing and takes no locks. Standard I/O has already been set up when hooks run, so fd 3 is
     // no longer needed for anything else in the child.
     unsafe {
@@ -108,7 +112,7 @@ mod tests {
         .unwrap();
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "ls /proc/$$/fd; readlink /proc/$$/fd/3"]);
-        inherit_as_fd3(&mut cmd, f.as_fd());
+        inherit_as_fd3(&mut cmd, f.as_fd(), false);
         let out = cmd.output().unwrap();
         assert!(out.status.success());
         let text = String::from_utf8(out.stdout).unwrap();

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::ShimError;
@@ -16,7 +16,7 @@ use crate::inherited_fds;
 use crate::jobdir::JobDir;
 use crate::pidfd::pidfd_open;
 use crate::procstat::{self, ProcStatError, PROC_ROOT};
-use crate::spec::ShimSpec;
+use crate::spec::{ShimSpec, WarmSpec};
 
 /// How long [`reattach`] waits for a live shim to write `shim.pid` (it may
 /// have just been started when the daemon died).
@@ -36,12 +36,109 @@ pub fn launch(
     dir: &JobDir,
     spec: &ShimSpec,
 ) -> Result<ShimHandle, ShimError> {
-    std::fs::create_dir_all(dir.path()).map_err(|source| ShimError::CreateDir {
-        path: dir.path().to_owned(),
-        source,
-    })?;
     let json = serde_json::to_vec(spec).map_err(|source| ShimError::EncodeSpec {
         job_id: spec.job_id.clone(),
+        source,
+    })?;
+    let (handle, mut stdin) = start(program, args, dir, &spec.job_id, false)?;
+    if let Err(source) = stdin.write_all(&json) {
+        return Err(handle.abandon_after(source));
+    }
+    tracing::debug!(pid = handle.pid, dir = %dir.path().display(), "shim launched");
+    Ok(handle)
+}
+
+/// A warm shim started by [`launch_warm`], waiting for its job. Dropping it
+/// (or [`WarmShim::discard`]) closes the shim's stdin: it then tears down
+/// what it built and exits without an `exit.json`.
+#[derive(Debug)]
+pub struct WarmShim {
+    handle: ShimHandle,
+    stdin: ChildStdin,
+    job_id: String,
+}
+
+impl WarmShim {
+    /// The job id it was started for.
+    pub fn job_id(&self) -> &str {
+        &self.job_id
+    }
+
+    /// Hands the shim its job (`spec.job_id` must be the warm one's) and
+    /// returns the handle of a shim running it, like [`launch`].
+    pub fn claim(self, spec: &ShimSpec) -> Result<ShimHandle, ShimError> {
+        let WarmShim {
+            handle,
+            mut stdin,
+            job_id,
+        } = self;
+        if spec.job_id != job_id {
+            drop(stdin);
+            handle.abandon_after(io::Error::other("wrong job"));
+            return Err(ShimError::WrongWarmShim {
+                warm: job_id,
+                job: spec.job_id.clone(),
+            });
+        }
+        let json = serde_json::to_vec(spec).map_err(|source| ShimError::EncodeSpec {
+            job_id: spec.job_id.clone(),
+            source,
+        })?;
+        if let Err(source) = stdin.write_all(&json) {
+            return Err(handle.abandon_after(source));
+        }
+        drop(stdin);
+        Ok(handle)
+    }
+
+    /// Tells the shim no job is coming; returns its handle, to reap it with
+    /// [`ShimHandle::wait`] (which then reports it lost: no `exit.json`).
+    pub fn discard(self) -> ShimHandle {
+        drop(self.stdin);
+        self.handle
+    }
+}
+
+/// Starts a warm shim for the job `warm.job_id` in `dir` (`program args…`
+/// as for [`launch`] plus `--warm`): it builds what it can before the job is
+/// known and waits for [`WarmShim::claim`].
+pub fn launch_warm(
+    program: &Path,
+    args: &[OsString],
+    dir: &JobDir,
+    warm: &WarmSpec,
+) -> Result<WarmShim, ShimError> {
+    let mut line = serde_json::to_vec(warm).map_err(|source| ShimError::EncodeSpec {
+        job_id: warm.job_id.clone(),
+        source,
+    })?;
+    line.push(b'\n');
+    let mut args = args.to_vec();
+    args.push("--warm".into());
+    let (handle, mut stdin) = start(program, &args, dir, &warm.job_id, true)?;
+    if let Err(source) = stdin.write_all(&line) {
+        return Err(handle.abandon_after(source));
+    }
+    tracing::debug!(pid = handle.pid, dir = %dir.path().display(), "warm shim launched");
+    Ok(WarmShim {
+        handle,
+        stdin,
+        job_id: warm.job_id.clone(),
+    })
+}
+
+/// Creates `dir`, locks `shim.lock` and spawns the shim with it as fd 3,
+/// its output appended to `shim.log`, in `SCHED_IDLE` if `idle`; returns
+/// its handle and stdin.
+fn start(
+    program: &Path,
+    args: &[OsString],
+    dir: &JobDir,
+    job_id: &str,
+    idle: bool,
+) -> Result<(ShimHandle, ChildStdin), ShimError> {
+    std::fs::create_dir_all(dir.path()).map_err(|source| ShimError::CreateDir {
+        path: dir.path().to_owned(),
         source,
     })?;
 
@@ -82,7 +179,7 @@ pub fn launch(
         .stdin(Stdio::piped())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2));
-    inherited_fds::inherit_as_fd3(&mut cmd, lock.as_fd());
+    inherited_fds::inherit_as_fd3(&mut cmd, lock.as_fd(), idle);
     let mut child = cmd.spawn().map_err(|source| ShimError::Spawn {
         program: program.to_owned(),
         source,
@@ -101,26 +198,25 @@ pub fn launch(
             return Err(ShimError::PidFd { pid, source });
         }
     };
-    let sent = match child.stdin.take() {
-        Some(mut stdin) => stdin.write_all(&json),
-        None => Err(io::Error::other("the shim's stdin pipe was not set up")),
-    };
-    if let Err(source) = sent {
+    let Some(stdin) = child.stdin.take() else {
         abandon(&mut child);
         return Err(ShimError::SendSpec {
             pid,
             dir: dir.path().to_owned(),
-            source,
+            source: io::Error::other("the shim's stdin pipe was not set up"),
         });
-    }
-    tracing::debug!(pid, dir = %dir.path().display(), "shim launched");
+    };
+    tracing::trace!(job_id, pid, "shim spawned");
     // Dropping `child` neither kills nor reaps the shim;
     // `ShimHandle::wait` reaps it through the pidfd.
-    Ok(ShimHandle {
-        pid,
-        pidfd,
-        dir: dir.clone(),
-    })
+    Ok((
+        ShimHandle {
+            pid,
+            pidfd,
+            dir: dir.clone(),
+        },
+        stdin,
+    ))
 }
 
 /// Kills and reaps a shim that could not be given its spec.
@@ -130,6 +226,30 @@ fn abandon(child: &mut std::process::Child) {
     }
     if let Err(e) = child.wait() {
         tracing::warn!("reaping shim {}: {e}", child.id());
+    }
+}
+
+impl ShimHandle {
+    /// Kills and reaps a shim (our child) that could not be given its spec.
+    fn abandon_after(self, source: io::Error) -> ShimError {
+        let pid = self.pid;
+        if let Err(e) = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        ) {
+            tracing::warn!("killing shim {pid}: {e}");
+        }
+        if let Err(e) = nix::sys::wait::waitid(
+            nix::sys::wait::Id::PIDFd(self.pidfd.as_fd()),
+            nix::sys::wait::WaitPidFlag::WEXITED,
+        ) {
+            tracing::warn!("reaping shim {pid}: {e}");
+        }
+        ShimError::SendSpec {
+            pid,
+            dir: self.dir.path().to_owned(),
+            source,
+        }
     }
 }
 

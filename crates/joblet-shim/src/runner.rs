@@ -2,7 +2,7 @@
 //! and [`HostRunner`], which runs the job unisolated on the host.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
@@ -30,6 +30,24 @@ pub enum RunnerError {
 /// not inherit any other descriptor of the shim.
 pub trait Runner {
     fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError>;
+
+    /// A warm shim's head start, before its job is known: build from
+    /// `warm` (the runner's settings for a placeholder job of this node,
+    /// opaque to the shim) what every job shares, with `stdout`/`stderr`
+    /// as the future job's output. `spawn` then uses it when the job fits
+    /// and otherwise discards it and starts afresh. On error nothing is
+    /// left built. The default builds nothing.
+    fn prepare(
+        &self,
+        _warm: &serde_json::Value,
+        _stdout: BorrowedFd<'_>,
+        _stderr: BorrowedFd<'_>,
+    ) -> Result<(), RunnerError> {
+        Ok(())
+    }
+
+    /// Tears down what `prepare` built, when no job came for it.
+    fn discard(&self) {}
 
     /// Called once after the job's leader has exited and its process group
     /// is gone: releases what `spawn` set up (cgroups, filters) and, when the

@@ -31,6 +31,17 @@ pub struct ShimSpec {
     pub runner: Option<serde_json::Value>,
 }
 
+/// What a warm shim gets first, on the first line of its stdin, before its
+/// job is known (see [`run_warm_shim_with`](crate::run_warm_shim_with)):
+/// the job id it will serve and the runner's settings for a placeholder job
+/// of the node ([`Runner::prepare`](crate::Runner::prepare)).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct WarmSpec {
+    pub job_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<serde_json::Value>,
+}
+
 /// Prints environment variable names only: values may be secrets.
 impl fmt::Debug for ShimSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -93,6 +93,11 @@ pub struct SandboxConfig {
     /// Lets jobs ask for `--network=host` (the host's network stack).
     /// Off: every job gets its own network namespace with loopback only.
     pub allow_host_network: bool,
+    /// Sandboxes kept built ahead of their jobs (shim, namespaces,
+    /// read-only tree, cgroup and device filter ready), so a job starts
+    /// without waiting for them. 0 = build each job's sandbox when it
+    /// starts.
+    pub warm_pool: usize,
 }
 
 /// Seed 001's `gpu:` section: GPU discovery and health monitoring. GPU jobs
@@ -252,6 +257,7 @@ impl Default for SandboxConfig {
             cgroup_base: "joblet".into(),
             seccomp: true,
             allow_host_network: false,
+            warm_pool: 2,
         }
     }
 }
@@ -380,6 +386,10 @@ impl Config {
     }
 }
 
+/// Most warm sandboxes a node keeps (`sandbox.warm_pool`): each holds a
+/// shim, two init processes, namespaces and a cgroup.
+pub const MAX_WARM_POOL: usize = 64;
+
 /// `filesystem.*` and `sandbox.*` values serde cannot check by type.
 fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
     for (i, m) in cfg.filesystem.allowed_mounts.iter().enumerate() {
@@ -411,6 +421,15 @@ fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
         ));
     }
     crate::gpu::config_check::check(&cfg.gpu)?;
+    if cfg.sandbox.warm_pool > MAX_WARM_POOL {
+        return Err((
+            "sandbox.warm_pool".into(),
+            format!(
+                "invalid value {}: expected 0 (no warm sandboxes) to {MAX_WARM_POOL}",
+                cfg.sandbox.warm_pool
+            ),
+        ));
+    }
     let base = &cfg.sandbox.cgroup_base;
     if base.is_empty()
         || base.starts_with('.')
@@ -585,6 +604,12 @@ mod tests {
                 "single directory name",
             ),
             ("sandbox:\n  enabled: sure\n", "sandbox.enabled", "bool"),
+            (
+                "sandbox:\n  warm_pool: 65\n",
+                "sandbox.warm_pool",
+                "0 (no warm sandboxes) to 64",
+            ),
+            ("sandbox:\n  warm_pool: -1\n", "sandbox.warm_pool", "usize"),
             ("gpu:\n  proc_dir: proc\n", "gpu.proc_dir", "e.g. /proc"),
             (
                 "gpu:\n  mps_dir: run/mps\n",

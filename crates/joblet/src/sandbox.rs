@@ -176,6 +176,42 @@ impl NodeSandbox {
     /// ([`crate::gpu::setup`]).
     pub fn job(&self, id: &JobId, spec: &JobSpec, workdir: &Path, gpu: GpuSandbox) -> JobSandbox {
         let r = &spec.resources;
+        let limits = Limits {
+            cpu_percent: r.max_cpu_percent,
+            cpuset: r.cpu_cores.clone(),
+            memory_mb: r.max_memory_mb,
+            io_bps: r.max_iobps,
+            io_path: r.max_iobps.map(|_| workdir.to_owned()),
+            pids_max: self.pids_max,
+        };
+        let net = match spec.network {
+            joblet_core::Network::None => NetMode::None,
+            joblet_core::Network::Host => NetMode::Host,
+        };
+        self.sandbox(id, workdir, gpu, limits, net)
+    }
+
+    /// The sandbox a warm shim builds ahead of the job `id` (see
+    /// `joblet_sandbox::runner`): a CPU job's with the node's defaults and
+    /// its own network namespace; `gpu` is what a CPU job gets on this node
+    /// ([`crate::gpu::setup::cpu_job`]). The job's own settings replace it
+    /// when it starts; a job it cannot serve gets a fresh sandbox.
+    pub fn warm(&self, id: &JobId, workdir: &Path, gpu: GpuSandbox) -> JobSandbox {
+        let limits = Limits {
+            pids_max: self.pids_max,
+            ..Limits::default()
+        };
+        self.sandbox(id, workdir, gpu, limits, NetMode::None)
+    }
+
+    fn sandbox(
+        &self,
+        id: &JobId,
+        workdir: &Path,
+        gpu: GpuSandbox,
+        limits: Limits,
+        net: NetMode,
+    ) -> JobSandbox {
         let mut devices = DeviceRules::minimal();
         for rule in gpu.rules {
             devices.allow(rule);
@@ -183,14 +219,7 @@ impl NodeSandbox {
         JobSandbox {
             cgroup_base: self.cgroup_base.clone(),
             cgroup_name: id.to_string(),
-            limits: Limits {
-                cpu_percent: r.max_cpu_percent,
-                cpuset: r.cpu_cores.clone(),
-                memory_mb: r.max_memory_mb,
-                io_bps: r.max_iobps,
-                io_path: r.max_iobps.map(|_| workdir.to_owned()),
-                pids_max: self.pids_max,
-            },
+            limits,
             devices,
             init: InitConfig {
                 // Filled from the shim spec by the runner.
@@ -206,15 +235,13 @@ impl NodeSandbox {
                 work_dir: workdir.to_owned(),
                 work_size_mb: self.work_size_mb,
                 tmp_size_mb: self.tmp_size_mb,
-                net: match spec.network {
-                    joblet_core::Network::None => NetMode::None,
-                    joblet_core::Network::Host => NetMode::Host,
-                },
+                net,
                 seccomp: self.seccomp,
                 binds: gpu.binds,
                 masks: gpu.masks,
                 device_binds: gpu.devices,
                 dev_shm: gpu.dev_shm,
+                warm: false,
             },
         }
     }

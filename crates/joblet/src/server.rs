@@ -92,6 +92,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             stop_grace: cfg.jobs.stop_grace_period,
             shim_program,
             shim_args: vec!["--job-dir".into()],
+            warm_pool: cfg.sandbox.warm_pool,
             sandbox,
             gpu: gpu_jobs,
         },

@@ -190,6 +190,13 @@ pub fn audit_of(node: &Node, id: &str) -> Value {
 
 /// The job's v1 devices cgroup and its cgroup2 dir (the eBPF filter).
 pub fn job_cgroups(node: &GpuNode, id: &str) -> [(&'static str, PathBuf); 2] {
+    // RUNNING is recorded before the sandbox is finished (a warm one has
+    // its cgroups, with a CPU job's device filter, even before): the job's
+    // own filter is in place once its shim has written job.pid.
+    let job_pid = node.state_dir().join("jobs").join(id).join("job.pid");
+    wait_for(node, "the job's process", || {
+        job_pid.exists().then_some(json!(true))
+    });
     let dirs = wait_for(node, "job cgroups", || {
         let d = node.base.job_dirs(id);
         (!d.is_empty()).then(|| json!(d))

@@ -93,6 +93,28 @@ impl JobCgroup {
         Ok(job)
     }
 
+    /// Applies `limits` to the job's existing cgroups, with the checks of
+    /// [`JobCgroup::create`] (every file read back; a limit whose
+    /// controller is missing is an error). For a warm sandbox's cgroups,
+    /// created with the node's defaults before their job was known; limits
+    /// `None` leaves as they are, so only ever go from those defaults to a
+    /// job's, never back. On error the caller removes the cgroups: the job
+    /// must not start.
+    pub fn set_limits(
+        &self,
+        layout: &Layout,
+        roots: &CgroupRoots,
+        limits: &Limits,
+    ) -> Result<(), CgroupError> {
+        let plan = limits.plan(&roots.sysfs)?;
+        let placement = layout.placement()?;
+        require(layout, &placement, limits)?;
+        for m in &self.members {
+            apply(m, &plan)?;
+        }
+        Ok(())
+    }
+
     /// The job's cgroups as they would be named, without creating or
     /// checking anything: for killing and removing a job's cgroups after a
     /// restart.
@@ -118,13 +140,7 @@ impl JobCgroup {
                     pids,
                 });
             }
-            match m.version {
-                Version::V1 => v1::apply(&m.dir, &m.controllers, plan)?,
-                Version::V2 => {
-                    let set: BTreeSet<Controller> = m.controllers.iter().copied().collect();
-                    v2::apply(&m.dir, &set, plan)?
-                }
-            }
+            apply(m, plan)?;
         }
         Ok(())
     }
@@ -344,6 +360,17 @@ impl CgroupManager for JobCgroup {
 }
 
 /// SIGKILL to each pid; a pid that is already gone is fine.
+/// Writes `plan` into one hierarchy's directory of the job.
+fn apply(m: &Member, plan: &Plan) -> Result<(), CgroupError> {
+    match m.version {
+        Version::V1 => v1::apply(&m.dir, &m.controllers, plan),
+        Version::V2 => {
+            let set: BTreeSet<Controller> = m.controllers.iter().copied().collect();
+            v2::apply(&m.dir, &set, plan)
+        }
+    }
+}
+
 fn sigkill_all(dir: &Path, pids: &BTreeSet<i32>) -> Result<(), CgroupError> {
     for &pid in pids {
         match kill(Pid::from_raw(pid), Signal::SIGKILL) {

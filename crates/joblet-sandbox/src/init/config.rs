@@ -69,6 +69,14 @@ pub struct InitConfig {
     /// its GPU's control daemon). Absolute, UTF-8; it must exist.
     #[serde(default)]
     pub dev_shm: Option<PathBuf>,
+    /// A warm start: build only what every job of the node shares
+    /// ([`InitConfig::warm_mismatch`] lists it), fork pid 1 once released
+    /// into the cgroup, and take the job's own config later from the
+    /// release pipe ([`super::PendingInit::enter`], then
+    /// [`super::PendingInit::start`]). Its command, env, hostname, user,
+    /// devices, binds and masks are placeholders until then.
+    #[serde(default)]
+    pub warm: bool,
 }
 
 /// One host file or directory bound read-only into the job at another path.
@@ -162,9 +170,27 @@ pub fn check_ro_mount(p: &Path) -> Result<(), ConfigError> {
 }
 
 impl InitConfig {
+    /// Why a sandbox built warm from `self` cannot run `job`: the first
+    /// setting the two differ in among those built before the job is known
+    /// (namespaces, the read-only tree, `/tmp`, `/work`'s kind, seccomp).
+    /// `None`: it can.
+    pub fn warm_mismatch(&self, job: &InitConfig) -> Option<&'static str> {
+        if self.net != job.net {
+            Some("net")
+        } else if self.ro_mounts != job.ro_mounts {
+            Some("ro_mounts")
+        } else if self.tmp_size_mb != job.tmp_size_mb {
+            Some("tmp_size_mb")
+        } else if self.seccomp != job.seccomp {
+            Some("seccomp")
+        } else {
+            None
+        }
+    }
+
     /// Checks everything that can be checked without touching the system.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.command.is_empty() {
+        if self.command.is_empty() && !self.warm {
             return Err(ConfigError::EmptyCommand);
         }
         no_nul("command", &self.command)?;
@@ -312,7 +338,36 @@ pub(crate) mod tests {
             masks: vec!["/proc/driver/nvidia".into()],
             device_binds: vec![],
             dev_shm: Some("/run/joblet/mps/GPU-1/shm".into()),
+            warm: false,
         }
+    }
+
+    #[test]
+    fn a_warm_sandbox_fits_jobs_that_differ_only_in_their_own_settings() {
+        let base = InitConfig {
+            warm: true,
+            ..sample()
+        };
+        let mut job = sample();
+        job.command = "python3".into();
+        job.hostname = "job-2".into();
+        job.uid = 1000;
+        job.extra_devices.push("/dev/nvidia1".into());
+        job.binds.clear();
+        job.dev_shm = None;
+        job.work_size_mb = 512;
+        assert_eq!(base.warm_mismatch(&job), None);
+        job.net = NetMode::Host;
+        assert_eq!(base.warm_mismatch(&job), Some("net"));
+        job.net = NetMode::None;
+        job.ro_mounts.push("/opt".into());
+        assert_eq!(base.warm_mismatch(&job), Some("ro_mounts"));
+        job.ro_mounts = base.ro_mounts.clone();
+        job.tmp_size_mb = 1;
+        assert_eq!(base.warm_mismatch(&job), Some("tmp_size_mb"));
+        job.tmp_size_mb = base.tmp_size_mb;
+        job.seccomp = false;
+        assert_eq!(base.warm_mismatch(&job), Some("seccomp"));
     }
 
     fn bind(source: &str, target: &str) -> Bind {

@@ -34,7 +34,10 @@ const LINKS: [(&str, &str); 5] = [
 const DEVPTS_OPTS: &str = "newinstance,ptmxmode=0666,mode=0620,gid=5";
 const DEVPTS_OPTS_NO_GID: &str = "newinstance,ptmxmode=0666,mode=0620";
 
-pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
+/// The part of `/dev` every job gets (see [`finish`] for the rest): the
+/// tmpfs, [`NODES`], the symlinks, devpts and the `/dev/shm` mount point.
+/// It stays writable until [`finish`].
+pub(crate) fn build_base() -> Result<(), SetupError> {
     let dev = Path::new("/dev");
     mkdir_p(dev).stage(Stage::Dev, || "creating /dev".into())?;
     tmpfs(
@@ -47,6 +50,18 @@ pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
         let path = dev.join(name);
         bind_node(&path)?;
     }
+    for (name, target) in LINKS {
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .stage(Stage::Dev, || format!("creating /dev/{name} -> {target}"))?;
+    }
+    devpts()?;
+    mkdir_p(Path::new("/dev/shm")).stage(Stage::Dev, || "creating /dev/shm".into())
+}
+
+/// The job's own part of `/dev`: its extra devices and device binds,
+/// `/dev/shm`, then the tmpfs remounted read-only.
+pub(crate) fn finish(config: &InitConfig) -> Result<(), SetupError> {
+    let dev = Path::new("/dev");
     let extra = config
         .extra_devices
         .iter()
@@ -74,11 +89,6 @@ pub(crate) fn build(config: &InitConfig) -> Result<(), SetupError> {
         }
         bind_node_from(source, target)?;
     }
-    for (name, target) in LINKS {
-        std::os::unix::fs::symlink(target, dev.join(name))
-            .stage(Stage::Dev, || format!("creating /dev/{name} -> {target}"))?;
-    }
-    devpts()?;
     shm(config)?;
     mnt(
         None,
@@ -126,7 +136,6 @@ fn bind_node_from(from: &Path, path: &Path) -> Result<(), SetupError> {
 /// else a private tmpfs of `tmp_size_mb`; nosuid, nodev, noexec either way.
 fn shm(config: &InitConfig) -> Result<(), SetupError> {
     let shm = Path::new("/dev/shm");
-    mkdir_p(shm).stage(Stage::Dev, || "creating /dev/shm".into())?;
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     let Some(dir) = &config.dev_shm else {
         return tmpfs(

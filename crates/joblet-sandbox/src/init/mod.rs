@@ -30,6 +30,15 @@
 //!    root job keeps a small set) and verified; `chdir /work`; `PATH`
 //!    lookup; seccomp filter; signals unblocked; `execve`.
 //!
+//! A warm init ([`InitConfig::warm`], built before its job is known) runs
+//! step 1 without the job's own part (`/work`, its devices, `/dev/shm`, the
+//! hostname), and after the first release (into the cgroup, see
+//! [`PendingInit::enter`]) step 2 and pid 1's `/proc`. Pid 1 then reports
+//! ready and waits on the release pipe for the job's config
+//! ([`PendingInit::start`]); with it, it checks that the sandbox fits
+//! ([`InitConfig::warm_mismatch`]), leaves `SCHED_IDLE`, builds the job's
+//! part and goes on with step 3's binds as a cold pid 1 does.
+//!
 //! Setup failures are reported to the caller over a close-on-exec pipe, so
 //! `release` either returns an error naming the [`Stage`] (and the job
 //! never ran) or sees the pipe close because the job's `execve` succeeded.

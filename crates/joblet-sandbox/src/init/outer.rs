@@ -1,8 +1,10 @@
 //! The re-exec'd init process itself ([`run_init`]): reads the config,
 //! unshares every namespace but the cgroup one and builds the job's tree
-//! while the caller sets up the cgroup, waits to be released, unshares the
-//! cgroup namespace, forks pid 1 of the new pid namespace, forwards signals
-//! to it and ends the way the job ended.
+//! (a warm init: the part every job shares) while the caller sets up the
+//! cgroup, waits to be released, unshares the cgroup namespace, forks pid 1
+//! of the new pid namespace (which a warm init's pid 1 gives its job's
+//! config on the release pipe), forwards signals to it and ends the way the
+//! job ended.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -91,8 +93,9 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
 
     let filters = before_release(&config)?;
 
+    let mut go = File::from(go);
     let mut byte = [0u8; 1];
-    let n = File::from(go)
+    let n = go
         .read(&mut byte)
         .stage(Stage::Config, || "waiting for release".into())?;
     if n == 0 {
@@ -117,9 +120,13 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     match forked {
         Forked::Child => {
             drop(exit_r);
-            pid1::run(&config, &filters, me, exit_w)
+            // A warm init's pid 1 reads the job's config from the release
+            // pipe; a cold one has it already.
+            let claim = config.warm.then_some(go);
+            pid1::run(&config, &filters, me, exit_w, claim)
         }
         Forked::Parent { child } => {
+            drop(go);
             drop(exit_w);
             drop(me);
             // Only pid 1 and the job report from now on.
@@ -143,15 +150,15 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
-    rootfs::prepare(config)?;
+    rootfs::prepare_base(config)?;
+    if !config.warm {
+        prepare_job(config)?;
+    }
     let filters = if config.seccomp {
         seccomp::job_filters().stage(Stage::Seccomp, || "building the filter".into())?
     } else {
         Vec::new()
     };
-    sethostname(&config.hostname).stage(Stage::Hostname, || {
-        format!("sethostname({:?})", config.hostname)
-    })?;
     if config.net == NetMode::None {
         if let Err(e) = sys::loopback_up() {
             report::warn(
@@ -163,6 +170,16 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
         }
     }
     Ok(filters)
+}
+
+/// What of the sandbox belongs to the job itself and is built before pid
+/// 1's part: `/work`, its devices and `/dev/shm`, its hostname. Done before
+/// release by a cold init, by a warm init's pid 1 once it has the job.
+pub(crate) fn prepare_job(config: &InitConfig) -> Result<(), SetupError> {
+    rootfs::prepare_job(config)?;
+    sethostname(&config.hostname).stage(Stage::Hostname, || {
+        format!("sethostname({:?})", config.hostname)
+    })
 }
 
 fn read_config() -> Result<InitConfig, SetupError> {

@@ -5,7 +5,7 @@
 //! Once the job is forked, pid 1 keeps only `CAP_KILL` (to signal it).
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -15,7 +15,7 @@ use seccompiler::BpfProgram;
 
 use super::config::InitConfig;
 use super::error::Stage;
-use super::outer::{forwarded_raw, forwarded_set, EXIT_SETUP_FAILED};
+use super::outer::{self, forwarded_raw, forwarded_set, EXIT_SETUP_FAILED};
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
 use super::{job, privileges, rootfs};
@@ -23,13 +23,16 @@ use super::{job, privileges, rootfs};
 /// Runs pid 1; `outer` is a pidfd of the outer process, `exit_w` where the
 /// job's raw wait status goes.
 /// `filters`: the job's seccomp filter, compiled before release.
+/// `claim`: a warm init's release pipe, on which the job's own config
+/// arrives (see [`take_job`]); `None` when `config` is the job's.
 pub(crate) fn run(
     config: &InitConfig,
     filters: &[BpfProgram],
     outer: OwnedFd,
     exit_w: OwnedFd,
+    claim: Option<File>,
 ) -> ! {
-    match setup(config, filters, &outer) {
+    match setup(config, filters, &outer, claim) {
         Ok(job) => {
             drop(outer);
             reap(job, exit_w)
@@ -49,7 +52,47 @@ fn exited(pidfd: &OwnedFd) -> Result<bool, SetupError> {
     Ok(n > 0)
 }
 
-fn setup(config: &InitConfig, filters: &[BpfProgram], outer: &OwnedFd) -> Result<i32, SetupError> {
+/// A warm pid 1's wait for its job: says it is ready, reads the job's
+/// config from `claim` to end of file and checks that the sandbox built
+/// from `warm` fits it. End of file without a config means the sandbox was
+/// discarded: pid 1 exits quietly, taking the namespaces with it.
+fn take_job(warm: &InitConfig, mut claim: File) -> Result<InitConfig, SetupError> {
+    report::ready();
+    let mut json = Vec::new();
+    claim
+        .read_to_end(&mut json)
+        .stage(Stage::Config, || "reading the job's config".into())?;
+    drop(claim);
+    if json.is_empty() {
+        std::process::exit(0);
+    }
+    let job: InitConfig = serde_json::from_slice(&json)
+        .stage(Stage::Config, || "parsing the job's config JSON".into())?;
+    job.validate()
+        .stage(Stage::Config, || "checking the job's config".into())?;
+    if job.warm {
+        return Err(SetupError::new(
+            Stage::Config,
+            "the job's config asks for a warm start again",
+        ));
+    }
+    if let Some(field) = warm.warm_mismatch(&job) {
+        return Err(SetupError::new(
+            Stage::Config,
+            format!("this warm sandbox was built with another {field} than the job's; start the job in a fresh one"),
+        ));
+    }
+    // Built in SCHED_IDLE while waiting; the job runs normally.
+    sys::set_normal_priority(0).stage(Stage::Config, || "resetting the scheduling class".into())?;
+    Ok(job)
+}
+
+fn setup(
+    config: &InitConfig,
+    filters: &[BpfProgram],
+    outer: &OwnedFd,
+    claim: Option<File>,
+) -> Result<i32, SetupError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .stage(Stage::Fork, || "prctl(PR_SET_PDEATHSIG, SIGKILL)".into())?;
     // getppid() is 0 for a namespace's pid 1, so the usual race check is
@@ -67,7 +110,17 @@ fn setup(config: &InitConfig, filters: &[BpfProgram], outer: &OwnedFd) -> Result
     setpgid(Pid::from_raw(0), Pid::from_raw(0))
         .stage(Stage::Fork, || "setpgid for pid 1".into())?;
 
-    rootfs::build_proc(config)?;
+    rootfs::build_proc()?;
+    let job_config;
+    let config = match claim {
+        None => config,
+        Some(claim) => {
+            job_config = take_job(config, claim)?;
+            outer::prepare_job(&job_config)?;
+            &job_config
+        }
+    };
+    rootfs::build_job(config)?;
     rootfs::finish()?;
 
     // The job's own /proc, mounted above.

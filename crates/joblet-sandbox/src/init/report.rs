@@ -1,7 +1,8 @@
 //! The status pipe's line protocol, init -> caller: `H\tconfig\t<name>`
 //! first (the program really is the sandbox init), `W\t<stage>\t<text>`
 //! for a warning, `E\t<stage>\t<text>` for a setup error (after which the
-//! init exits). The pipe is close-on-exec in the init, so it reaches end of
+//! init exits), and, from a warm init's pid 1, `R\tconfig\twarm` once it
+//! waits for the job's config. The pipe is close-on-exec in the init, so it reaches end of
 //! file when the job's `execve` succeeded (or every writer died).
 
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -12,9 +13,19 @@ use super::sys;
 /// One parsed status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StatusLine {
-    Hello { name: String },
-    Warning { stage: Stage, message: String },
-    Error { stage: Stage, message: String },
+    Hello {
+        name: String,
+    },
+    Warning {
+        stage: Stage,
+        message: String,
+    },
+    Error {
+        stage: Stage,
+        message: String,
+    },
+    /// A warm init's pid 1 is ready for the job's config.
+    Ready,
 }
 
 /// Formats a line; tabs and newlines in the text become spaces so a line
@@ -37,6 +48,7 @@ pub(crate) fn decode(line: &str) -> Option<StatusLine> {
         "H" => Some(StatusLine::Hello { name: message }),
         "W" => Some(StatusLine::Warning { stage, message }),
         "E" => Some(StatusLine::Error { stage, message }),
+        "R" => Some(StatusLine::Ready),
         _ => None,
     }
 }
@@ -72,6 +84,11 @@ pub(crate) const HELLO: &str = concat!("joblet-sandbox-init ", env!("CARGO_PKG_V
 /// Tells the caller that the sandbox init is running.
 pub(crate) fn hello() {
     send(&encode('H', Stage::Config, HELLO));
+}
+
+/// Tells the caller that a warm sandbox is built and waits for its job.
+pub(crate) fn ready() {
+    send(&encode('R', Stage::Config, "warm"));
 }
 
 /// Reports a warning to the caller, which logs it.
@@ -133,6 +150,12 @@ mod tests {
                 message: "hidepid refused".into()
             })
         );
+    }
+
+    #[test]
+    fn ready_parses() {
+        let line = encode('R', Stage::Config, "warm");
+        assert_eq!(decode(line.trim_end()), Some(StatusLine::Ready));
     }
 
     #[test]

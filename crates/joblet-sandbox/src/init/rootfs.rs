@@ -154,11 +154,14 @@ pub(crate) fn bind_readonly(source: &Path, target: &Path, stage: Stage) -> Resul
     )
 }
 
-/// Builds the part of the tree that needs no process of the new pid
-/// namespace: run by the outer process before it is released, while the
-/// caller sets up the job's cgroup. [`build_proc`] and [`finish`] follow in
-/// pid 1.
-pub(crate) fn prepare(config: &InitConfig) -> Result<(), SetupError> {
+/// Builds the part of the tree that every job of the node shares and that
+/// needs no process of the new pid namespace: `/` rslave, the root tmpfs
+/// with the host root parked, the read-only binds, `/tmp` and the base of
+/// `/dev`. Run by the outer process before it is released, while the
+/// caller sets up the job's cgroup; [`prepare_job`] follows (at once, or
+/// when a warm sandbox gets its job), then [`build_proc`] and [`finish`]
+/// in pid 1.
+pub(crate) fn prepare_base(config: &InitConfig) -> Result<(), SetupError> {
     mnt(
         None,
         Path::new("/"),
@@ -171,7 +174,6 @@ pub(crate) fn prepare(config: &InitConfig) -> Result<(), SetupError> {
     for path in ordered(&config.ro_mounts) {
         ro_mount(path)?;
     }
-    work::mount(config)?;
     let tmp = Path::new("/tmp");
     mkdir_p(tmp).stage(Stage::Rootfs, || "creating /tmp".into())?;
     tmpfs(
@@ -182,15 +184,26 @@ pub(crate) fn prepare(config: &InitConfig) -> Result<(), SetupError> {
     .stage(Stage::Rootfs, || {
         format!("mounting a {} MiB tmpfs on /tmp", config.tmp_size_mb)
     })?;
-    devfs::build(config)
+    devfs::build_base()
 }
 
-/// Pid 1's part of the tree: `/proc` (a procfs shows the pid namespace of
-/// the process that mounts it), then the config's binds and masks, which
-/// may overlay files under `/dev` and `/proc`, then a sized `/work` filled
-/// (in the job's cgroups, which its pages are charged to).
-pub(crate) fn build_proc(config: &InitConfig) -> Result<(), SetupError> {
-    procfs::build()?;
+/// The job's own part of the tree before pid 1's: `/work`, and its devices
+/// and `/dev/shm` (after which `/dev` is read-only).
+pub(crate) fn prepare_job(config: &InitConfig) -> Result<(), SetupError> {
+    work::mount(config)?;
+    devfs::finish(config)
+}
+
+/// Pid 1's first part of the tree: `/proc` (a procfs shows the pid
+/// namespace of the process that mounts it).
+pub(crate) fn build_proc() -> Result<(), SetupError> {
+    procfs::build()
+}
+
+/// Pid 1's part for the job: the config's binds and masks, which may
+/// overlay files under `/dev` and `/proc`, then a sized `/work` filled (in
+/// the job's cgroups, which its pages are charged to).
+pub(crate) fn build_job(config: &InitConfig) -> Result<(), SetupError> {
     binds::apply(config)?;
     work::fill(config)
 }

@@ -31,7 +31,8 @@ const GO: u8 = b'G';
 /// once read), `stdout`/`stderr` become the job's, the process leads its own
 /// process group, its environment is empty, and it inherits no other
 /// descriptor than its two private pipes. It blocks until
-/// [`PendingInit::release`]; put it in its cgroups first.
+/// [`PendingInit::release`] (a warm init, [`InitConfig::warm`]:
+/// [`PendingInit::enter`]); put it in its cgroups first.
 pub fn spawn(
     program: &Path,
     args: &[OsString],
@@ -79,6 +80,8 @@ pub fn spawn(
         program: program.to_path_buf(),
         go: Some(go_w),
         status: Some(File::from(status_r)),
+        buf: Vec::new(),
+        greeted: false,
         armed: true,
     };
     let Some(mut stdin) = stdin else {
@@ -96,14 +99,31 @@ pub fn spawn(
 
 /// A sandbox init that is waiting to be released. Dropping it (or
 /// [`PendingInit::abort`]) kills and reaps the process. Do not reap the
-/// pid yourself before `release` has returned.
+/// pid yourself before `release` (or `start`) has returned.
+///
+/// A cold init ([`InitConfig::warm`] false) is released once with
+/// [`PendingInit::release`]. A warm one is let into its cgroup with
+/// [`PendingInit::enter`], which returns when its pid 1 waits for a job,
+/// and given that job with [`PendingInit::start`].
 #[derive(Debug)]
 pub struct PendingInit {
     pid: i32,
     program: PathBuf,
     go: Option<OwnedFd>,
     status: Option<File>,
+    /// Status bytes read but not yet a whole line.
+    buf: Vec<u8>,
+    greeted: bool,
     armed: bool,
+}
+
+/// What [`PendingInit::wait_status`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// A warm init's pid 1 says it is ready for the job.
+    Ready,
+    /// Every writer of the status pipe is gone: the job's `execve`.
+    Exec,
 }
 
 impl PendingInit {
@@ -123,28 +143,82 @@ impl PendingInit {
 
     /// [`PendingInit::release`] with a chosen time limit.
     pub fn release_within(mut self, limit: Duration) -> Result<i32, InitError> {
+        let go_failed = self.send(&[GO], true)?;
+        self.wait_status(Until::Exec, limit, go_failed)?;
+        Ok(self.pid)
+    }
+
+    /// For a warm init: lets it go on inside the cgroup it has been put in
+    /// (cgroup namespace, pid 1, `/proc`) and waits up to `limit` until its
+    /// pid 1 waits for the job. On error the init is not usable; drop it.
+    pub fn enter(&mut self, limit: Duration) -> Result<(), InitError> {
+        let go_failed = self.send(&[GO], false)?;
+        self.wait_status(Until::Ready, limit, go_failed)
+    }
+
+    /// Gives a warm init that [`PendingInit::enter`]ed its job, whose config
+    /// must fit the sandbox built ([`InitConfig::warm_mismatch`]; the init
+    /// refuses it otherwise), and waits like [`PendingInit::release`]. The
+    /// cgroup's limits and device filter must be the job's by now.
+    pub fn start(mut self, job: &InitConfig, limit: Duration) -> Result<i32, InitError> {
+        job.validate()?;
+        let json = serde_json::to_vec(job).map_err(|e| {
+            InitError::Pipe(io::Error::other(format!(
+                "encoding the job's sandbox config as JSON: {e}"
+            )))
+        })?;
+        // A warm sandbox is built in SCHED_IDLE (the shim's class); the
+        // outer process ends like the job, in the normal one. Failing here
+        // only costs speed.
+        if let Err(e) = sys::set_normal_priority(self.pid) {
+            tracing::warn!(pid = self.pid, "resetting the sandbox init's priority: {e}");
+        }
+        let go_failed = self.send(&json, true)?;
+        self.wait_status(Until::Exec, limit, go_failed)?;
+        Ok(self.pid)
+    }
+
+    /// Writes `bytes` to the release pipe (closing it if `close`). An init
+    /// that failed while building the sandbox has exited and closed the
+    /// pipe; its status pipe says why, so a broken pipe is returned for
+    /// [`PendingInit::wait_status`] to report only if that says nothing.
+    fn send(&mut self, bytes: &[u8], close: bool) -> Result<Option<io::Error>, InitError> {
+        let pid = self.pid;
+        let Some(go) = self.go.take() else {
+            return Err(InitError::Release {
+                pid,
+                source: io::Error::other("the release pipe is already closed"),
+            });
+        };
+        let mut file = File::from(go);
+        let failed = match file.write_all(bytes) {
+            Ok(()) => None,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Some(e),
+            Err(source) => return Err(InitError::Release { pid, source }),
+        };
+        if !close {
+            self.go = Some(OwnedFd::from(file));
+        }
+        Ok(failed)
+    }
+
+    /// Reads status lines until `until` (or an error, a timeout, or the
+    /// end of the pipe before `Ready`).
+    fn wait_status(
+        &mut self,
+        until: Until,
+        limit: Duration,
+        go_failed: Option<io::Error>,
+    ) -> Result<(), InitError> {
         let pid = self.pid;
         let release_err = |source| InitError::Release { pid, source };
-        // An init that failed while building the sandbox has exited and
-        // closed the release pipe; its status pipe says why, so a broken
-        // pipe here is only an error if that says nothing.
-        let mut go_failed = None;
-        if let Some(go) = self.go.take() {
-            match File::from(go).write_all(&[GO]) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => go_failed = Some(e),
-                Err(e) => return Err(release_err(e)),
-            }
-        }
-        let Some(mut status) = self.status.take() else {
+        let Some(status) = self.status.as_mut() else {
             return Err(release_err(io::Error::other(
                 "status pipe already consumed",
             )));
         };
         let deadline = Instant::now() + limit;
-        let mut buf = Vec::new();
         let mut chunk = [0u8; 1024];
-        let mut greeted = false;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -164,14 +238,15 @@ impl PendingInit {
                 Err(e) => return Err(release_err(e)),
             };
             if n > 0 {
-                buf.extend_from_slice(&chunk[..n]);
+                self.buf.extend_from_slice(&chunk[..n]);
             }
-            while let Some(end) = buf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=end).collect();
+            while let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=end).collect();
                 let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
                 match decode(&text) {
-                    Some(StatusLine::Hello { name }) if name == HELLO => greeted = true,
-                    Some(StatusLine::Hello { .. }) => {
+                    Some(StatusLine::Hello { name }) if name == HELLO => self.greeted = true,
+                    Some(StatusLine::Ready) if until == Until::Ready => return Ok(()),
+                    Some(StatusLine::Hello { .. } | StatusLine::Ready) => {
                         return Err(InitError::Protocol { pid, line: text })
                     }
                     Some(StatusLine::Warning { stage, message }) => {
@@ -188,11 +263,11 @@ impl PendingInit {
                 }
             }
             if n == 0 {
-                if !buf.is_empty() {
-                    let line = String::from_utf8_lossy(&buf).into_owned();
+                if !self.buf.is_empty() {
+                    let line = String::from_utf8_lossy(&self.buf).into_owned();
                     return Err(InitError::Protocol { pid, line });
                 }
-                if !greeted {
+                if !self.greeted {
                     return Err(InitError::NotInit {
                         pid,
                         program: self.program.clone(),
@@ -201,9 +276,15 @@ impl PendingInit {
                 if let Some(e) = go_failed {
                     return Err(release_err(e));
                 }
+                if until == Until::Ready {
+                    return Err(release_err(io::Error::other(
+                        "the warm sandbox init ended before it was ready for a job",
+                    )));
+                }
                 // Every writer is gone: the job's execve closed the last one.
+                self.status = None;
                 self.armed = false;
-                return Ok(pid);
+                return Ok(());
             }
         }
     }

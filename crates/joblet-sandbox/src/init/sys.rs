@@ -232,6 +232,22 @@ pub(crate) fn reset_signal_dispositions() -> io::Result<()> {
     Ok(())
 }
 
+/// Puts process `pid` (its main thread; 0 = the calling thread) in the
+/// normal scheduling class, `SCHED_OTHER` at nice 0: a warm sandbox was
+/// built in `SCHED_IDLE`, its job runs normally. Leaving `SCHED_IDLE` needs
+/// `CAP_SYS_NICE` (or a permissive RLIMIT_NICE), which the init has until it
+/// drops privileges.
+pub(crate) fn set_normal_priority(pid: i32) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param that outlives the call; the
+    // kernel only reads it.
+    check(unsafe { libc::sched_setscheduler(pid, libc::SCHED_OTHER, &param) }.into())?;
+    let who = libc::id_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: setpriority passes no memory; `which` and `who` are plain ints.
+    let ret = unsafe { libc::setpriority(libc::PRIO_PROCESS, who, 0) };
+    check(ret.into()).map(drop)
+}
+
 /// Sends `sig` to `pid` (or a group, when negative).
 pub(crate) fn kill_raw(pid: i32, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: kill passes no memory.

@@ -60,6 +60,7 @@ pub fn config(work: &Path, command: &str, args: &[&str]) -> InitConfig {
         masks: vec![],
         device_binds: vec![],
         dev_shm: None,
+        warm: false,
     }
 }
 
@@ -107,6 +108,30 @@ pub fn spawn(config: &InitConfig) -> (Result<PendingInit, InitError>, Logs) {
 pub fn start(config: &InitConfig) -> (Result<i32, InitError>, Logs) {
     let (pending, logs) = spawn(config);
     (pending.and_then(PendingInit::release), logs)
+}
+
+/// Builds a warm sandbox from `base` (made warm here), lets it fork its
+/// pid 1 (no cgroup: the init does not need one) and gives it `job`; the
+/// caller must reap the pid.
+pub fn start_warm(base: &InitConfig, job: &InitConfig) -> (Result<i32, InitError>, Logs) {
+    let base = InitConfig {
+        warm: true,
+        ..base.clone()
+    };
+    let (pending, logs) = spawn(&base);
+    let started = pending.and_then(|mut p| {
+        p.enter(init::RELEASE_TIMEOUT)?;
+        p.start(job, init::RELEASE_TIMEOUT)
+    });
+    (started, logs)
+}
+
+/// [`run`] in a warm sandbox built from `base`.
+pub fn run_warm(base: &InitConfig, job: &InitConfig) -> Ended {
+    let (pid, logs) = start_warm(base, job);
+    let pid = pid.unwrap_or_else(|e| panic!("warm sandbox did not start: {e}"));
+    let status = wait(pid);
+    Ended { status, logs }
 }
 
 /// Raw wait status of `pid`.

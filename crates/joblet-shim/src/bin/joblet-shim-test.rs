@@ -1,6 +1,7 @@
 //! Test helper binary for joblet-shim's integration tests.
 //!
-//! - `shim --job-dir DIR`: the shim itself (what `joblet shim` does);
+//! - `shim --job-dir DIR [--warm]`: the shim itself (what `joblet-shim`
+//!   does; `--warm`: a warm shim, with the host runner);
 //! - `launch-detached --job-dir DIR`: reads a `ShimSpec` from stdin, launches
 //!   a shim running this same binary, prints its pid and exits at once, like
 //!   a daemon dying right after a launch.
@@ -10,14 +11,17 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use joblet_shim::{launch, run_shim, JobDir, ShimSpec};
+use joblet_shim::{launch, run_shim, run_warm_shim_with, HostRunner, JobDir, ShimSpec};
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let (mode, dir) = match args.as_slice() {
-        [mode, flag, dir] if flag == "--job-dir" => (mode.clone(), PathBuf::from(dir)),
+    let (mode, dir, warm) = match args.as_slice() {
+        [mode, flag, dir] if flag == "--job-dir" => (mode.clone(), PathBuf::from(dir), false),
+        [mode, flag, dir, warm] if flag == "--job-dir" && warm == "--warm" => {
+            (mode.clone(), PathBuf::from(dir), true)
+        }
         _ => {
-            eprintln!("usage: joblet-shim-test (shim|launch-detached) --job-dir DIR");
+            eprintln!("usage: joblet-shim-test (shim|launch-detached) --job-dir DIR [--warm]");
             return ExitCode::from(2);
         }
     };
@@ -26,8 +30,13 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .with_ansi(false)
             .init();
-        return match run_shim(&dir) {
-            Ok(_) => ExitCode::SUCCESS,
+        let result = if warm {
+            run_warm_shim_with(&dir, &HostRunner).map(drop)
+        } else {
+            run_shim(&dir).map(drop)
+        };
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("shim: {e}");
                 ExitCode::FAILURE

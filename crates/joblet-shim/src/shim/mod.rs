@@ -16,8 +16,8 @@ mod signals;
 mod supervise;
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::os::fd::OwnedFd;
+use std::io::{self, BufRead, Read};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -33,9 +33,10 @@ use nix::sys::signal::SigSet;
 use crate::atomic::write_atomic;
 use crate::inherited_fds::{self, Fd3Error};
 use crate::jobdir::JobDir;
+use crate::priority;
 use crate::procstat::{self, ProcStatError, PROC_ROOT};
 use crate::runner::{HostRunner, Runner};
-use crate::spec::{Outcome, ShimExit, ShimSpec};
+use crate::spec::{Outcome, ShimExit, ShimSpec, WarmSpec};
 
 /// How long the rest of the job's process group gets to die and its pipes
 /// to reach end-of-file after its leader exits and the group is killed.
@@ -78,6 +79,12 @@ pub enum ShimRunError {
     #[error("invalid shim spec on stdin: {source}")]
     ParseSpec { source: serde_json::Error },
 
+    #[error("no shim spec on stdin: the daemon sends one, then closes stdin")]
+    NoSpec,
+
+    #[error("this warm shim was started for job {warm}, not {job}")]
+    WrongJob { warm: String, job: String },
+
     #[error("cannot reopen stdin as /dev/null: {source}")]
     NullStdin { source: io::Error },
 
@@ -103,6 +110,128 @@ pub enum ShimRunError {
     },
 }
 
+/// A warm shim (`joblet-shim --job-dir DIR --warm`): started before its
+/// job is known, it reads a [`WarmSpec`] line from stdin, sets itself up
+/// (in `SCHED_IDLE`, see `priority`) and has `runner` build the sandbox ahead
+/// ([`Runner::prepare`]), then waits for the rest of stdin: the job's
+/// [`ShimSpec`], after which it runs the job like [`run_shim_with`]. Stdin
+/// closed without a spec (the daemon went away or no longer needs it)
+/// discards the sandbox and removes the files the shim made: `Ok(None)`, no
+/// `exit.json`.
+pub fn run_warm_shim_with(
+    job_dir: &Path,
+    runner: &dyn Runner,
+) -> Result<Option<ShimExit>, ShimRunError> {
+    let dir = JobDir::new(job_dir);
+    let lock = take_lock(&dir)?;
+    let exit_path = dir.exit_path();
+    if exit_path.exists() {
+        return Err(ShimRunError::AlreadyRan { path: exit_path });
+    }
+    // First (the daemon normally did it already), so every thread and
+    // process started from here inherits it.
+    if let Err(e) = priority::enter_idle() {
+        tracing::warn!("cannot put the warm shim in SCHED_IDLE: {e}");
+    }
+    let result = process_state().and_then(|signals| {
+        let warm = read_warm_spec()?;
+        let ready = setup(&dir, signals)?;
+        let claim = spawn_claim_reader()?;
+        Ok((warm, ready, claim))
+    });
+    let (warm, ready, claim) = match result {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!("{e}");
+            discard_files(&dir, lock);
+            return Err(e);
+        }
+    };
+    if let Some(settings) = &warm.runner {
+        let t0 = Instant::now();
+        match runner.prepare(settings, ready.out_w.as_fd(), ready.err_w.as_fd()) {
+            Ok(()) => tracing::info!(
+                elapsed_us = t0.elapsed().as_micros() as u64,
+                "warm sandbox prepared; waiting for the job"
+            ),
+            // The job will get a fresh sandbox, which reports the problem.
+            Err(e) => tracing::warn!("cannot prepare a warm sandbox: {e}"),
+        }
+    }
+    let claimed = claim.recv().unwrap_or_else(|_| {
+        Err(ShimRunError::ReadSpec {
+            source: io::Error::other("the claim reader thread ended without a result"),
+        })
+    });
+    let spec = match claimed.and_then(|buf| parse_spec(&buf)) {
+        Ok(Some(spec)) if spec.job_id == warm.job_id => spec,
+        Ok(Some(spec)) => {
+            let e = ShimRunError::WrongJob {
+                warm: warm.job_id,
+                job: spec.job_id,
+            };
+            runner.discard();
+            return Err(finish_failed(&dir, lock, e));
+        }
+        Ok(None) => {
+            tracing::info!(job_id = %warm.job_id, "no job came for this warm shim; discarding it");
+            // Files first: a daemon restarted meanwhile may start this job
+            // id's queued job in a fresh shim in the same directory.
+            discard_files(&dir, lock);
+            runner.discard();
+            return Ok(None);
+        }
+        Err(e) => {
+            runner.discard();
+            return Err(finish_failed(&dir, lock, e));
+        }
+    };
+    tracing::info!(job_id = %spec.job_id, command = %spec.command, "warm shim starting its job");
+    if let Err(e) = priority::leave_idle() {
+        tracing::warn!("cannot take the shim out of SCHED_IDLE: {e}");
+    }
+    let exit = run_job(&dir, spec, ready, runner);
+    if let Err(source) = write_exit(&dir, &exit) {
+        tracing::error!("cannot write {}: {source}", exit_path.display());
+    }
+    drop(lock);
+    Ok(Some(exit))
+}
+
+/// Records `e` as the job's failure to start (`exit.json`) and returns it.
+fn finish_failed(dir: &JobDir, lock: File, e: ShimRunError) -> ShimRunError {
+    tracing::error!("{e}");
+    let exit = failed_to_start(format!("shim setup failed: {e}"), None, 0);
+    if let Err(source) = write_exit(dir, &exit) {
+        tracing::error!("cannot write {}: {source}", dir.exit_path().display());
+    }
+    drop(lock);
+    e
+}
+
+/// Removes what a warm shim that never got a job made in its directory,
+/// then the directory if nothing else is in it. `shim.lock` goes while
+/// still locked, so a shim started for the same directory later never
+/// finds it held.
+fn discard_files(dir: &JobDir, lock: File) {
+    for path in [
+        dir.control_sock_path(),
+        dir.output_log_path(),
+        dir.shim_pid_path(),
+        dir.shim_log_path(),
+        dir.lock_path(),
+    ] {
+        if let Err(e) = std::fs::remove_file(&path) {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!("cannot remove {}: {e}", path.display());
+            }
+        }
+    }
+    drop(lock);
+    // Not empty: the job's uploads are there; they stay for its next shim.
+    let _ = std::fs::remove_dir(dir.path());
+}
+
 /// Runs the shim for the job directory `job_dir` with [`HostRunner`].
 ///
 /// Call it first thing in `main` (descriptor 3 must still be the inherited
@@ -121,9 +250,12 @@ pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, Sh
     if exit_path.exists() {
         return Err(ShimRunError::AlreadyRan { path: exit_path });
     }
-    let result = process_state()
-        .and_then(|signals| setup(&dir, signals))
-        .map(|ready| run_job(&dir, ready, runner));
+    let result = process_state().and_then(|signals| {
+        let spec = read_spec()?.ok_or(ShimRunError::NoSpec)?;
+        tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
+        let ready = setup(&dir, signals)?;
+        Ok(run_job(&dir, spec, ready, runner))
+    });
     if let Err(e) = &result {
         tracing::error!("{e}");
     }
@@ -188,7 +320,6 @@ fn take_lock(dir: &JobDir) -> Result<File, ShimRunError> {
 
 /// Everything set up before the job is spawned.
 struct Ready {
-    spec: ShimSpec,
     out_w: OwnedFd,
     err_w: OwnedFd,
     capture: output::Capture,
@@ -199,8 +330,6 @@ struct Ready {
 }
 
 fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready, ShimRunError> {
-    let spec = read_spec()?;
-    tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
     leave_terminal();
     // Orphaned job processes become the shim's children, so it can reap
     // them and know when the whole group is gone.
@@ -238,7 +367,6 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| ShimRunError::Pipe { source })?;
     let capture = output::start(log, out_r, err_r).map_err(thread_err("output"))?;
     Ok(Ready {
-        spec,
         out_w,
         err_w,
         capture,
@@ -250,9 +378,8 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
 }
 
 /// Spawns and supervises the job; returns its exit record.
-fn run_job(dir: &JobDir, ready: Ready, runner: &dyn Runner) -> ShimExit {
+fn run_job(dir: &JobDir, spec: ShimSpec, ready: Ready, runner: &dyn Runner) -> ShimExit {
     let Ready {
-        spec,
         out_w,
         err_w,
         capture,
@@ -366,8 +493,14 @@ fn leave_terminal() {
     }
 }
 
-/// Reads the spec to end-of-file, then points stdin at /dev/null.
-fn read_spec() -> Result<ShimSpec, ShimRunError> {
+/// Reads the spec to end-of-file, then points stdin at /dev/null. `None`:
+/// stdin was closed without one.
+fn read_spec() -> Result<Option<ShimSpec>, ShimRunError> {
+    parse_spec(&read_stdin()?)
+}
+
+/// The rest of stdin, after which stdin is /dev/null.
+fn read_stdin() -> Result<Vec<u8>, ShimRunError> {
     let mut buf = Vec::new();
     io::stdin()
         .lock()
@@ -376,7 +509,57 @@ fn read_spec() -> Result<ShimSpec, ShimRunError> {
         .map_err(|source| ShimRunError::ReadSpec { source })?;
     let null = File::open("/dev/null").map_err(|source| ShimRunError::NullStdin { source })?;
     nix::unistd::dup2_stdin(&null).map_err(|e| ShimRunError::NullStdin { source: e.into() })?;
-    serde_json::from_slice(&buf).map_err(|source| ShimRunError::ParseSpec { source })
+    Ok(buf)
+}
+
+fn parse_spec(buf: &[u8]) -> Result<Option<ShimSpec>, ShimRunError> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_slice(buf)
+        .map(Some)
+        .map_err(|source| ShimRunError::ParseSpec { source })
+}
+
+/// A warm shim's reader of its job's spec: a thread in the normal
+/// scheduling class, so a claim is noticed at once even while the main
+/// thread is still building the sandbox in `SCHED_IDLE`. On the claim it
+/// first moves the shim and everything it started into the normal class
+/// (on a busy machine idle-class processes could otherwise wait long for
+/// the CPU), then hands the bytes over.
+fn spawn_claim_reader() -> Result<mpsc::Receiver<Result<Vec<u8>, ShimRunError>>, ShimRunError> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("claim".into())
+        .spawn(move || {
+            if let Err(e) = priority::leave_idle_thread() {
+                tracing::warn!("the claim reader stays in SCHED_IDLE: {e}");
+            }
+            let read = read_stdin();
+            if matches!(&read, Ok(buf) if !buf.is_empty()) {
+                if let Err(e) = priority::leave_idle_tree() {
+                    tracing::warn!("cannot take the warm sandbox out of SCHED_IDLE: {e}");
+                }
+            }
+            let _ = tx.send(read);
+        })
+        .map_err(|source| ShimRunError::Thread {
+            what: "claim",
+            source,
+        })?;
+    Ok(rx)
+}
+
+/// Reads a warm shim's first line. Stdin stays open (buffered by `Stdin`)
+/// for the job's spec.
+fn read_warm_spec() -> Result<WarmSpec, ShimRunError> {
+    let mut line = String::new();
+    io::stdin()
+        .lock()
+        .take(MAX_SPEC)
+        .read_line(&mut line)
+        .map_err(|source| ShimRunError::ReadSpec { source })?;
+    serde_json::from_str(&line).map_err(|source| ShimRunError::ParseSpec { source })
 }
 
 fn bind_control(path: &Path) -> Result<UnixListener, ShimRunError> {

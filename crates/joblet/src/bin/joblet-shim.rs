@@ -3,6 +3,8 @@
 //!
 //! - `joblet-shim --job-dir DIR`: the shim (supervises one job, see
 //!   `joblet_shim`), started by the daemon with the job's spec on stdin;
+//!   with `--warm`, started ahead of its job (the daemon's pool of warm
+//!   sandboxes), which it builds and then waits for;
 //! - `joblet-shim sandbox-init`: the process that becomes the sandboxed job
 //!   (see `joblet_sandbox::init`), started by the shim.
 //!
@@ -19,7 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: joblet-shim --job-dir DIR | joblet-shim sandbox-init | joblet-shim --version\n\
+    "usage: joblet-shim --job-dir DIR [--warm] | joblet-shim sandbox-init | joblet-shim --version\n\
 joblet-shim is started by the joblet daemon, once per job; run `joblet server` instead.";
 
 fn main() -> ExitCode {
@@ -28,7 +30,10 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match args.as_slice() {
         [mode] if mode == "sandbox-init" => joblet_sandbox::init::run_init(),
-        [flag, dir] if flag == "--job-dir" => shim(PathBuf::from(dir)),
+        [flag, dir] if flag == "--job-dir" => shim(PathBuf::from(dir), false),
+        [flag, dir, warm] if flag == "--job-dir" && warm == "--warm" => {
+            shim(PathBuf::from(dir), true)
+        }
         [flag] if flag == "--version" || flag == "-V" => {
             println!("joblet-shim {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
@@ -40,9 +45,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// The shim of the job in `job_dir`. Its fd 3 is the inherited shim lock;
+/// The shim of the job in `job_dir` (`warm`: started ahead of its job, see
+/// `joblet_shim::run_warm_shim_with`). Its fd 3 is the inherited shim lock;
 /// it is sync (no async runtime) and its stderr is `shim.log`.
-fn shim(job_dir: PathBuf) -> ExitCode {
+fn shim(job_dir: PathBuf, warm: bool) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -58,8 +64,13 @@ fn shim(job_dir: PathBuf) -> ExitCode {
     };
     let runner =
         joblet_sandbox::SandboxRunner::new(exe, vec!["sandbox-init".into()], Default::default());
-    match joblet_shim::run_shim_with(&job_dir, &runner) {
-        Ok(_exit) => ExitCode::SUCCESS,
+    let result = if warm {
+        joblet_shim::run_warm_shim_with(&job_dir, &runner).map(drop)
+    } else {
+        joblet_shim::run_shim_with(&job_dir, &runner).map(drop)
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("joblet-shim: {e}");
             ExitCode::FAILURE

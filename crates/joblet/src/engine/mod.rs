@@ -9,6 +9,7 @@
 //! logs) go straight to the store and do not pass through the loop.
 
 mod gpu;
+mod warm;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::OsString;
@@ -20,7 +21,7 @@ use joblet_core::gpu::GpuUpdate;
 use joblet_core::scheduler::{Action, Event, Scheduler};
 use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
 use joblet_proto::ApiError;
-use joblet_shim::{JobDir, ShimError, ShimExit, ShimSpec};
+use joblet_shim::{JobDir, ShimError, ShimExit, ShimHandle, ShimSpec, WarmShim, WarmSpec};
 use joblet_store::{JobRecord, Store, TransitionExtra};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -31,6 +32,11 @@ use crate::state_dir::StateDir;
 use crate::{jobenv, store_error};
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+/// How long a stop request waits for a starting shim to listen on its
+/// control socket, and how often it asks meanwhile.
+const STOP_RETRY_FOR: Duration = Duration::from_secs(10);
+const STOP_RETRY_EVERY: Duration = Duration::from_millis(20);
 
 enum Msg {
     Submit {
@@ -60,6 +66,8 @@ enum Msg {
         id: JobId,
         dirty: Vec<(String, String)>,
     },
+    /// A warm shim's launch ended (`None`: it failed, and was logged).
+    Warm(Option<(JobId, WarmShim)>),
 }
 
 /// What the engine needs from the daemon's configuration.
@@ -71,6 +79,8 @@ pub struct EngineConfig {
     /// (`joblet-shim --job-dir DIR`; the dir is appended).
     pub shim_program: PathBuf,
     pub shim_args: Vec<OsString>,
+    /// `sandbox.warm_pool`: warm sandboxes to keep (with a sandbox only).
+    pub warm_pool: usize,
     /// `None`: jobs run unisolated (`sandbox.enabled: false`).
     pub sandbox: Option<NodeSandbox>,
     /// GPU jobs (`gpu.enabled` with a sandbox), with the pool's updates.
@@ -164,6 +174,8 @@ pub struct Engine {
     gpu_time_reason: HashMap<JobId, String>,
     /// GPU decisions made during recovery, carried out when the loop starts.
     pending_gpu: Vec<GpuAction>,
+    /// Sandboxes built ahead of their jobs.
+    warm: warm::WarmPool,
     tx: mpsc::Sender<Msg>,
     ended: broadcast::Sender<JobId>,
 }
@@ -191,6 +203,11 @@ impl Engine {
             overrides: HashMap::new(),
             gpu_time_reason: HashMap::new(),
             pending_gpu: Vec::new(),
+            warm: warm::WarmPool::new(if cfg.sandbox.is_some() {
+                cfg.warm_pool
+            } else {
+                0
+            }),
             cfg,
             tx: tx.clone(),
             ended: ended.clone(),
@@ -343,6 +360,7 @@ impl Engine {
             self.apply_gpu(actions);
         }
         loop {
+            self.refill_warm();
             let msg = tokio::select! {
                 m = rx.recv() => match m {
                     Some(m) => m,
@@ -417,6 +435,11 @@ impl Engine {
                     }
                 }
                 Msg::Released { id, dirty } => self.released(&id, &dirty),
+                Msg::Warm(shim) => {
+                    if let Some(extra) = self.warm.landed(shim) {
+                        reap(extra);
+                    }
+                }
             }
         }
     }
@@ -429,16 +452,21 @@ impl Engine {
         work: Option<PathBuf>,
     ) -> Result<(JobRecord, Vec<Action>), ApiError> {
         let now = now_ms();
-        let id = JobId::parse(&uuid::Uuid::new_v4().to_string())?;
+        // A warm sandbox's id when one is idle: the job then starts in it.
+        let id = match self.warm.reserve() {
+            Some(id) => id,
+            None => JobId::parse(&uuid::Uuid::new_v4().to_string())?,
+        };
         let dir = self.dirs.job(&id);
         if let Some(staged) = work {
             // Uploads move in whole before the job exists, so a recorded job
-            // always has all its files.
-            let moved =
-                std::fs::create_dir(&dir).and_then(|()| std::fs::rename(&staged, dir.join("work")));
+            // always has all its files. A warm shim's directory exists
+            // already; `work` never does before this.
+            let moved = std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::rename(&staged, dir.join("work")));
             if let Err(e) = moved {
                 let _ = std::fs::remove_dir_all(&staged);
-                let _ = std::fs::remove_dir_all(&dir);
+                self.abandon_submit(&id);
                 return Err(ApiError::Internal(format!(
                     "cannot move the upload into {}: {e}",
                     dir.display()
@@ -447,12 +475,12 @@ impl Engine {
         }
         let gpu_request = if spec.resources.gpu_count > 0 {
             let Some(g) = &self.gpu else {
-                let _ = std::fs::remove_dir_all(&dir);
+                self.abandon_submit(&id);
                 return Err(ApiError::GpuRequest("No GPUs available: GPU jobs are off on this node (they need gpu.enabled: true and sandbox.enabled: true); run the job without --gpu or ask an admin".into()));
             };
             let req = g.request(id.as_str(), &owner, &spec);
             if let Err(e) = g.check(&req, &spec) {
-                let _ = std::fs::remove_dir_all(&dir);
+                self.abandon_submit(&id);
                 return Err(e);
             }
             Some(req)
@@ -460,7 +488,7 @@ impl Engine {
             None
         };
         if let Err(e) = self.store.create_job(&id, &owner, &spec, &secrets, now) {
-            let _ = std::fs::remove_dir_all(&dir);
+            self.abandon_submit(&id);
             return Err(store_error(e));
         }
         let rec = self.transition(&id, JobState::Queued, now, "")?;
@@ -472,6 +500,72 @@ impl Engine {
         }
         let actions = self.sched.handle(Event::Submit { job: id }, now);
         Ok((rec, actions))
+    }
+
+    /// Undoes a submission that failed before the job was recorded: its
+    /// uploads go, and its warm shim (if it had one) is discarded, which
+    /// removes the shim's own files and then the directory.
+    fn abandon_submit(&mut self, id: &JobId) {
+        let dir = self.dirs.job(id);
+        match self.warm.forget(id) {
+            Some(shim) => {
+                let _ = std::fs::remove_dir_all(dir.join("work"));
+                reap(shim);
+            }
+            None => {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+
+    /// Starts launches of warm shims until the pool has (or will have) its
+    /// target; each runs on the blocking pool and reports back through
+    /// [`Msg::Warm`].
+    fn refill_warm(&mut self) {
+        let Some(sb) = &self.cfg.sandbox else {
+            return;
+        };
+        for _ in 0..self.warm.wanted() {
+            let Ok(id) = JobId::parse(&uuid::Uuid::new_v4().to_string()) else {
+                return;
+            };
+            let dir = self.dirs.job(&id);
+            let gpu_part = match &self.gpu {
+                Some(g) => crate::gpu::setup::cpu_job(&g.settings),
+                None => Default::default(),
+            };
+            let settings = sb.warm(&id, &dir.join("work"), gpu_part);
+            let runner = match serde_json::to_value(&settings) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode a warm sandbox's settings; no warm sandboxes");
+                    return;
+                }
+            };
+            let warm = WarmSpec {
+                job_id: id.to_string(),
+                runner: Some(runner),
+            };
+            let program = self.cfg.shim_program.clone();
+            let mut args = self.cfg.shim_args.clone();
+            args.push(dir.clone().into_os_string());
+            let tx = self.tx.clone();
+            self.warm.launching();
+            tokio::task::spawn_blocking(move || {
+                let landed =
+                    match joblet_shim::launch_warm(&program, &args, &JobDir::new(dir), &warm) {
+                        Ok(shim) => Some((id, shim)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot launch a warm shim");
+                            None
+                        }
+                    };
+                if let Err(e) = tx.blocking_send(Msg::Warm(landed)) {
+                    // The engine is gone: dropping the shim discards it.
+                    drop(e);
+                }
+            });
+        }
     }
 
     /// Carries out scheduler actions; failures to start feed back as exits.
@@ -591,9 +685,18 @@ impl Engine {
         };
         self.transition(id, JobState::Running, now_ms(), "")
             .map_err(|e| fail(e.to_string()))?;
-        let mut args = self.cfg.shim_args.clone();
-        args.push(dir.clone().into_os_string());
-        match joblet_shim::launch(&self.cfg.shim_program, &args, &JobDir::new(dir), &spec) {
+        let launched = match self.warm.claim(id) {
+            Some(shim) => match shim.claim(&spec) {
+                Ok(handle) => Ok(handle),
+                Err(e) => {
+                    // Its shim died waiting; the job gets a fresh one.
+                    tracing::warn!(job = %id, error = %e, "the job's warm shim is gone; starting a fresh one");
+                    self.launch(&dir, &spec)
+                }
+            },
+            None => self.launch(&dir, &spec),
+        };
+        match launched {
             Ok(handle) => {
                 tracing::info!(job = %id, shim_pid = handle.pid(), "job started");
                 self.watch(id.clone(), handle);
@@ -601,6 +704,18 @@ impl Engine {
             }
             Err(e) => Err(fail(format!("could not start the job's shim: {e}"))),
         }
+    }
+
+    /// Starts a shim for the job whose directory is `dir`.
+    fn launch(&self, dir: &std::path::Path, spec: &ShimSpec) -> Result<ShimHandle, ShimError> {
+        let mut args = self.cfg.shim_args.clone();
+        args.push(dir.as_os_str().to_owned());
+        joblet_shim::launch(
+            &self.cfg.shim_program,
+            &args,
+            &JobDir::new(dir.to_owned()),
+            spec,
+        )
     }
 
     fn watch(&self, id: JobId, handle: joblet_shim::ShimHandle) {
@@ -631,15 +746,32 @@ impl Engine {
                 let dir = JobDir::new(self.dirs.job(&id));
                 let grace = grace.unwrap_or(self.cfg.stop_grace);
                 tokio::spawn(async move {
-                    let sent = if kill {
-                        joblet_shim::request_kill(&dir).await
-                    } else {
-                        joblet_shim::request_stop(&dir, grace).await
+                    // RUNNING is recorded before the shim listens on its
+                    // control socket (a warm shim may still be setting up):
+                    // until it does, or the job's exit is recorded, ask again.
+                    let deadline = tokio::time::Instant::now() + STOP_RETRY_FOR;
+                    let sent = loop {
+                        let sent = if kill {
+                            joblet_shim::request_kill(&dir).await
+                        } else {
+                            joblet_shim::request_stop(&dir, grace).await
+                        };
+                        match sent {
+                            Err(ShimError::NotRunning { .. })
+                                if joblet_shim::read_exit(&dir).ok().flatten().is_none()
+                                    && tokio::time::Instant::now() < deadline =>
+                            {
+                                tokio::time::sleep(STOP_RETRY_EVERY).await;
+                            }
+                            other => break other,
+                        }
                     };
                     let res = match sent {
                         Ok(()) => Ok(rec),
                         // The job ended between our read and the request: nothing left to stop.
-                        Err(e @ ShimError::NotRunning { .. }) => {
+                        Err(e @ ShimError::NotRunning { .. })
+                            if joblet_shim::read_exit(&dir).ok().flatten().is_some() =>
+                        {
                             tracing::debug!(job = %id, error = %e, "stop raced with the job's exit");
                             Ok(rec)
                         }
@@ -714,7 +846,11 @@ impl Engine {
     }
 
     /// Records a final state and tells log followers.
-    fn finish(&self, id: &JobId, fin: Final, now: UnixMillis) {
+    fn finish(&mut self, id: &JobId, fin: Final, now: UnixMillis) {
+        // A job that ends before it started leaves its warm shim unused.
+        if let Some(shim) = self.warm.forget(id) {
+            reap(shim);
+        }
         let extra = TransitionExtra {
             reason: Some(fin.reason.clone()),
             exit_code: fin.exit_code,
@@ -735,4 +871,15 @@ impl Engine {
             .map_err(store_error)?
             .ok_or_else(|| ApiError::JobRef(joblet_core::PrefixError::NotFound(id.to_string())))
     }
+}
+
+/// Reaps a discarded warm shim once it has torn its sandbox down.
+fn reap(shim: ShimHandle) {
+    tokio::spawn(async move {
+        let pid = shim.pid();
+        // A discarded shim leaves no exit record: "lost" is its normal end.
+        if let Err(e @ ShimError::Wait { .. }) = shim.wait().await {
+            tracing::warn!(pid, error = %e, "cannot reap a discarded warm shim");
+        }
+    });
 }

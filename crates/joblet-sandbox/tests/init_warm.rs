@@ -1,0 +1,183 @@
+//! Warm sandboxes (`InitConfig::warm`): built from a placeholder before
+//! the job is known, then given the job. A job must not be able to tell a
+//! warm sandbox from a cold one, must get its own settings (hostname,
+//! env, devices, `/work`, scheduling class), must be refused when the
+//! sandbox was built differently, and a warm sandbox nobody uses must leave
+//! no process and no mount behind.
+
+mod init_common;
+
+use std::fs;
+use std::path::PathBuf;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use init_common::*;
+use joblet_sandbox::init::{Bind, InitConfig, InitError, NetMode, Stage};
+use serde_json::Value;
+
+/// Sets this thread's scheduling policy (the init it forks inherits it).
+fn set_policy(policy: libc::c_int) {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is valid for the call and only read; 0 = this thread.
+    let ret = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    assert_eq!(ret, 0, "{}", std::io::Error::last_os_error());
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// The probe's report without what differs between any two runs (pids of
+/// the host, memory figures, timings).
+fn comparable(v: &Value) -> Value {
+    let mut mounts: Vec<String> = v["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.to_string())
+        .collect();
+    mounts.sort();
+    serde_json::json!({
+        "pid": v["pid"], "ppid": v["ppid"], "uid": v["uid"], "gid": v["gid"],
+        "groups": v["groups"], "hostname": v["hostname"], "cwd": v["cwd"],
+        "pids": v["pids"], "mounts": mounts, "dev": v["dev"],
+        "cap_eff": v["cap_eff"], "cap_prm": v["cap_prm"], "cap_bnd": v["cap_bnd"],
+        "cap_inh": v["cap_inh"], "cap_amb": v["cap_amb"], "seccomp": v["seccomp"],
+        "no_new_privs": v["no_new_privs"], "net_ifaces": v["net_ifaces"],
+        "loopback_works": v["loopback_works"], "tries": v["tries"],
+    })
+}
+
+fn probe_args() -> Vec<&'static str> {
+    vec![
+        "--try-write",
+        "/usr/joblet-warm-test",
+        "--try-write",
+        "/work/out",
+        "--try-mount",
+        "--try-setns",
+        "--try-bpf",
+        "--try-read",
+        "/proc/1/environ",
+        "--try-unshare-user",
+    ]
+}
+
+#[test]
+fn a_warm_sandbox_looks_to_its_job_exactly_like_a_cold_one() {
+    let work = work_dir();
+    let probe_path = install_probe(work.path());
+    let args = probe_args();
+    let job = config(work.path(), &probe_path, &args);
+
+    let cold = probe(&job);
+    let _ = fs::remove_file(work.path().join("out"));
+    let ended = run_warm(&job, &job);
+    assert_eq!(
+        ended.code(),
+        Some(0),
+        "warm probe failed: {}",
+        ended.logs.stderr()
+    );
+    let warm: Value = serde_json::from_str(&ended.logs.stdout()).unwrap();
+    assert_eq!(comparable(&warm), comparable(&cold));
+    // And the report is the one of a sandbox, not of the host.
+    assert_eq!(warm["pid"], 2, "{warm}");
+    assert_eq!(
+        attempt(&warm, "write", "/usr/joblet-warm-test")["result"],
+        "EROFS"
+    );
+    assert_eq!(attempt(&warm, "write", "/work/out")["result"], "ok");
+}
+
+#[test]
+fn the_job_gets_its_own_settings_not_the_placeholders() {
+    let work = work_dir();
+    fs::write(work.path().join("upload.txt"), "from the host\n").unwrap();
+    let base = InitConfig {
+        hostname: "warm-placeholder".into(),
+        ..config(work.path(), "/bin/false", &[])
+    };
+    let mut job = config(
+        work.path(),
+        "sh",
+        &[
+            "-c",
+            // policy (field 41) and nice (19) of the job's process.
+            "hostname; echo \"mark=$JOB_MARK\"; ls /dev/joblet-extra; cat /work/upload.txt; \
+             cut -d' ' -f19,41 /proc/self/stat; id -u",
+        ],
+    );
+    job.hostname = "job-real".into();
+    job.env.insert("JOB_MARK".into(), "the job's".into());
+    job.device_binds = vec![Bind {
+        source: PathBuf::from("/dev/zero"),
+        target: PathBuf::from("/dev/joblet-extra"),
+    }];
+
+    // Built in SCHED_IDLE, as a warm shim builds it.
+    set_policy(libc::SCHED_IDLE);
+    let (pid, logs) = start_warm(&base, &job);
+    set_policy(libc::SCHED_OTHER);
+    let pid = pid.unwrap_or_else(|e| panic!("warm sandbox did not start: {e}"));
+    let status = wait(pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status:#x}: {}",
+        logs.stderr()
+    );
+    assert_eq!(
+        logs.stdout(),
+        "job-real\nmark=the job's\n/dev/joblet-extra\nfrom the host\n0 0\n65534\n"
+    );
+}
+
+#[test]
+fn a_job_the_sandbox_was_not_built_for_is_refused_before_it_runs() {
+    let work = work_dir();
+    let marker = work.path().join("ran");
+    let base = config(work.path(), "/bin/false", &[]);
+    let script = format!("touch {}", marker.display());
+    let mut job = config(work.path(), "sh", &["-c", &script]);
+    job.net = NetMode::Host;
+    let (started, _logs) = start_warm(&base, &job);
+    match started {
+        Err(InitError::Setup { stage, message, .. }) => {
+            assert_eq!(stage, Stage::Config);
+            assert!(message.contains("another net"), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!marker.exists(), "the job ran");
+}
+
+#[test]
+fn an_unused_warm_sandbox_leaves_no_process_and_no_mount() {
+    let work = work_dir();
+    let before = host_mounts();
+    let mut base = config(work.path(), "/bin/false", &[]);
+    base.warm = true;
+    let (pending, _logs) = spawn(&base);
+    let mut pending = pending.unwrap();
+    pending.enter(Duration::from_secs(10)).unwrap();
+    let outer = pending.pid();
+    // pid 1 is the outer process's only child.
+    let children = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children")).unwrap();
+    let pid1: i32 = children.trim().parse().unwrap();
+    assert!(alive(pid1));
+    drop(pending);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid1) {
+        assert!(
+            Instant::now() < deadline,
+            "pid 1 {pid1} outlived its sandbox"
+        );
+        sleep(Duration::from_millis(10));
+    }
+    assert!(!alive(outer), "the outer process was not reaped");
+    assert_eq!(host_mounts(), before);
+    // Nothing was left in the work dir either.
+    assert_eq!(fs::read_dir(work.path()).unwrap().count(), 0);
+}

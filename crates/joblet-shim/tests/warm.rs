@@ -1,0 +1,108 @@
+//! Warm shims: started before their job is known, they wait in
+//! `SCHED_IDLE` for its spec, run it like any shim (in the normal class),
+//! and, discarded, remove every file they made.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use joblet_shim::{launch_warm, Outcome, ShimError, WarmShim, WarmSpec};
+
+fn warm(dir: &joblet_shim::JobDir) -> WarmShim {
+    init();
+    let spec = WarmSpec {
+        job_id: "test-job".into(),
+        runner: None,
+    };
+    launch_warm(Path::new(SHIM_BIN), &shim_args(dir), dir, &spec).unwrap()
+}
+
+/// Field 41 of /proc/PID/stat: the scheduling policy (0 normal, 5 idle).
+fn policy(pid: i32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name (field 2) may hold spaces; count after its ')'.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(38).unwrap().parse().unwrap()
+}
+
+/// Waits until the warm shim has set itself up (it writes shim.pid then).
+fn wait_ready(dir: &joblet_shim::JobDir) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dir.read_shim_pid().ok().flatten().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the warm shim never wrote shim.pid"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test]
+async fn a_warm_shim_waits_idle_then_runs_its_job_normally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let shim = warm(&dir);
+    wait_ready(&dir);
+    let pid = dir.read_shim_pid().unwrap().unwrap().pid;
+    assert_eq!(policy(pid), 5, "a warm shim waits in SCHED_IDLE");
+    assert!(!dir.exit_path().exists());
+
+    let spec = sh(tmp.path(), "echo started; cut -d' ' -f41 /proc/self/stat");
+    let h = shim.claim(&spec).unwrap();
+    assert_eq!(h.pid(), pid);
+    let exit = finish(h).await;
+    assert_eq!(exit.outcome, Outcome::Exited, "{exit:?}");
+    let out: Vec<u8> = records(&dir, 0).into_iter().flat_map(|r| r.data).collect();
+    assert_eq!(String::from_utf8_lossy(&out), "started\n0\n");
+}
+
+#[tokio::test]
+async fn a_discarded_warm_shim_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let shim = warm(&dir);
+    wait_ready(&dir);
+    let h = shim.discard();
+    match tokio::time::timeout(Duration::from_secs(30), h.wait()).await {
+        Ok(Err(ShimError::Lost { .. })) => {}
+        other => panic!("expected a shim gone without exit.json, got {other:?}"),
+    }
+    assert!(
+        !dir.path().exists(),
+        "left: {:?}",
+        std::fs::read_dir(dir.path()).map(|d| d.count())
+    );
+}
+
+#[tokio::test]
+async fn uploads_already_in_the_directory_survive_a_discard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let shim = warm(&dir);
+    wait_ready(&dir);
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    std::fs::write(dir.path().join("work/data"), "x").unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(30), shim.discard().wait()).await;
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["work"]);
+}
+
+#[tokio::test]
+async fn a_warm_shim_refuses_another_jobs_spec() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let shim = warm(&dir);
+    let mut spec = sh(tmp.path(), "true");
+    spec.job_id = "another-job".into();
+    match shim.claim(&spec) {
+        Err(ShimError::WrongWarmShim { warm, job }) => {
+            assert_eq!((warm.as_str(), job.as_str()), ("test-job", "another-job"));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
