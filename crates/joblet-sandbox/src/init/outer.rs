@@ -20,7 +20,7 @@ use super::config::{InitConfig, NetMode};
 use super::error::Stage;
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
-use super::{pid1, rootfs, seccomp, GO_FD, STATUS_FD};
+use super::{pid1, privileges, rootfs, seccomp, GO_FD, STATUS_FD};
 
 /// Signals passed on outer -> pid 1 -> the job's process group.
 pub(crate) const FORWARDED: [Signal; 6] = [
@@ -159,6 +159,7 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
     } else {
         Vec::new()
     };
+    privileges::probe_supported();
     if config.net == NetMode::None {
         if let Err(e) = sys::loopback_up() {
             report::warn(

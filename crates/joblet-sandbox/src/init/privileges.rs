@@ -4,6 +4,7 @@
 //! read-back check that the result is what was asked for.
 
 use std::collections::HashSet;
+use std::sync::OnceLock;
 
 use caps::{CapSet, Capability};
 use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
@@ -72,17 +73,29 @@ pub(crate) fn keep_only_kill() -> Result<(), SetupError> {
 
 /// Drops every capability not in `keep` from the bounding set and clears
 /// the ambient and inheritable sets; `who` prefixes the error context.
+/// The capabilities this kernel knows, probed once (one `prctl` each) by
+/// the outer process before it forks ([`probe_supported`]); pid 1 and the
+/// job inherit the answer instead of probing again on the start path.
+static SUPPORTED: OnceLock<HashSet<Capability>> = OnceLock::new();
+
+/// Probes the kernel's capabilities now (see [`SUPPORTED`]).
+pub(crate) fn probe_supported() {
+    supported();
+}
+
+fn supported() -> &'static HashSet<Capability> {
+    SUPPORTED.get_or_init(caps::runtime::thread_all_supported)
+}
+
 fn drop_all_but(keep: &HashSet<Capability>, st: Stage, who: &str) -> Result<(), SetupError> {
-    for cap in caps::runtime::thread_all_supported() {
+    // Dropping a capability the bounding set no longer has is a no-op, so
+    // no read first; `verify` reads the result back.
+    for &cap in supported() {
         if keep.contains(&cap) {
             continue;
         }
-        if caps::has_cap(None, CapSet::Bounding, cap)
-            .stage(st, || format!("{who}reading bounding {cap}"))?
-        {
-            caps::drop(None, CapSet::Bounding, cap)
-                .stage(st, || format!("{who}dropping {cap} from the bounding set"))?;
-        }
+        caps::drop(None, CapSet::Bounding, cap)
+            .stage(st, || format!("{who}dropping {cap} from the bounding set"))?;
     }
     caps::clear(None, CapSet::Ambient).stage(st, || format!("{who}clearing the ambient set"))?;
     caps::clear(None, CapSet::Inheritable)
@@ -105,7 +118,7 @@ fn verify(keep: &HashSet<Capability>) -> Result<(), SetupError> {
             ));
         }
     }
-    for cap in caps::runtime::thread_all_supported() {
+    for &cap in supported() {
         let has = caps::has_cap(None, CapSet::Bounding, cap)
             .stage(st, || format!("reading bounding {cap}"))?;
         if has != keep.contains(&cap) {
