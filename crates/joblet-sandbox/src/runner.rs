@@ -236,9 +236,12 @@ impl SandboxRunner {
         } = warm;
         let t0 = std::time::Instant::now();
         let started = (|| {
-            cgroup
-                .set_limits(&layout, &self.roots, &job.limits)
-                .map_err(|e| isolation("cgroup", e))?;
+            // Written and read back when the sandbox was built.
+            if job.limits != settings.limits {
+                cgroup
+                    .set_limits(&layout, &self.roots, &job.limits)
+                    .map_err(|e| isolation("cgroup", e))?;
+            }
             let filter = if job.devices == settings.devices {
                 filter
             } else {

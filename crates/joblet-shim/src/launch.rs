@@ -101,7 +101,9 @@ impl WarmShim {
 
 /// Starts a warm shim for the job `warm.job_id` in `dir` (`program args…`
 /// as for [`launch`] plus `--warm`): it builds what it can before the job is
-/// known and waits for [`WarmShim::claim`].
+/// known, in `SCHED_IDLE`, and waits for [`WarmShim::claim`]. The calling
+/// thread forks it in `SCHED_IDLE` too (and is put back in the normal class
+/// after): call it from a blocking thread of its own.
 pub fn launch_warm(
     program: &Path,
     args: &[OsString],
@@ -180,7 +182,16 @@ fn start(
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2));
     inherited_fds::inherit_as_fd3(&mut cmd, lock.as_fd(), idle);
-    let mut child = cmd.spawn().map_err(|source| ShimError::Spawn {
+    // A warm shim's fork, too, is done in SCHED_IDLE: copying the caller's
+    // (the daemon's) address space must not delay a job starting meanwhile.
+    let idle_here = idle && crate::priority::enter_idle().is_ok();
+    let spawned = cmd.spawn();
+    if idle_here {
+        if let Err(e) = crate::priority::leave_idle_thread() {
+            tracing::warn!("the thread that started a warm shim stays in SCHED_IDLE: {e}");
+        }
+    }
+    let mut child = spawned.map_err(|source| ShimError::Spawn {
         program: program.to_owned(),
         source,
     })?;

@@ -14,6 +14,11 @@ pub(crate) fn enter_idle() -> io::Result<()> {
     set_policy(0, libc::SCHED_IDLE)
 }
 
+/// Puts the process's main thread (its tid is the pid) in the normal class.
+pub(crate) fn leave_idle_main() -> io::Result<()> {
+    set_policy(std::process::id() as libc::pid_t, libc::SCHED_OTHER)
+}
+
 /// Puts the calling thread in the normal class.
 pub(crate) fn leave_idle_thread() -> io::Result<()> {
     set_policy(0, libc::SCHED_OTHER)

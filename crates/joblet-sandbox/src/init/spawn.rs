@@ -168,10 +168,16 @@ impl PendingInit {
             )))
         })?;
         // A warm sandbox is built in SCHED_IDLE (the shim's class); the
-        // outer process ends like the job, in the normal one. Failing here
-        // only costs speed.
-        if let Err(e) = sys::set_normal_priority(self.pid) {
-            tracing::warn!(pid = self.pid, "resetting the sandbox init's priority: {e}");
+        // outer process ends like the job, and pid 1 (which resets itself
+        // too, but must first get the CPU to read the config) starts it, in
+        // the normal one. Failing here only costs speed.
+        let pid1 = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid))
+            .ok()
+            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()));
+        for pid in std::iter::once(self.pid).chain(pid1) {
+            if let Err(e) = sys::set_normal_priority(pid) {
+                tracing::warn!(pid, "resetting the sandbox init's priority: {e}");
+            }
         }
         let go_failed = self.send(&json, true)?;
         self.wait_status(Until::Exec, limit, go_failed)?;

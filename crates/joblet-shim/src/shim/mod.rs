@@ -187,9 +187,6 @@ pub fn run_warm_shim_with(
         }
     };
     tracing::info!(job_id = %spec.job_id, command = %spec.command, "warm shim starting its job");
-    if let Err(e) = priority::leave_idle() {
-        tracing::warn!("cannot take the shim out of SCHED_IDLE: {e}");
-    }
     let exit = run_job(&dir, spec, ready, runner);
     if let Err(source) = write_exit(&dir, &exit) {
         tracing::error!("cannot write {}: {source}", exit_path.display());
@@ -536,12 +533,19 @@ fn spawn_claim_reader() -> Result<mpsc::Receiver<Result<Vec<u8>, ShimRunError>>,
                 tracing::warn!("the claim reader stays in SCHED_IDLE: {e}");
             }
             let read = read_stdin();
-            if matches!(&read, Ok(buf) if !buf.is_empty()) {
+            let claimed = matches!(&read, Ok(buf) if !buf.is_empty());
+            if claimed {
+                // The main thread first: it starts the job now.
+                if let Err(e) = priority::leave_idle_main() {
+                    tracing::warn!("the shim's main thread stays in SCHED_IDLE: {e}");
+                }
+            }
+            let _ = tx.send(read);
+            if claimed {
                 if let Err(e) = priority::leave_idle_tree() {
                     tracing::warn!("cannot take the warm sandbox out of SCHED_IDLE: {e}");
                 }
             }
-            let _ = tx.send(read);
         })
         .map_err(|source| ShimRunError::Thread {
             what: "claim",

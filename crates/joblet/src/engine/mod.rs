@@ -33,6 +33,10 @@ use crate::{jobenv, store_error};
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
+/// How long no job must have started or ended before the pool of warm
+/// sandboxes is refilled (see [`Engine::run`]).
+const WARM_REFILL_QUIET: Duration = Duration::from_millis(20);
+
 /// How long a stop request waits for a starting shim to listen on its
 /// control socket, and how often it asks meanwhile.
 const STOP_RETRY_FOR: Duration = Duration::from_secs(10);
@@ -359,13 +363,29 @@ impl Engine {
             let actions = g.handle(joblet_sched::model::Event::Tick, now_ms());
             self.apply_gpu(actions);
         }
+        // The pool is built at once at start-up, and refilled once no job
+        // has started or ended for `WARM_REFILL_QUIET`: building a sandbox
+        // takes the same kernel locks (mounts, cgroups, namespaces) as a
+        // job starting or ending beside it, which would wait for it. An
+        // empty pool is refilled at once.
+        self.refill_warm();
+        let mut refill_at: Option<tokio::time::Instant> = None;
         loop {
-            self.refill_warm();
             let msg = tokio::select! {
                 m = rx.recv() => match m {
                     Some(m) => m,
                     None => break,
                 },
+                () = async {
+                    match refill_at {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    refill_at = None;
+                    self.refill_warm();
+                    continue;
+                }
                 Some(updates) = async {
                     match gpu_rx.as_mut() {
                         Some(r) => r.recv().await,
@@ -376,6 +396,10 @@ impl Engine {
                     continue;
                 }
             };
+            let job_event = matches!(
+                msg,
+                Msg::Submit { .. } | Msg::ShimExited { .. } | Msg::Released { .. }
+            );
             match msg {
                 Msg::Submit {
                     owner,
@@ -439,6 +463,15 @@ impl Engine {
                     if let Some(extra) = self.warm.landed(shim) {
                         reap(extra);
                     }
+                }
+            }
+            if job_event && self.warm.wanted() > 0 {
+                if self.warm.has_idle() {
+                    refill_at = Some(tokio::time::Instant::now() + WARM_REFILL_QUIET);
+                } else {
+                    // Back-to-back starts: one sandbox built beside them
+                    // beats none.
+                    self.refill_warm();
                 }
             }
         }

@@ -68,6 +68,12 @@ impl WarmPool {
         self.reserved.remove(id).map(WarmShim::discard)
     }
 
+    /// Whether an idle warm shim (or one being launched) is there for the
+    /// next job.
+    pub(crate) fn has_idle(&self) -> bool {
+        !self.idle.is_empty() || self.launching > 0
+    }
+
     /// How many launches to begin now to get back to `target` idle shims.
     pub(crate) fn wanted(&self) -> usize {
         self.target.saturating_sub(self.idle.len() + self.launching)
