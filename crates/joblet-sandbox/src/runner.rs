@@ -11,7 +11,8 @@
 //!
 //! Any failure undoes what was done (the init is killed, the cgroup
 //! removed) and the job does not start. After the job, [`Runner::finish`]
-//! asks the cgroup why the job died (OOM) and removes it.
+//! asks the cgroup why the job died (OOM), and [`Runner::cleanup`], once the
+//! exit record is written, removes it.
 //!
 //! A warm shim runs the same steps in two halves. [`Runner::prepare`], before
 //! the job is known, builds from a placeholder job of the node: the init with
@@ -413,17 +414,20 @@ impl Runner for SandboxRunner {
     }
 
     fn finish(&self) -> Option<String> {
-        let active = self
-            .active
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()?;
-        let reason = match active.cgroup.death_reason() {
+        let active = self.active.lock().unwrap_or_else(|p| p.into_inner());
+        match active.as_ref()?.cgroup.death_reason() {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read why the job ended from its cgroup");
                 None
             }
+        }
+    }
+
+    fn cleanup(&self) {
+        self.discard();
+        let Some(active) = self.active.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
         };
         let t0 = std::time::Instant::now();
         if let Err(e) = active.cgroup.destroy() {
@@ -433,6 +437,5 @@ impl Runner for SandboxRunner {
             elapsed_us = t0.elapsed().as_micros() as u64,
             "cgroup destroyed"
         );
-        reason
     }
 }

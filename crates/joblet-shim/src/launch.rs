@@ -181,7 +181,16 @@ fn start(
         .stdin(Stdio::piped())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log2));
-    inherited_fds::inherit_as_fd3(&mut cmd, lock.as_fd(), idle);
+    let (notify_r, notify_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ShimError::Spawn {
+            program: program.to_owned(),
+            source: e.into(),
+        })?;
+    let passed = inherited_fds::inherit_fds(&mut cmd, lock.as_fd(), Some(notify_w.as_fd()), idle)
+        .map_err(|source| ShimError::Spawn {
+        program: program.to_owned(),
+        source,
+    })?;
     // A warm shim's fork, too, is done in SCHED_IDLE: copying the caller's
     // (the daemon's) address space must not delay a job starting meanwhile.
     let idle_here = idle && crate::priority::enter_idle().is_ok();
@@ -197,6 +206,9 @@ fn start(
     })?;
     // The shim holds the lock through its own descriptor now. Closing ours
     // does not release it (flock locks belong to the shared open file).
+    // Only the shim may hold the notify pipe's write end.
+    drop(passed);
+    drop(notify_w);
     drop(lock);
     drop(cmd);
     let pid = child.id() as i32;
@@ -225,6 +237,7 @@ fn start(
             pid,
             pidfd,
             dir: dir.clone(),
+            notify: Some(notify_r),
         },
         stdin,
     ))
@@ -315,6 +328,7 @@ pub fn reattach(dir: &JobDir) -> Result<Option<ShimHandle>, ShimError> {
         pid,
         pidfd,
         dir: dir.clone(),
+        notify: None,
     }))
 }
 

@@ -50,12 +50,15 @@ pub trait Runner {
     fn discard(&self) {}
 
     /// Called once after the job's leader has exited and its process group
-    /// is gone: releases what `spawn` set up (cgroups, filters) and, when the
-    /// runner knows why the job died better than its exit status does (an
-    /// out-of-memory kill), returns that reason.
+    /// is gone: when the runner knows why the job died better than its exit
+    /// status does (an out-of-memory kill), returns that reason.
     fn finish(&self) -> Option<String> {
         None
     }
+
+    /// Called once after the job's exit record is written (and the daemon
+    /// told): releases what `spawn` set up (cgroups, filters).
+    fn cleanup(&self) {}
 }
 
 /// Runs the job as a plain host process: exactly `spec.env` as environment,

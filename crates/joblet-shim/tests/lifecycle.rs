@@ -531,3 +531,28 @@ async fn the_shim_leaves_the_daemons_terminal() {
     };
     assert!(text.contains("No such device or address"), "{text}");
 }
+
+#[tokio::test]
+async fn the_exit_is_reported_before_the_shims_cleanup_and_the_shim_is_reaped_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let mut spec = sh(tmp.path(), "exit 4");
+    spec.env
+        .insert("JOBLET_SHIM_TEST_CLEANUP_MS".into(), "1500".into());
+    let h = start(&dir, &spec);
+    let pid = h.pid();
+    let exit = finish(h).await;
+    assert_eq!(exit.exit_code, Some(4), "{exit:?}");
+    // The record came while the shim was still cleaning up.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    assert!(
+        !stat.contains(") Z "),
+        "the shim had already exited: {stat}"
+    );
+    // And it is reaped (by the handle's background task) once it exits.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "shim {pid} was never reaped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,7 +1,9 @@
 //! Test helper binary for joblet-shim's integration tests.
 //!
 //! - `shim --job-dir DIR [--warm]`: the shim itself (what `joblet-shim`
-//!   does; `--warm`: a warm shim, with the host runner);
+//!   does; `--warm`: a warm shim, with the host runner; a job with
+//!   `JOBLET_SHIM_TEST_CLEANUP_MS` in its env makes the cleanup after its
+//!   exit record take that long);
 //! - `launch-detached --job-dir DIR`: reads a `ShimSpec` from stdin, launches
 //!   a shim running this same binary, prints its pid and exits at once, like
 //!   a daemon dying right after a launch.
@@ -11,7 +13,37 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use joblet_shim::{launch, run_shim, run_warm_shim_with, HostRunner, JobDir, ShimSpec};
+use std::os::fd::OwnedFd;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use joblet_shim::{
+    launch, run_shim_with, run_warm_shim_with, HostRunner, JobDir, Runner, RunnerError, ShimSpec,
+};
+use nix::unistd::Pid;
+
+/// The host runner, with a cleanup that takes as long as the job's
+/// `JOBLET_SHIM_TEST_CLEANUP_MS` says, like a sandbox whose cgroup takes a
+/// while to remove.
+#[derive(Default)]
+struct SlowCleanup(Mutex<Duration>);
+
+impl Runner for SlowCleanup {
+    fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError> {
+        if let Some(ms) = spec
+            .env
+            .get("JOBLET_SHIM_TEST_CLEANUP_MS")
+            .and_then(|v| v.parse().ok())
+        {
+            *self.0.lock().unwrap() = Duration::from_millis(ms);
+        }
+        HostRunner.spawn(spec, stdout, stderr)
+    }
+
+    fn cleanup(&self) {
+        std::thread::sleep(*self.0.lock().unwrap());
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -33,7 +65,7 @@ fn main() -> ExitCode {
         let result = if warm {
             run_warm_shim_with(&dir, &HostRunner).map(drop)
         } else {
-            run_shim(&dir).map(drop)
+            run_shim_with(&dir, &SlowCleanup::default()).map(drop)
         };
         return match result {
             Ok(()) => ExitCode::SUCCESS,

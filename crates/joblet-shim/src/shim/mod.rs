@@ -124,6 +124,7 @@ pub fn run_warm_shim_with(
 ) -> Result<Option<ShimExit>, ShimRunError> {
     let dir = JobDir::new(job_dir);
     let lock = take_lock(&dir)?;
+    let notify = inherited_fds::take_notify();
     let exit_path = dir.exit_path();
     if exit_path.exists() {
         return Err(ShimRunError::AlreadyRan { path: exit_path });
@@ -191,6 +192,8 @@ pub fn run_warm_shim_with(
     if let Err(source) = write_exit(&dir, &exit) {
         tracing::error!("cannot write {}: {source}", exit_path.display());
     }
+    drop(notify);
+    runner.cleanup();
     drop(lock);
     Ok(Some(exit))
 }
@@ -243,6 +246,7 @@ pub fn run_shim(job_dir: &Path) -> Result<ShimExit, ShimRunError> {
 pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, ShimRunError> {
     let dir = JobDir::new(job_dir);
     let lock = take_lock(&dir)?;
+    let notify = inherited_fds::take_notify();
     let exit_path = dir.exit_path();
     if exit_path.exists() {
         return Err(ShimRunError::AlreadyRan { path: exit_path });
@@ -265,6 +269,8 @@ pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, Sh
     if let Err(source) = write_exit(&dir, &exit) {
         tracing::error!("cannot write {}: {source}", exit_path.display());
     }
+    drop(notify);
+    runner.cleanup();
     drop(lock);
     result
 }
