@@ -208,6 +208,9 @@ fn supervise(pid1: i32, exit_r: std::os::fd::OwnedFd) -> ! {
         Ok(s) => s,
         Err(_) => std::process::exit(EXIT_SETUP_FAILED),
     };
+    // Nothing of the job is left: let its output end now, not after this
+    // process's exit has torn the namespaces down.
+    pid1::release_output();
     // pid 1 sends the job's raw wait status before it exits.
     let mut raw = [0u8; 4];
     let status = match File::from(exit_r).read(&mut raw) {

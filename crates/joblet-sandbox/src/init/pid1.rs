@@ -52,20 +52,39 @@ fn exited(pidfd: &OwnedFd) -> Result<bool, SetupError> {
     Ok(n > 0)
 }
 
+/// Largest job config accepted on the release pipe.
+const MAX_JOB_CONFIG: u64 = 16 << 20;
+
 /// A warm pid 1's wait for its job: says it is ready, reads the job's
-/// config from `claim` to end of file and checks that the sandbox built
-/// from `warm` fits it. End of file without a config means the sandbox was
-/// discarded: pid 1 exits quietly, taking the namespaces with it.
+/// config from `claim` (its length as 8 little-endian bytes, then the JSON)
+/// and checks that the sandbox built from `warm` fits it. End of file
+/// before a config means the sandbox was discarded: pid 1 exits quietly,
+/// taking the namespaces with it.
 fn take_job(warm: &InitConfig, mut claim: File) -> Result<InitConfig, SetupError> {
     report::ready();
-    let mut json = Vec::new();
+    let mut len = [0u8; 8];
+    match claim.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => std::process::exit(0),
+        Err(e) => {
+            return Err(SetupError::new(
+                Stage::Config,
+                format!("reading the job's config: {e}"),
+            ))
+        }
+    }
+    let len = u64::from_le_bytes(len);
+    if len > MAX_JOB_CONFIG {
+        return Err(SetupError::new(
+            Stage::Config,
+            format!("the job's config is {len} bytes, more than {MAX_JOB_CONFIG}"),
+        ));
+    }
+    let mut json = vec![0u8; len as usize];
     claim
-        .read_to_end(&mut json)
+        .read_exact(&mut json)
         .stage(Stage::Config, || "reading the job's config".into())?;
     drop(claim);
-    if json.is_empty() {
-        std::process::exit(0);
-    }
     let job: InitConfig = serde_json::from_slice(&json)
         .stage(Stage::Config, || "parsing the job's config JSON".into())?;
     job.validate()
@@ -154,6 +173,10 @@ fn reap(job: i32, exit_w: OwnedFd) -> ! {
     loop {
         match sys::wait_any() {
             Ok((pid, status)) if pid == job => {
+                // Only this process and the outer one still hold the job's
+                // output pipes; keeping them open until exit would hold
+                // the end of its output back by the namespaces' teardown.
+                release_output();
                 let _ = File::from(exit_w).write_all(&status.to_ne_bytes());
                 // Exiting kills whatever else is left in the namespace.
                 if libc::WIFEXITED(status) {
@@ -168,5 +191,14 @@ fn reap(job: i32, exit_w: OwnedFd) -> ! {
             Ok(_) => continue,
             Err(_) => std::process::exit(EXIT_SETUP_FAILED),
         }
+    }
+}
+
+/// Closes this process's standard descriptors (the job's stdin, output and
+/// error pipes), so the shim sees the end of the job's output as soon as
+/// the job is gone.
+pub(crate) fn release_output() {
+    for fd in 0..=2 {
+        sys::close_raw(fd);
     }
 }

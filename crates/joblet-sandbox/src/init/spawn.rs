@@ -167,6 +167,10 @@ impl PendingInit {
                 "encoding the job's sandbox config as JSON: {e}"
             )))
         })?;
+        // Length-prefixed, so pid 1 has it all without waiting for the
+        // pipe's end (the close can come a scheduling round later).
+        let mut framed = (json.len() as u64).to_le_bytes().to_vec();
+        framed.extend_from_slice(&json);
         // A warm sandbox is built in SCHED_IDLE (the shim's class); the
         // outer process ends like the job, and pid 1 (which resets itself
         // too, but must first get the CPU to read the config) starts it, in
@@ -179,7 +183,7 @@ impl PendingInit {
                 tracing::warn!(pid, "resetting the sandbox init's priority: {e}");
             }
         }
-        let go_failed = self.send(&json, true)?;
+        let go_failed = self.send(&framed, true)?;
         self.wait_status(Until::Exec, limit, go_failed)?;
         Ok(self.pid)
     }
