@@ -70,7 +70,9 @@ fn a_warm_sandbox_looks_to_its_job_exactly_like_a_cold_one() {
     let work = work_dir();
     let probe_path = install_probe(work.path());
     let args = probe_args();
-    let job = config(work.path(), &probe_path, &args);
+    let mut job = config(work.path(), &probe_path, &args);
+    // A CPU job's masks go on before the job comes.
+    job.masks = masks_here();
 
     let cold = probe(&job);
     let _ = fs::remove_file(work.path().join("out"));
@@ -131,6 +133,49 @@ fn the_job_gets_its_own_settings_not_the_placeholders() {
     assert_eq!(
         logs.stdout(),
         "job-real\nmark=the job's\n/dev/joblet-extra\nfrom the host\n0 0\n65534\n"
+    );
+}
+
+/// A file and a directory to mask that exist here.
+fn masks_here() -> Vec<PathBuf> {
+    let masks: Vec<PathBuf> = ["/etc/hostname", "/usr/share/doc"]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()))
+        .collect();
+    assert_eq!(
+        masks.len(),
+        2,
+        "this test needs /etc/hostname and /usr/share/doc"
+    );
+    masks
+}
+
+#[test]
+fn a_job_with_other_masks_does_not_keep_the_placeholders() {
+    let work = work_dir();
+    let [file, dir] = <[PathBuf; 2]>::try_from(masks_here()).unwrap();
+    let base = InitConfig {
+        masks: vec![file.clone()],
+        ..config(work.path(), "/bin/false", &[])
+    };
+    let script = format!("wc -c < {}; ls {} | wc -l", file.display(), dir.display());
+    let mut job = config(work.path(), "sh", &["-c", &script]);
+    job.masks = vec![dir.clone()];
+    let ended = run_warm(&base, &job);
+    assert_eq!(ended.code(), Some(0), "{}", ended.logs.stderr());
+    let out = ended.logs.stdout();
+    let counts: Vec<u64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert!(
+        counts[0] > 0,
+        "the placeholder's mask stayed on {}: {out}",
+        file.display()
+    );
+    assert_eq!(
+        counts[1],
+        0,
+        "the job's mask is missing on {}: {out}",
+        dir.display()
     );
 }
 

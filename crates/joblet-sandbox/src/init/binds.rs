@@ -40,9 +40,30 @@ pub(crate) fn apply(config: &InitConfig) -> Result<(), SetupError> {
     for (index, b) in ordered(&config.binds, |b| &b.target) {
         bind(index, b)?;
     }
+    apply_masks(&config.masks).map(drop)
+}
+
+/// Applies `masks`; returns the paths it mounted over (missing paths and
+/// symlinks are skipped), for [`remove_masks`].
+pub(crate) fn apply_masks(masks: &[PathBuf]) -> Result<Vec<PathBuf>, SetupError> {
     let mut empty_made = false;
-    for (_, path) in ordered(&config.masks, |p| p) {
-        mask(path, &mut empty_made)?;
+    let mut done = Vec::new();
+    for (_, path) in ordered(masks, |p| p) {
+        if mask(path, &mut empty_made)? {
+            done.push(path.clone());
+        }
+    }
+    Ok(done)
+}
+
+/// Takes back masks [`apply_masks`] mounted (a warm sandbox's, built for a
+/// CPU job, when its job is not one), children first.
+pub(crate) fn remove_masks(masked: &[PathBuf]) -> Result<(), SetupError> {
+    for path in masked.iter().rev() {
+        nix::mount::umount2(path.as_path(), nix::mount::MntFlags::empty())
+            .stage(Stage::Masks, || {
+                format!("unmounting the warm sandbox's mask over {}", path.display())
+            })?;
     }
     Ok(())
 }
@@ -161,11 +182,14 @@ fn cannot_create(target: &Path, e: &io::Error) -> String {
     )
 }
 
-/// Hides `path` if it exists in the job and is not a symlink.
-fn mask(path: &Path, empty_made: &mut bool) -> Result<(), SetupError> {
+/// Hides `path` if it exists in the job and is not a symlink; `Ok(true)`
+/// when it did.
+fn mask(path: &Path, empty_made: &mut bool) -> Result<bool, SetupError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => return Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            return Ok(false)
+        }
         Err(e) => {
             return Err(SetupError::new(
                 Stage::Masks,
@@ -174,7 +198,7 @@ fn mask(path: &Path, empty_made: &mut bool) -> Result<(), SetupError> {
         }
     };
     if meta.file_type().is_symlink() {
-        return Ok(());
+        return Ok(false);
     }
     if meta.is_dir() {
         return tmpfs(
@@ -182,6 +206,7 @@ fn mask(path: &Path, empty_made: &mut bool) -> Result<(), SetupError> {
             MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
             MASK_DIR_OPTS,
         )
+        .map(|()| true)
         .stage(Stage::Masks, || {
             format!("mask {}: mounting an empty read-only tmpfs", path.display())
         });
@@ -191,18 +216,24 @@ fn mask(path: &Path, empty_made: &mut bool) -> Result<(), SetupError> {
         *empty_made = true;
     }
     bind_readonly(Path::new(EMPTY), path, Stage::Masks)
+        .map(|()| true)
         .map_err(|e| SetupError::new(e.stage, format!("mask {}: {}", path.display(), e.message)))
 }
 
-/// Creates [`EMPTY`] (mode 0444) in the root tmpfs.
+/// Creates [`EMPTY`] (mode 0444) in the root tmpfs, unless a warm
+/// sandbox's masks made it already.
 fn make_empty() -> Result<(), SetupError> {
     let what = || format!("creating {EMPTY}");
-    let f = fs::OpenOptions::new()
+    let f = match fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o444)
         .open(EMPTY)
-        .stage(Stage::Masks, what)?;
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(e).stage(Stage::Masks, what),
+    };
     // The umask may have taken bits off; set the mode exactly.
     f.set_permissions(fs::Permissions::from_mode(0o444))
         .stage(Stage::Masks, what)

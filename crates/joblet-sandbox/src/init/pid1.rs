@@ -18,7 +18,7 @@ use super::error::Stage;
 use super::outer::{self, forwarded_raw, forwarded_set, EXIT_SETUP_FAILED};
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
-use super::{job, privileges, rootfs};
+use super::{binds, job, privileges, rootfs};
 
 /// Runs pid 1; `outer` is a pidfd of the outer process, `exit_w` where the
 /// job's raw wait status goes.
@@ -131,15 +131,25 @@ fn setup(
 
     rootfs::build_proc()?;
     let job_config;
-    let config = match claim {
-        None => config,
+    let (config, premasked) = match claim {
+        None => (config, None),
         Some(claim) => {
+            // A CPU job's masks (the node's driver files) go on ahead:
+            // most jobs keep them.
+            let premasked = if config.binds.is_empty() {
+                Some(rootfs::Premasked {
+                    masks: &config.masks,
+                    paths: binds::apply_masks(&config.masks)?,
+                })
+            } else {
+                None
+            };
             job_config = take_job(config, claim)?;
             outer::prepare_job(&job_config)?;
-            &job_config
+            (&job_config, premasked)
         }
     };
-    rootfs::build_job(config)?;
+    rootfs::build_job(config, premasked)?;
     rootfs::finish()?;
 
     // The job's own /proc, mounted above.

@@ -202,10 +202,32 @@ pub(crate) fn build_proc() -> Result<(), SetupError> {
 
 /// Pid 1's part for the job: the config's binds and masks, which may
 /// overlay files under `/dev` and `/proc`, then a sized `/work` filled (in
-/// the job's cgroups, which its pages are charged to).
-pub(crate) fn build_job(config: &InitConfig) -> Result<(), SetupError> {
-    binds::apply(config)?;
+/// the job's cgroups, which its pages are charged to). `premasked`: the
+/// masks a warm sandbox applied ahead (`masks` of its placeholder, mounted
+/// at `paths`); kept when the job's are the same and it has no binds (a
+/// CPU job), else taken back first so the job's binds and masks go on in
+/// the usual order.
+pub(crate) fn build_job(
+    config: &InitConfig,
+    premasked: Option<Premasked<'_>>,
+) -> Result<(), SetupError> {
+    match premasked {
+        Some(p) if p.masks == config.masks.as_slice() && config.binds.is_empty() => {}
+        Some(p) => {
+            binds::remove_masks(&p.paths)?;
+            binds::apply(config)?;
+        }
+        None => binds::apply(config)?,
+    }
     work::fill(config)
+}
+
+/// Masks a warm sandbox applied before its job came.
+pub(crate) struct Premasked<'a> {
+    /// The placeholder's `masks`.
+    pub masks: &'a [PathBuf],
+    /// Where mounts were made for them.
+    pub paths: Vec<PathBuf>,
 }
 
 /// Mounts the new root tmpfs and pivots into it, parking the host root at
