@@ -180,6 +180,34 @@ fn a_job_with_other_masks_does_not_keep_the_placeholders() {
 }
 
 #[test]
+fn a_sized_work_is_mounted_ahead_and_still_gets_the_jobs_files_and_size() {
+    for (warm_mb, job_mb) in [(16, 16), (16, 32)] {
+        let work = work_dir();
+        fs::write(work.path().join("upload.txt"), "uploaded\n").unwrap();
+        let base = InitConfig {
+            work_size_mb: warm_mb,
+            ..config(work.path(), "/bin/false", &[])
+        };
+        let mut job = config(
+            work.path(),
+            "sh",
+            &[
+                "-c",
+                "cat /work/upload.txt; df -k /work | tail -1 | awk '{print $2}'",
+            ],
+        );
+        job.work_size_mb = job_mb;
+        let ended = run_warm(&base, &job);
+        assert_eq!(ended.code(), Some(0), "{}", ended.logs.stderr());
+        assert_eq!(
+            ended.logs.stdout(),
+            format!("uploaded\n{}\n", job_mb * 1024),
+            "warm /work of {warm_mb} MiB, job's {job_mb} MiB"
+        );
+    }
+}
+
+#[test]
 fn a_job_the_sandbox_was_not_built_for_is_refused_before_it_runs() {
     let work = work_dir();
     let marker = work.path().join("ran");

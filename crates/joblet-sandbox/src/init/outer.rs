@@ -151,8 +151,10 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
     }
     unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
     rootfs::prepare_base(config)?;
-    if !config.warm {
-        prepare_job(config)?;
+    if config.warm {
+        rootfs::premount_work(config)?;
+    } else {
+        prepare_job(config, None)?;
     }
     let filters = if config.seccomp {
         seccomp::job_filters().stage(Stage::Seccomp, || "building the filter".into())?
@@ -176,8 +178,12 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
 /// What of the sandbox belongs to the job itself and is built before pid
 /// 1's part: `/work`, its devices and `/dev/shm`, its hostname. Done before
 /// release by a cold init, by a warm init's pid 1 once it has the job.
-pub(crate) fn prepare_job(config: &InitConfig) -> Result<(), SetupError> {
-    rootfs::prepare_job(config)?;
+/// `warm`: the warm sandbox's config, when the job came to one.
+pub(crate) fn prepare_job(
+    config: &InitConfig,
+    warm: Option<&InitConfig>,
+) -> Result<(), SetupError> {
+    rootfs::prepare_job(config, warm)?;
     sethostname(&config.hostname).stage(Stage::Hostname, || {
         format!("sethostname({:?})", config.hostname)
     })

@@ -145,7 +145,7 @@ fn setup(
                 None
             };
             job_config = take_job(config, claim)?;
-            outer::prepare_job(&job_config)?;
+            outer::prepare_job(&job_config, Some(config))?;
             (&job_config, premasked)
         }
     };

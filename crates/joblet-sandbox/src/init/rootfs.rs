@@ -188,10 +188,33 @@ pub(crate) fn prepare_base(config: &InitConfig) -> Result<(), SetupError> {
 }
 
 /// The job's own part of the tree before pid 1's: `/work`, and its devices
-/// and `/dev/shm` (after which `/dev` is read-only).
-pub(crate) fn prepare_job(config: &InitConfig) -> Result<(), SetupError> {
-    work::mount(config)?;
+/// and `/dev/shm` (after which `/dev` is read-only). `warm`: the config of
+/// the warm sandbox this job came to, whose sized `/work` is mounted
+/// already ([`premount_work`]) and kept if it is the job's size and owner.
+pub(crate) fn prepare_job(
+    config: &InitConfig,
+    warm: Option<&InitConfig>,
+) -> Result<(), SetupError> {
+    match warm.filter(|w| w.work_size_mb > 0) {
+        Some(w) if work::same_tmpfs(w, config) => {}
+        Some(_) => {
+            umount2(work::WORK, MntFlags::empty()).stage(Stage::Rootfs, || {
+                "unmounting the warm sandbox's /work for the job's own".into()
+            })?;
+            work::mount(config)?;
+        }
+        None => work::mount(config)?,
+    }
     devfs::finish(config)
+}
+
+/// A warm sandbox's sized `/work`, mounted before its job comes (a bound
+/// one needs the job's directory and waits for it).
+pub(crate) fn premount_work(config: &InitConfig) -> Result<(), SetupError> {
+    if config.work_size_mb > 0 {
+        work::mount(config)?;
+    }
+    Ok(())
 }
 
 /// Pid 1's first part of the tree: `/proc` (a procfs shows the pid

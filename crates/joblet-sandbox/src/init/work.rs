@@ -23,23 +23,16 @@ use super::rootfs::{bind_work, host, mkdir_p, tmpfs};
 /// Where the work directory appears in the job.
 pub(crate) const WORK: &str = "/work";
 
-/// Mounts `/work` (run before release, with the host root parked).
+/// Whether `a` and `b` ask for the same sized `/work` tmpfs.
+pub(crate) fn same_tmpfs(a: &InitConfig, b: &InitConfig) -> bool {
+    (a.work_size_mb, a.uid, a.gid) == (b.work_size_mb, b.uid, b.gid)
+}
+
+/// Mounts `/work` (run before release, with the host root parked; a warm
+/// sandbox's sized one, which needs no host directory, before its job).
 pub(crate) fn mount(config: &InitConfig) -> Result<(), SetupError> {
     if config.work_size_mb == 0 {
         return bind_work(&config.work_dir);
-    }
-    let source = host(&config.work_dir);
-    let meta = fs::metadata(&source).stage(Stage::Rootfs, || {
-        format!("work directory {}", config.work_dir.display())
-    })?;
-    if !meta.is_dir() {
-        return Err(SetupError::new(
-            Stage::Rootfs,
-            format!(
-                "work directory {} is not a directory",
-                config.work_dir.display()
-            ),
-        ));
     }
     let target = Path::new(WORK);
     mkdir_p(target).stage(Stage::Rootfs, || "creating /work".into())?;
@@ -61,6 +54,19 @@ pub(crate) fn mount(config: &InitConfig) -> Result<(), SetupError> {
 pub(crate) fn fill(config: &InitConfig) -> Result<(), SetupError> {
     if config.work_size_mb == 0 {
         return Ok(());
+    }
+    let source = host(&config.work_dir);
+    let meta = fs::metadata(&source).stage(Stage::Rootfs, || {
+        format!("work directory {}", config.work_dir.display())
+    })?;
+    if !meta.is_dir() {
+        return Err(SetupError::new(
+            Stage::Rootfs,
+            format!(
+                "work directory {} is not a directory",
+                config.work_dir.display()
+            ),
+        ));
     }
     copy_tree(
         &host(&config.work_dir),
