@@ -24,17 +24,40 @@ pub(crate) fn leave_idle_thread() -> io::Result<()> {
     set_policy(0, libc::SCHED_OTHER)
 }
 
-/// Puts every thread of this process back in the normal class
-/// (`SCHED_OTHER`, nice 0): a warm shim whose job has come.
-pub(crate) fn leave_idle() -> io::Result<()> {
-    for entry in std::fs::read_dir("/proc/self/task")? {
+/// Puts every thread of this process and of all its descendants in the
+/// normal class (`SCHED_OTHER`, nice 0): a warm shim whose job has come,
+/// possibly while its sandbox is still being built by `SCHED_IDLE`
+/// processes that a busy machine would otherwise leave waiting. Each
+/// process is promoted before its children are listed, so a child forked
+/// meanwhile inherits the normal class.
+pub(crate) fn leave_idle_tree() -> io::Result<()> {
+    let mut todo = vec!["/proc/self/task".to_string()];
+    while let Some(task_dir) = todo.pop() {
+        promote_tasks(&task_dir)?;
+        todo.extend(
+            children(&task_dir)?
+                .into_iter()
+                .map(|pid| format!("/proc/{pid}/task")),
+        );
+    }
+    Ok(())
+}
+
+/// Puts every thread listed in `task_dir` (a process's `/proc/…/task`) in
+/// the normal class; a process or thread gone meanwhile is skipped.
+fn promote_tasks(task_dir: &str) -> io::Result<()> {
+    let tasks = match std::fs::read_dir(task_dir) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in tasks {
         let name = entry?.file_name();
         let Some(tid) = name.to_str().and_then(|s| s.parse::<libc::pid_t>().ok()) else {
             continue;
         };
         match set_policy(tid, libc::SCHED_OTHER) {
             Ok(()) => {}
-            // A helper thread that has just ended.
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
             Err(e) => return Err(e),
         }
@@ -42,47 +65,10 @@ pub(crate) fn leave_idle() -> io::Result<()> {
     Ok(())
 }
 
-/// Puts every thread of this process and of all its descendants in the
-/// normal class: a warm shim whose job has come, possibly while its
-/// sandbox is still being built by `SCHED_IDLE` processes that a busy
-/// machine would otherwise leave waiting. Each process is promoted before
-/// its children are listed, so a child forked meanwhile inherits the
-/// normal class.
-pub(crate) fn leave_idle_tree() -> io::Result<()> {
-    leave_idle()?;
-    let mut todo = children(None)?;
-    while let Some(pid) = todo.pop() {
-        let tasks = match std::fs::read_dir(format!("/proc/{pid}/task")) {
-            Ok(t) => t,
-            // Gone meanwhile.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in tasks {
-            let name = entry?.file_name();
-            let Some(tid) = name.to_str().and_then(|s| s.parse::<libc::pid_t>().ok()) else {
-                continue;
-            };
-            match set_policy(tid, libc::SCHED_OTHER) {
-                Ok(()) => {}
-                // A thread that has just ended.
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        todo.extend(children(Some(pid))?);
-    }
-    Ok(())
-}
-
-/// The children of every thread of `pid` (`None`: this process).
-fn children(pid: Option<libc::pid_t>) -> io::Result<Vec<libc::pid_t>> {
-    let dir = match pid {
-        Some(p) => format!("/proc/{p}/task"),
-        None => "/proc/self/task".to_string(),
-    };
+/// The children of every thread listed in `task_dir`.
+fn children(task_dir: &str) -> io::Result<Vec<libc::pid_t>> {
     let mut out = Vec::new();
-    let tasks = match std::fs::read_dir(&dir) {
+    let tasks = match std::fs::read_dir(task_dir) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(e),

@@ -122,13 +122,12 @@ pub fn run_warm_shim_with(
     job_dir: &Path,
     runner: &dyn Runner,
 ) -> Result<Option<ShimExit>, ShimRunError> {
-    let dir = JobDir::new(job_dir);
-    let lock = take_lock(&dir)?;
-    let notify = inherited_fds::take_notify();
-    let exit_path = dir.exit_path();
-    if exit_path.exists() {
-        return Err(ShimRunError::AlreadyRan { path: exit_path });
-    }
+    let Taken {
+        dir,
+        lock,
+        notify,
+        exit_path,
+    } = take_job_dir(job_dir)?;
     // First (the daemon normally did it already), so every thread and
     // process started from here inherits it.
     if let Err(e) = priority::enter_idle() {
@@ -244,13 +243,12 @@ pub fn run_shim(job_dir: &Path) -> Result<ShimExit, ShimRunError> {
 
 /// [`run_shim`] with another [`Runner`] (an isolating one).
 pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, ShimRunError> {
-    let dir = JobDir::new(job_dir);
-    let lock = take_lock(&dir)?;
-    let notify = inherited_fds::take_notify();
-    let exit_path = dir.exit_path();
-    if exit_path.exists() {
-        return Err(ShimRunError::AlreadyRan { path: exit_path });
-    }
+    let Taken {
+        dir,
+        lock,
+        notify,
+        exit_path,
+    } = take_job_dir(job_dir)?;
     let result = process_state().and_then(|signals| {
         let spec = read_spec()?.ok_or(ShimRunError::NoSpec)?;
         tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
@@ -291,6 +289,34 @@ fn process_state() -> Result<signal_hook::iterator::Signals, ShimRunError> {
     inherited_fds::cloexec_above(inherited_fds::LOCK_FD)
         .map_err(|source| ShimRunError::StrayFds { source })?;
     Ok(signals)
+}
+
+/// What a shim takes over first, cold or warm.
+struct Taken {
+    dir: JobDir,
+    /// `shim.lock`, held for the shim's whole life.
+    lock: File,
+    /// The exit notification pipe, when the daemon passed one.
+    notify: Option<OwnedFd>,
+    exit_path: PathBuf,
+}
+
+/// Takes the lock (fd 3) and the notification pipe (fd 4) before anything
+/// is opened, and refuses a job directory whose job already ran.
+fn take_job_dir(job_dir: &Path) -> Result<Taken, ShimRunError> {
+    let dir = JobDir::new(job_dir);
+    let lock = take_lock(&dir)?;
+    let notify = inherited_fds::take_notify();
+    let exit_path = dir.exit_path();
+    if exit_path.exists() {
+        return Err(ShimRunError::AlreadyRan { path: exit_path });
+    }
+    Ok(Taken {
+        dir,
+        lock,
+        notify,
+        exit_path,
+    })
 }
 
 /// Fd 3 must be the daemon's locked `shim.lock`; keep it, out of the job's

@@ -9,6 +9,7 @@
 //! logs) go straight to the store and do not pass through the loop.
 
 mod gpu;
+mod stop;
 mod warm;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -21,7 +22,7 @@ use joblet_core::gpu::GpuUpdate;
 use joblet_core::scheduler::{Action, Event, Scheduler};
 use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
 use joblet_proto::ApiError;
-use joblet_shim::{JobDir, ShimError, ShimExit, ShimHandle, ShimSpec, WarmShim, WarmSpec};
+use joblet_shim::{JobDir, ShimError, ShimExit, ShimHandle, ShimSpec, WarmShim};
 use joblet_store::{JobRecord, Store, TransitionExtra};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -30,6 +31,7 @@ use crate::outcome::{self, Final};
 use crate::sandbox::NodeSandbox;
 use crate::state_dir::StateDir;
 use crate::{jobenv, store_error};
+use warm::reap;
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
@@ -535,72 +537,6 @@ impl Engine {
         Ok((rec, actions))
     }
 
-    /// Undoes a submission that failed before the job was recorded: its
-    /// uploads go, and its warm shim (if it had one) is discarded, which
-    /// removes the shim's own files and then the directory.
-    fn abandon_submit(&mut self, id: &JobId) {
-        let dir = self.dirs.job(id);
-        match self.warm.forget(id) {
-            Some(shim) => {
-                let _ = std::fs::remove_dir_all(dir.join("work"));
-                reap(shim);
-            }
-            None => {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-        }
-    }
-
-    /// Starts launches of warm shims until the pool has (or will have) its
-    /// target; each runs on the blocking pool and reports back through
-    /// [`Msg::Warm`].
-    fn refill_warm(&mut self) {
-        let Some(sb) = &self.cfg.sandbox else {
-            return;
-        };
-        for _ in 0..self.warm.wanted() {
-            let Ok(id) = JobId::parse(&uuid::Uuid::new_v4().to_string()) else {
-                return;
-            };
-            let dir = self.dirs.job(&id);
-            let gpu_part = match &self.gpu {
-                Some(g) => crate::gpu::setup::cpu_job(&g.settings),
-                None => Default::default(),
-            };
-            let settings = sb.warm(&id, &dir.join("work"), gpu_part);
-            let runner = match serde_json::to_value(&settings) {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot encode a warm sandbox's settings; no warm sandboxes");
-                    return;
-                }
-            };
-            let warm = WarmSpec {
-                job_id: id.to_string(),
-                runner: Some(runner),
-            };
-            let program = self.cfg.shim_program.clone();
-            let mut args = self.cfg.shim_args.clone();
-            args.push(dir.clone().into_os_string());
-            let tx = self.tx.clone();
-            self.warm.launching();
-            tokio::task::spawn_blocking(move || {
-                let landed =
-                    match joblet_shim::launch_warm(&program, &args, &JobDir::new(dir), &warm) {
-                        Ok(shim) => Some((id, shim)),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot launch a warm shim");
-                            None
-                        }
-                    };
-                if let Err(e) = tx.blocking_send(Msg::Warm(landed)) {
-                    // The engine is gone: dropping the shim discards it.
-                    drop(e);
-                }
-            });
-        }
-    }
-
     /// Carries out scheduler actions; failures to start feed back as exits.
     fn apply(&mut self, actions: Vec<Action>) {
         let mut work: VecDeque<Action> = actions.into();
@@ -759,89 +695,6 @@ impl Engine {
         });
     }
 
-    fn stop(&mut self, id: JobId, grace: Option<Duration>, kill: bool, reply: Reply<JobRecord>) {
-        let rec = match self.record(&id) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                return;
-            }
-        };
-        match rec.state {
-            s if s.is_terminal() => {
-                let _ = reply.send(Err(ApiError::WrongState {
-                    id: id.to_string(),
-                    state: s,
-                    hint: "it has already finished",
-                }));
-            }
-            JobState::Running => {
-                let dir = JobDir::new(self.dirs.job(&id));
-                let grace = grace.unwrap_or(self.cfg.stop_grace);
-                tokio::spawn(async move {
-                    // RUNNING is recorded before the shim listens on its
-                    // control socket (a warm shim may still be setting up):
-                    // until it does, or the job's exit is recorded, ask again.
-                    let deadline = tokio::time::Instant::now() + STOP_RETRY_FOR;
-                    let sent = loop {
-                        let sent = if kill {
-                            joblet_shim::request_kill(&dir).await
-                        } else {
-                            joblet_shim::request_stop(&dir, grace).await
-                        };
-                        match sent {
-                            Err(ShimError::NotRunning { .. })
-                                if joblet_shim::read_exit(&dir).ok().flatten().is_none()
-                                    && tokio::time::Instant::now() < deadline =>
-                            {
-                                tokio::time::sleep(STOP_RETRY_EVERY).await;
-                            }
-                            other => break other,
-                        }
-                    };
-                    let res = match sent {
-                        Ok(()) => Ok(rec),
-                        // The job ended between our read and the request: nothing left to stop.
-                        Err(e @ ShimError::NotRunning { .. })
-                            if joblet_shim::read_exit(&dir).ok().flatten().is_some() =>
-                        {
-                            tracing::debug!(job = %id, error = %e, "stop raced with the job's exit");
-                            Ok(rec)
-                        }
-                        Err(e) if joblet_shim::read_exit(&dir).ok().flatten().is_some() => {
-                            tracing::debug!(job = %id, error = %e, "stop raced with the job's exit");
-                            Ok(rec)
-                        }
-                        Err(e) => Err(ApiError::Internal(format!("cannot signal job {id}: {e}"))),
-                    };
-                    let _ = reply.send(res);
-                });
-            }
-            _ if rec.spec.resources.gpu_count > 0 => {
-                if let Some(g) = &mut self.gpu {
-                    g.handle(joblet_sched::model::Event::Cancel(id.to_string()), now_ms());
-                }
-                self.finish(
-                    &id,
-                    Final {
-                        state: JobState::Stopped,
-                        exit_code: None,
-                        reason: "stopped before it started".into(),
-                    },
-                    now_ms(),
-                );
-                let _ = reply.send(self.record(&id));
-            }
-            _ => {
-                let actions = self
-                    .sched
-                    .handle(Event::Cancel { job: id.clone() }, now_ms());
-                self.apply(actions);
-                let _ = reply.send(self.record(&id));
-            }
-        }
-    }
-
     fn delete(&mut self, id: &JobId) -> Result<(), ApiError> {
         let rec = self.record(id)?;
         if !rec.state.is_terminal() {
@@ -904,15 +757,4 @@ impl Engine {
             .map_err(store_error)?
             .ok_or_else(|| ApiError::JobRef(joblet_core::PrefixError::NotFound(id.to_string())))
     }
-}
-
-/// Reaps a discarded warm shim once it has torn its sandbox down.
-fn reap(shim: ShimHandle) {
-    tokio::spawn(async move {
-        let pid = shim.pid();
-        // A discarded shim leaves no exit record: "lost" is its normal end.
-        if let Err(e @ ShimError::Wait { .. }) = shim.wait().await {
-            tracing::warn!(pid, error = %e, "cannot reap a discarded warm shim");
-        }
-    });
 }

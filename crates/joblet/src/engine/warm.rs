@@ -19,7 +19,9 @@
 use std::collections::{HashMap, VecDeque};
 
 use joblet_core::JobId;
-use joblet_shim::{ShimHandle, WarmShim};
+use joblet_shim::{JobDir, ShimError, ShimHandle, WarmShim, WarmSpec};
+
+use super::{Engine, Msg};
 
 /// The warm shims of one daemon.
 pub(crate) struct WarmPool {
@@ -100,6 +102,85 @@ impl WarmPool {
     fn idle(&self) -> usize {
         self.idle.len()
     }
+}
+
+impl Engine {
+    /// Undoes a submission that failed before the job was recorded: its
+    /// uploads go, and its warm shim (if it had one) is discarded, which
+    /// removes the shim's own files and then the directory.
+    pub(super) fn abandon_submit(&mut self, id: &JobId) {
+        let dir = self.dirs.job(id);
+        match self.warm.forget(id) {
+            Some(shim) => {
+                let _ = std::fs::remove_dir_all(dir.join("work"));
+                reap(shim);
+            }
+            None => {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+
+    /// Starts launches of warm shims until the pool has (or will have) its
+    /// target; each runs on the blocking pool and reports back through
+    /// [`Msg::Warm`].
+    pub(super) fn refill_warm(&mut self) {
+        let Some(sb) = &self.cfg.sandbox else {
+            return;
+        };
+        for _ in 0..self.warm.wanted() {
+            let Ok(id) = JobId::parse(&uuid::Uuid::new_v4().to_string()) else {
+                return;
+            };
+            let dir = self.dirs.job(&id);
+            let gpu_part = match &self.gpu {
+                Some(g) => crate::gpu::setup::cpu_job(&g.settings),
+                None => Default::default(),
+            };
+            let settings = sb.warm(&id, &dir.join("work"), gpu_part);
+            let runner = match serde_json::to_value(&settings) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode a warm sandbox's settings; no warm sandboxes");
+                    return;
+                }
+            };
+            let warm = WarmSpec {
+                job_id: id.to_string(),
+                runner: Some(runner),
+            };
+            let program = self.cfg.shim_program.clone();
+            let mut args = self.cfg.shim_args.clone();
+            args.push(dir.clone().into_os_string());
+            let tx = self.tx.clone();
+            self.warm.launching();
+            tokio::task::spawn_blocking(move || {
+                let landed =
+                    match joblet_shim::launch_warm(&program, &args, &JobDir::new(dir), &warm) {
+                        Ok(shim) => Some((id, shim)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot launch a warm shim");
+                            None
+                        }
+                    };
+                if let Err(e) = tx.blocking_send(Msg::Warm(landed)) {
+                    // The engine is gone: dropping the shim discards it.
+                    drop(e);
+                }
+            });
+        }
+    }
+}
+
+/// Reaps a discarded warm shim once it has torn its sandbox down.
+pub(super) fn reap(shim: ShimHandle) {
+    tokio::spawn(async move {
+        let pid = shim.pid();
+        // A discarded shim leaves no exit record: "lost" is its normal end.
+        if let Err(e @ ShimError::Wait { .. }) = shim.wait().await {
+            tracing::warn!(pid, error = %e, "cannot reap a discarded warm shim");
+        }
+    });
 }
 
 #[cfg(test)]
