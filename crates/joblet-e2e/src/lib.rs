@@ -420,6 +420,41 @@ impl Node {
         }
     }
 
+    /// Waits (up to 10 s, then SIGKILL) until no shim of this node is left.
+    /// Warm shims tear their sandboxes down on their own once the daemon is
+    /// gone; one still building could otherwise recreate a cgroup after the
+    /// node's cgroup base was removed.
+    fn wait_for_shims(&self) {
+        let jobs = format!("{}/", self.state_dir().join("jobs").display());
+        let shims = || -> Vec<i32> {
+            let Ok(entries) = std::fs::read_dir("/proc") else {
+                return Vec::new();
+            };
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&jobs))
+                })
+                .collect()
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = shims();
+            if left.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                for pid in left {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills the process groups of jobs of this node that still run, so a
     /// failing test leaves nothing behind.
     fn kill_jobs(&self) {
@@ -450,6 +485,7 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill_daemon();
         self.kill_jobs();
+        self.wait_for_shims();
         // Then the fields drop: `_cgroup_base` removes the node's cgroups.
     }
 }
