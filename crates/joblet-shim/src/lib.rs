@@ -4,7 +4,8 @@
 //! the job's parent: it starts the job through a [`Runner`], captures its
 //! stdout/stderr into `output.log`, enforces the timeout, carries out stop and
 //! kill requests arriving on `control.sock`, and records how the job ended in
-//! `exit.json` as its last act. Everything it needs is in its job directory
+//! `exit.json` (then tells the daemon through a pipe, then removes what its
+//! runner set up, and exits). Everything it needs is in its job directory
 //! ([`JobDir`]), so a daemon killed with `kill -9` leaves shims and jobs
 //! running and a restarted daemon reattaches ([`reattach`]).
 //!

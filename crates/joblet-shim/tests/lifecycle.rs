@@ -47,6 +47,8 @@ async fn echo_to_stdout_and_stderr() {
     assert_eq!(dir.read_shim_pid().unwrap().unwrap().pid, pid);
     assert!(dir.read_job_pid().unwrap().is_some());
     assert!(!dir.control_sock_path().exists());
+    // The record comes before the shim's cleanup; the shim then exits.
+    assert!(wait_gone(pid, Duration::from_secs(10)), "shim {pid} stayed");
     assert!(reattach(&dir).unwrap().is_none());
 }
 

@@ -6,7 +6,9 @@
 //! `control.sock`, start the helper threads, spawn the job through the
 //! [`Runner`], write `job.pid`, supervise until the leader exits, kill the
 //! rest of its process group and reap it (the shim is a child subreaper),
-//! drain the output, and write `exit.json` last.
+//! drain the output, write `exit.json`, close the notification pipe (fd 4)
+//! and only then let the runner clean up (`Runner::cleanup`). A warm shim
+//! ([`run_warm_shim_with`]) does the same once its job comes.
 
 mod control;
 mod outcome;
