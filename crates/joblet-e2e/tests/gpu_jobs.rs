@@ -104,32 +104,11 @@ fn each_device_filter_path_alone_allows_only_the_jobs_gpu() {
     assert_eq!(mine.len(), 1);
     let other = (mine[0] + 1) % 8;
     for (path_kind, dir) in job_cgroups(&node, &id) {
-        let probe = |n: u64| {
-            let p = node.dev.join(format!("nvidia{n}"));
-            let out = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!(
-                    "echo $$ > '{}/cgroup.procs' && exec {} --try-open '{}'",
-                    dir.display(),
-                    node.probe_bin(),
-                    p.display()
-                ))
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-            let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-            tried(&report, "open")
-        };
+        let probe = |n: u64| open_in_cgroup(&node, &dir, &node.dev.join(format!("nvidia{n}")));
         assert_eq!(probe(mine[0]), "ENXIO", "{path_kind}: the job's GPU");
         assert_eq!(probe(other), "EPERM", "{path_kind}: another GPU");
     }
-    let gate = node
-        .state_dir()
-        .join("jobs")
-        .join(&id)
-        .join("work")
-        .join("gate");
-    std::fs::write(&gate, "").unwrap();
+    std::fs::write(work_file(&node, &id, "gate"), "").unwrap();
     let st = node.wait_done(&id, T);
     assert_eq!(st["state"], "COMPLETED", "{st}");
 }
