@@ -158,6 +158,36 @@ impl SandboxRunner {
         }
     }
 
+    /// Starts the init for `config` (it builds its namespaces and tree on
+    /// its own meanwhile) and creates the cgroup of `sandbox` with its
+    /// limits. On error the init is killed (dropping `PendingInit`).
+    fn spawn_with_cgroup(
+        &self,
+        config: &InitConfig,
+        sandbox: &JobSandbox,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> Result<(init::PendingInit, Layout, JobCgroup), RunnerError> {
+        let t0 = std::time::Instant::now();
+        let pending = init::spawn(&self.program, &self.args, config, stdout, stderr)
+            .map_err(|e| isolation("sandbox init", e))?;
+        tracing::debug!(
+            elapsed_us = t0.elapsed().as_micros() as u64,
+            "sandbox init spawned"
+        );
+        let layout =
+            Layout::detect(&self.roots.mountinfo).map_err(|e| isolation("detecting cgroups", e))?;
+        let cgroup = JobCgroup::create(
+            &layout,
+            &self.roots,
+            &sandbox.cgroup_base,
+            &sandbox.cgroup_name,
+            &sandbox.limits,
+        )
+        .map_err(|e| isolation("cgroup", e))?;
+        Ok((pending, layout, cgroup))
+    }
+
     /// Builds the warm sandbox of `settings` (see the module doc).
     fn build_warm(
         &self,
@@ -169,18 +199,8 @@ impl SandboxRunner {
         config.warm = true;
         let t0 = std::time::Instant::now();
         let host_mounts = self.host_mounts()?;
-        let mut pending = init::spawn(&self.program, &self.args, &config, stdout, stderr)
-            .map_err(|e| isolation("sandbox init", e))?;
-        let layout =
-            Layout::detect(&self.roots.mountinfo).map_err(|e| isolation("detecting cgroups", e))?;
-        let cgroup = JobCgroup::create(
-            &layout,
-            &self.roots,
-            &settings.cgroup_base,
-            &settings.cgroup_name,
-            &settings.limits,
-        )
-        .map_err(|e| isolation("cgroup", e))?;
+        let (mut pending, layout, cgroup) =
+            self.spawn_with_cgroup(&config, &settings, stdout, stderr)?;
         let entered = Self::apply_devices(&cgroup, &settings.devices).and_then(|filter| {
             cgroup
                 .add_pid(pending.pid())
@@ -377,23 +397,7 @@ impl Runner for SandboxRunner {
         // while this thread creates the cgroup and the device filter. It
         // runs nothing of the job until released, after the move. Dropping
         // `pending` on an error below kills it.
-        let t0 = std::time::Instant::now();
-        let pending = init::spawn(&self.program, &self.args, &config, stdout, stderr)
-            .map_err(|e| isolation("sandbox init", e))?;
-        tracing::debug!(
-            elapsed_us = t0.elapsed().as_micros() as u64,
-            "sandbox init spawned"
-        );
-        let layout =
-            Layout::detect(&self.roots.mountinfo).map_err(|e| isolation("detecting cgroups", e))?;
-        let cgroup = JobCgroup::create(
-            &layout,
-            &self.roots,
-            &job.cgroup_base,
-            &job.cgroup_name,
-            &job.limits,
-        )
-        .map_err(|e| isolation("cgroup", e))?;
+        let (pending, _, cgroup) = self.spawn_with_cgroup(&config, &job, stdout, stderr)?;
         match self.start(&job, &cgroup, pending) {
             Ok((pid, filter)) => {
                 tracing::info!(job = %spec.job_id, pid, "sandboxed job started");
