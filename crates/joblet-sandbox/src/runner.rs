@@ -10,9 +10,11 @@
 //!    pid 1, `/proc`, privileges, seccomp, `exec`.
 //!
 //! Any failure undoes what was done (the init is killed, the cgroup
-//! removed) and the job does not start. After the job, [`Runner::finish`]
-//! asks the cgroup why the job died (OOM), and [`Runner::cleanup`], once the
-//! exit record is written, removes it.
+//! removed) and the job does not start. The init tells the job's end
+//! before its own exit tears the namespaces down ([`Runner::early_exit`]).
+//! After the job, [`Runner::finish`] asks the cgroup why the job died
+//! (OOM), and [`Runner::cleanup`], once the exit record is written and the
+//! init reaped, removes it.
 //!
 //! A warm shim runs the same steps in two halves. [`Runner::prepare`], before
 //! the job is known, builds from a placeholder job of the node: the init with
@@ -110,6 +112,9 @@ impl Warm {
 
 struct Active {
     cgroup: JobCgroup,
+    /// Where the init tells the job's end ([`init::Started::end`]), until
+    /// the shim takes it.
+    end: Option<OwnedFd>,
     /// The cgroup holds its own reference to the program; keeping the
     /// handle documents that the filter lives as long as the job.
     _filter: Option<AttachedFilter>,
@@ -276,13 +281,13 @@ impl SandboxRunner {
                 }
                 new
             };
-            let pid = pending
+            let started = pending
                 .start(config, init::RELEASE_TIMEOUT)
                 .map_err(|e| RunnerError::Isolation(e.to_string()))?;
-            Ok((pid, filter))
+            Ok((started, filter))
         })();
         match started {
-            Ok((pid, filter)) => {
+            Ok((init::Started { pid, end }, filter)) => {
                 tracing::debug!(
                     elapsed_us = t0.elapsed().as_micros() as u64,
                     "warm sandbox released: the job has exec'd"
@@ -291,6 +296,7 @@ impl SandboxRunner {
                     pid,
                     Active {
                         cgroup,
+                        end: Some(end),
                         _filter: filter,
                     },
                 ))
@@ -311,7 +317,7 @@ impl SandboxRunner {
         job: &JobSandbox,
         cgroup: &JobCgroup,
         pending: init::PendingInit,
-    ) -> Result<(i32, Option<AttachedFilter>), RunnerError> {
+    ) -> Result<(init::Started, Option<AttachedFilter>), RunnerError> {
         let filter = Self::apply_devices(cgroup, &job.devices)?;
         let t0 = std::time::Instant::now();
         cgroup
@@ -322,14 +328,14 @@ impl SandboxRunner {
             "sandbox init moved into the job's cgroups"
         );
         let t0 = std::time::Instant::now();
-        let pid = pending
+        let started = pending
             .release()
             .map_err(|e| RunnerError::Isolation(e.to_string()))?;
         tracing::debug!(
             elapsed_us = t0.elapsed().as_micros() as u64,
             "sandbox init released: the job has exec'd"
         );
-        Ok((pid, filter))
+        Ok((started, filter))
     }
 }
 
@@ -399,11 +405,12 @@ impl Runner for SandboxRunner {
         // `pending` on an error below kills it.
         let (pending, _, cgroup) = self.spawn_with_cgroup(&config, &job, stdout, stderr)?;
         match self.start(&job, &cgroup, pending) {
-            Ok((pid, filter)) => {
+            Ok((init::Started { pid, end }, filter)) => {
                 tracing::info!(job = %spec.job_id, pid, "sandboxed job started");
                 let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
                 *active = Some(Active {
                     cgroup,
+                    end: Some(end),
                     _filter: filter,
                 });
                 Ok(Pid::from_raw(pid))
@@ -415,6 +422,15 @@ impl Runner for SandboxRunner {
                 Err(e)
             }
         }
+    }
+
+    fn early_exit(&self) -> Option<OwnedFd> {
+        self.active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()?
+            .end
+            .take()
     }
 
     fn finish(&self) -> Option<String> {

@@ -5,6 +5,7 @@
 mod init_common;
 
 use std::fs;
+use std::io::Read;
 use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -349,4 +350,67 @@ fn a_program_that_is_not_the_init_is_never_taken_for_a_started_job() {
         other => panic!("expected NotInit, got {other:?}"),
     }
     assert!(!alive(pid));
+}
+
+/// Host pids of the processes whose command line is exactly `argv`.
+fn pids_running(argv: &[&str]) -> Vec<i32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// Runs `script` and returns the raw wait status told on the end pipe and
+/// the outer process's own one.
+fn told_and_ended(script: &str) -> (i32, i32) {
+    let work = work_dir();
+    let cfg = config(work.path(), "sh", &["-c", script]);
+    let (pending, logs) = spawn(&cfg);
+    let started = pending
+        .and_then(joblet_sandbox::init::PendingInit::release)
+        .unwrap_or_else(|e| panic!("sandbox did not start: {e}; stderr: {}", logs.stderr()));
+    let mut raw = [0u8; 4];
+    std::fs::File::from(started.end)
+        .read_exact(&mut raw)
+        .expect("the job's end was told");
+    (i32::from_ne_bytes(raw), wait(started.pid))
+}
+
+/// The end pipe tells the job's raw wait status only once nothing of the
+/// job is left (a process it left running in the background included), and
+/// the outer process then ends the same way.
+#[test]
+fn the_end_pipe_tells_the_jobs_status_once_nothing_of_it_is_left() {
+    let marker = (900_000 + std::process::id() % 99_999).to_string();
+    let (told, ended) = told_and_ended(&format!(
+        "sleep {marker} & until grep -q {marker} /proc/$!/cmdline 2>/dev/null; do :; done; exit 3"
+    ));
+    assert!(
+        libc::WIFEXITED(told) && libc::WEXITSTATUS(told) == 3,
+        "told {told:#x}"
+    );
+    assert!(
+        pids_running(&["sleep", &marker]).is_empty(),
+        "the job's background process outlived the word of its end"
+    );
+    assert!(
+        libc::WIFEXITED(ended) && libc::WEXITSTATUS(ended) == 3,
+        "ended {ended:#x}"
+    );
+
+    let (told, ended) = told_and_ended("kill -TERM $$; sleep 5");
+    assert!(
+        libc::WIFSIGNALED(told) && libc::WTERMSIG(told) == libc::SIGTERM,
+        "told {told:#x}"
+    );
+    assert!(
+        libc::WIFSIGNALED(ended) && libc::WTERMSIG(ended) == libc::SIGTERM,
+        "ended {ended:#x}"
+    );
 }

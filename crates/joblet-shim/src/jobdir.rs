@@ -53,6 +53,12 @@ impl JobDir {
         self.root.join("exit.json")
     }
 
+    /// The job's files: its uploads, and its `/work` (bound in, or copied
+    /// into a sized one). The daemon makes it, ahead for a warm shim.
+    pub fn work_path(&self) -> PathBuf {
+        self.root.join("work")
+    }
+
     /// The shim's own diagnostics (its stdout and stderr).
     pub fn shim_log_path(&self) -> PathBuf {
         self.root.join("shim.log")

@@ -49,15 +49,29 @@ pub trait Runner {
     /// Tears down what `prepare` built, when no job came for it.
     fn discard(&self) {}
 
-    /// Called once after the job's leader has exited and its process group
-    /// is gone: when the runner knows why the job died better than its exit
-    /// status does (an out-of-memory kill), returns that reason.
+    /// Called once after a successful `spawn`: a descriptor that yields the
+    /// job's raw wait status (4 bytes, native endian) as soon as every
+    /// process of the job has ended, which can be well before the leader
+    /// itself exits (a sandbox's leader still tears its namespaces down).
+    /// Giving one promises that nothing of the job runs once the status is
+    /// written: the shim then records the job's end at once and reaps the
+    /// leader afterwards. End of file without a status leaves it to the
+    /// leader's exit. The default gives none.
+    fn early_exit(&self) -> Option<OwnedFd> {
+        None
+    }
+
+    /// Called once after the job has ended (its leader has exited and its
+    /// process group is gone, or [`Runner::early_exit`] told its end): when
+    /// the runner knows why the job died better than its exit status does
+    /// (an out-of-memory kill), returns that reason.
     fn finish(&self) -> Option<String> {
         None
     }
 
     /// Called once after the job's exit record is written (and the daemon
-    /// told): releases what `spawn` set up (cgroups, filters).
+    /// told) and its leader reaped: releases what `spawn` set up (cgroups,
+    /// filters).
     fn cleanup(&self) {}
 }
 

@@ -558,3 +558,66 @@ async fn the_exit_is_reported_before_the_shims_cleanup_and_the_shim_is_reaped_af
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The state letter of `pid` in /proc (`None` once it is reaped).
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+/// A runner's early word of the job's end (a sandbox init tells it before
+/// its own exit tears the namespaces down) is what the exit record says,
+/// and it is written at once, while the leader still runs; the shim reaps
+/// the leader afterwards, and only then cleans up and exits.
+#[tokio::test]
+async fn an_early_word_of_the_jobs_end_is_recorded_while_the_leader_still_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    // Exit code 5 as wait(2) encodes it, in printf's octal escapes.
+    let told: String = (5i32 << 8)
+        .to_ne_bytes()
+        .iter()
+        .map(|b| format!("\\{b:03o}"))
+        .collect();
+    let mut spec = sh(
+        tmp.path(),
+        &format!(
+            "echo $$ > leader; echo hi; exec >/dev/null 2>&1; \
+             printf '{told}' >&3; exec 3>&-; sleep 4; exit 9"
+        ),
+    );
+    spec.env
+        .insert("JOBLET_SHIM_TEST_EARLY_EXIT".into(), "1".into());
+    let h = start(&dir, &spec);
+    let shim = h.pid();
+    let exit = finish(h).await;
+    assert_eq!(exit.exit_code, Some(5), "{exit:?}");
+    assert_eq!(output(&dir), "hi\n");
+    let leader: i32 = std::fs::read_to_string(tmp.path().join("leader"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        proc_state(leader).is_some_and(|s| s != 'Z'),
+        "the leader had already exited: {:?}",
+        proc_state(leader)
+    );
+    assert!(
+        proc_state(shim).is_some_and(|s| s != 'Z'),
+        "the shim did not wait for its leader"
+    );
+    // The shim reaps the leader once it exits, then exits itself (and is
+    // reaped by the handle's background task); the record stays the told one.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while proc_state(leader).is_some() || proc_state(shim).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "leader {leader} ({:?}) or shim {shim} ({:?}) never went away",
+            proc_state(leader),
+            proc_state(shim)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(read_exit(&dir).unwrap().unwrap().exit_code, Some(5));
+}

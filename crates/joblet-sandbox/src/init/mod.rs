@@ -39,6 +39,13 @@
 //! ([`InitConfig::warm_mismatch`]), leaves `SCHED_IDLE`, builds the job's
 //! part and goes on with step 3's binds as a cold pid 1 does.
 //!
+//! The job's end is told twice: the outer process writes the job's raw
+//! wait status on a third pipe ([`Started::end`]) as soon as pid 1 has
+//! been reaped (so nothing of the job is left), then exits like the job.
+//! Its exit comes later: it tears down the namespaces (unmounting the
+//! job's tree waits for an RCU grace period), which is no part of the
+//! job's run.
+//!
 //! Setup failures are reported to the caller over a close-on-exec pipe, so
 //! `release` either returns an error naming the [`Stage`] (and the job
 //! never ran) or sees the pipe close because the job's `execve` succeeded.
@@ -70,10 +77,14 @@ pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, NetMode};
 pub use error::{InitError, Stage};
 pub use outer::run_init;
 pub use seccomp::denied_syscalls;
-pub use spawn::{spawn, PendingInit, RELEASE_TIMEOUT};
+pub use spawn::{spawn, PendingInit, Started, RELEASE_TIMEOUT};
 
 /// The descriptor on which the init process waits for the "go" byte.
 pub(crate) const GO_FD: i32 = 3;
 /// The descriptor on which the init process (and its descendants until the
 /// job's `execve`) report warnings and setup errors.
 pub(crate) const STATUS_FD: i32 = 4;
+/// The descriptor on which the outer process tells the job's raw wait
+/// status once every process of the job is gone, before its own exit tears
+/// the namespaces down.
+pub(crate) const END_FD: i32 = 5;

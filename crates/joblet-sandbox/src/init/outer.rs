@@ -3,12 +3,12 @@
 //! (a warm init: the part every job shares) while the caller sets up the
 //! cgroup, waits to be released, unshares the cgroup namespace, forks pid 1
 //! of the new pid namespace (which a warm init's pid 1 gives its job's
-//! config on the release pipe), forwards signals to it and ends the way the
-//! job ended.
+//! config on the release pipe), forwards signals to it, tells the job's
+//! end on the end pipe once pid 1 is gone and ends the way the job ended.
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::IntoRawFd;
+use std::os::fd::{IntoRawFd, OwnedFd};
 
 use nix::fcntl::OFlag;
 use nix::sched::{unshare, CloneFlags};
@@ -20,7 +20,7 @@ use super::config::{InitConfig, NetMode};
 use super::error::Stage;
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
-use super::{pid1, privileges, rootfs, seccomp, GO_FD, STATUS_FD};
+use super::{pid1, privileges, rootfs, seccomp, END_FD, GO_FD, STATUS_FD};
 
 /// Signals passed on outer -> pid 1 -> the job's process group.
 pub(crate) const FORWARDED: [Signal; 6] = [
@@ -77,6 +77,9 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     let go = sys::take_inherited_fd(GO_FD).stage(Stage::Config, || {
         format!("descriptor {GO_FD} (release pipe) is not open; start the init through spawn()")
     })?;
+    let end = sys::take_inherited_fd(END_FD).stage(Stage::Config, || {
+        format!("descriptor {END_FD} (end pipe) is not open; start the init through spawn()")
+    })?;
     let config = read_config()?;
     let null = File::open("/dev/null").stage(Stage::Config, || "opening /dev/null".into())?;
     nix::unistd::dup2_stdin(&null)
@@ -120,6 +123,7 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     match forked {
         Forked::Child => {
             drop(exit_r);
+            drop(end);
             // A warm init's pid 1 reads the job's config from the release
             // pipe; a cold one has it already.
             let claim = config.warm.then_some(go);
@@ -131,7 +135,7 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
             drop(me);
             // Only pid 1 and the job report from now on.
             report::close_status_fd();
-            supervise(child, exit_r)
+            supervise(child, exit_r, end)
         }
     }
 }
@@ -204,8 +208,9 @@ fn read_config() -> Result<InitConfig, SetupError> {
     Ok(config)
 }
 
-/// Forwards signals to pid 1 until it ends, then ends like the job.
-fn supervise(pid1: i32, exit_r: std::os::fd::OwnedFd) -> ! {
+/// Forwards signals to pid 1 until it ends, tells the job's raw wait status
+/// on `end`, then ends like the job.
+fn supervise(pid1: i32, exit_r: OwnedFd, end: OwnedFd) -> ! {
     // Failing to install forwarding leaves the default actions, which end
     // this process and so (through PDEATHSIG) the sandbox: fail closed.
     let _ = sys::install_forwarding(pid1, &forwarded_raw());
@@ -223,6 +228,11 @@ fn supervise(pid1: i32, exit_r: std::os::fd::OwnedFd) -> ! {
         Ok(4) => i32::from_ne_bytes(raw),
         _ => pid1_status,
     };
+    // Pid 1 has been reaped, so its namespace is empty: the job is over.
+    // Tell it now; this process's exit tears the namespaces down first.
+    // SIGPIPE is ignored here (Rust's runtime did it), so a reader gone
+    // away only costs an EPIPE.
+    let _ = File::from(end).write_all(&status.to_ne_bytes());
     end_like(status)
 }
 

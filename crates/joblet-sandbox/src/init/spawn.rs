@@ -16,7 +16,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use super::config::InitConfig;
 use super::error::InitError;
 use super::report::{decode, StatusLine, HELLO};
-use super::{sys, GO_FD, STATUS_FD};
+use super::{sys, END_FD, GO_FD, STATUS_FD};
 
 /// How long [`PendingInit::release`] waits for the sandbox to be built
 /// and the job's `execve` to happen.
@@ -52,6 +52,8 @@ pub fn spawn(
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
     let (status_r, status_w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
+    let (end_r, end_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
 
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -62,7 +64,11 @@ pub fn spawn(
         .process_group(0);
     sys::inherit_fds(
         &mut cmd,
-        [(go_r.as_raw_fd(), GO_FD), (status_w.as_raw_fd(), STATUS_FD)],
+        [
+            (go_r.as_raw_fd(), GO_FD),
+            (status_w.as_raw_fd(), STATUS_FD),
+            (end_w.as_raw_fd(), END_FD),
+        ],
     );
     let mut child = cmd.spawn().map_err(|source| InitError::Spawn {
         program: program.to_path_buf(),
@@ -70,6 +76,7 @@ pub fn spawn(
     })?;
     drop(go_r);
     drop(status_w);
+    drop(end_w);
     // Pids are positive pid_t values, so the cast is exact.
     let pid = child.id() as i32;
     let stdin = child.stdin.take();
@@ -80,6 +87,7 @@ pub fn spawn(
         program: program.to_path_buf(),
         go: Some(go_w),
         status: Some(File::from(status_r)),
+        end: Some(end_r),
         buf: Vec::new(),
         greeted: false,
         armed: true,
@@ -111,10 +119,25 @@ pub struct PendingInit {
     program: PathBuf,
     go: Option<OwnedFd>,
     status: Option<File>,
+    /// The read end of the pipe on which the job's end is told.
+    end: Option<OwnedFd>,
     /// Status bytes read but not yet a whole line.
     buf: Vec<u8>,
     greeted: bool,
     armed: bool,
+}
+
+/// A job whose `execve` succeeded.
+#[derive(Debug)]
+pub struct Started {
+    /// The init's pid: the job leader in the caller's pid namespace, whom
+    /// the caller must reap.
+    pub pid: i32,
+    /// Yields the job's raw wait status (4 bytes, native endian) once every
+    /// process of the job has ended, before the leader's own exit (which
+    /// first tears down the job's namespaces). End of file without it: the
+    /// leader was killed first, and its own exit status is all there is.
+    pub end: OwnedFd,
 }
 
 /// What [`PendingInit::wait_status`] waits for.
@@ -133,19 +156,19 @@ impl PendingInit {
     }
 
     /// Lets the init build the sandbox and start the job; waits up to
-    /// [`RELEASE_TIMEOUT`]. `Ok(pid)` means the job's `execve` succeeded
-    /// (or the process was killed meanwhile: its exit status tells); the
-    /// caller now owns (and must reap) `pid`. On error the init has been
+    /// [`RELEASE_TIMEOUT`]. `Ok` means the job's `execve` succeeded (or the
+    /// process was killed meanwhile: its exit status tells); the caller now
+    /// owns (and must reap) [`Started::pid`]. On error the init has been
     /// killed and reaped, and the job never ran.
-    pub fn release(self) -> Result<i32, InitError> {
+    pub fn release(self) -> Result<Started, InitError> {
         self.release_within(RELEASE_TIMEOUT)
     }
 
     /// [`PendingInit::release`] with a chosen time limit.
-    pub fn release_within(mut self, limit: Duration) -> Result<i32, InitError> {
+    pub fn release_within(mut self, limit: Duration) -> Result<Started, InitError> {
         let go_failed = self.send(&[GO], true)?;
         self.wait_status(Until::Exec, limit, go_failed)?;
-        Ok(self.pid)
+        self.started()
     }
 
     /// For a warm init: lets it go on inside the cgroup it has been put in
@@ -160,7 +183,7 @@ impl PendingInit {
     /// must fit the sandbox built ([`InitConfig::warm_mismatch`]; the init
     /// refuses it otherwise), and waits like [`PendingInit::release`]. The
     /// cgroup's limits and device filter must be the job's by now.
-    pub fn start(mut self, job: &InitConfig, limit: Duration) -> Result<i32, InitError> {
+    pub fn start(mut self, job: &InitConfig, limit: Duration) -> Result<Started, InitError> {
         job.validate()?;
         let json = serde_json::to_vec(job).map_err(|e| {
             InitError::Pipe(io::Error::other(format!(
@@ -185,7 +208,16 @@ impl PendingInit {
         }
         let go_failed = self.send(&framed, true)?;
         self.wait_status(Until::Exec, limit, go_failed)?;
-        Ok(self.pid)
+        self.started()
+    }
+
+    /// After the job's `execve`: hands over the pid and the end pipe.
+    fn started(mut self) -> Result<Started, InitError> {
+        let end = self.end.take().ok_or_else(|| InitError::Release {
+            pid: self.pid,
+            source: io::Error::other("the end pipe is already taken"),
+        })?;
+        Ok(Started { pid: self.pid, end })
     }
 
     /// Writes `bytes` to the release pipe (closing it if `close`). An init

@@ -62,12 +62,12 @@ pub(crate) fn take_inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
 /// close-on-exec, in the program `cmd` runs, and marks every descriptor
 /// above the highest `to` close-on-exec there. `from` descriptors stay
 /// close-on-exec in this process.
-pub(crate) fn inherit_fds(cmd: &mut Command, fds: [(RawFd, RawFd); 2]) {
+pub(crate) fn inherit_fds<const N: usize>(cmd: &mut Command, fds: [(RawFd, RawFd); N]) {
     let highest = fds.iter().map(|&(_, to)| to).max().unwrap_or(2);
     let hook = move || -> io::Result<()> {
         // First move every source above all targets so that no dup2 below
         // overwrites a source that happens to sit on another's target.
-        let mut moved = [(0, 0); 2];
+        let mut moved = [(0, 0); N];
         for (slot, &(from, to)) in moved.iter_mut().zip(fds.iter()) {
             // SAFETY: F_DUPFD duplicates a descriptor number; it touches no
             // memory and is async-signal-safe, as required after fork.

@@ -107,7 +107,7 @@ pub fn spawn(config: &InitConfig) -> (Result<PendingInit, InitError>, Logs) {
 /// Spawns and releases; the caller must reap the pid.
 pub fn start(config: &InitConfig) -> (Result<i32, InitError>, Logs) {
     let (pending, logs) = spawn(config);
-    (pending.and_then(PendingInit::release), logs)
+    (pending.and_then(PendingInit::release).map(|s| s.pid), logs)
 }
 
 /// Builds a warm sandbox from `base` (made warm here), lets it fork its
@@ -121,7 +121,7 @@ pub fn start_warm(base: &InitConfig, job: &InitConfig) -> (Result<i32, InitError
     let (pending, logs) = spawn(&base);
     let started = pending.and_then(|mut p| {
         p.enter(init::RELEASE_TIMEOUT)?;
-        p.start(job, init::RELEASE_TIMEOUT)
+        p.start(job, init::RELEASE_TIMEOUT).map(|s| s.pid)
     });
     (started, logs)
 }

@@ -1,9 +1,11 @@
 //! Test helper binary for joblet-shim's integration tests.
 //!
 //! - `shim --job-dir DIR [--warm]`: the shim itself (what `joblet-shim`
-//!   does; `--warm`: a warm shim, with the host runner; a job with
-//!   `JOBLET_SHIM_TEST_CLEANUP_MS` in its env makes the cleanup after its
-//!   exit record take that long);
+//!   does; `--warm`: a warm shim, with the host runner). A cold shim's
+//!   runner is the host runner with two test hooks, set from the job's env:
+//!   `JOBLET_SHIM_TEST_CLEANUP_MS` makes the cleanup after its exit record
+//!   take that long; `JOBLET_SHIM_TEST_EARLY_EXIT=1` gives the job the write
+//!   end of the runner's early-exit pipe (`Runner::early_exit`) as fd 3;
 //! - `launch-detached --job-dir DIR`: reads a `ShimSpec` from stdin, launches
 //!   a shim running this same binary, prints its pid and exits at once, like
 //!   a daemon dying right after a launch.
@@ -13,35 +15,84 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use joblet_shim::{
     launch, run_shim_with, run_warm_shim_with, HostRunner, JobDir, Runner, RunnerError, ShimSpec,
 };
+use nix::fcntl::OFlag;
 use nix::unistd::Pid;
 
-/// The host runner, with a cleanup that takes as long as the job's
-/// `JOBLET_SHIM_TEST_CLEANUP_MS` says, like a sandbox whose cgroup takes a
-/// while to remove.
+/// The host runner with the test hooks of the module doc: a cleanup that
+/// takes as long as `JOBLET_SHIM_TEST_CLEANUP_MS` says (like a sandbox
+/// whose cgroup takes a while to remove), and with
+/// `JOBLET_SHIM_TEST_EARLY_EXIT=1` an early-exit pipe whose write end is the
+/// job's fd 3 (like a sandbox init that tells the job's end before its own
+/// exit).
 #[derive(Default)]
-struct SlowCleanup(Mutex<Duration>);
+struct TestRunner {
+    cleanup: Mutex<Duration>,
+    early: Mutex<Option<OwnedFd>>,
+}
 
-impl Runner for SlowCleanup {
+impl Runner for TestRunner {
     fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError> {
         if let Some(ms) = spec
             .env
             .get("JOBLET_SHIM_TEST_CLEANUP_MS")
             .and_then(|v| v.parse().ok())
         {
-            *self.0.lock().unwrap() = Duration::from_millis(ms);
+            *self.cleanup.lock().unwrap() = Duration::from_millis(ms);
         }
-        HostRunner.spawn(spec, stdout, stderr)
+        if spec
+            .env
+            .get("JOBLET_SHIM_TEST_EARLY_EXIT")
+            .map(String::as_str)
+            != Some("1")
+        {
+            return HostRunner.spawn(spec, stdout, stderr);
+        }
+        let fail = |e: std::io::Error| RunnerError::Spawn {
+            command: spec.command.clone(),
+            source: e,
+        };
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| fail(e.into()))?;
+        let w_fd = w.as_raw_fd();
+        let mut cmd = Command::new(&spec.command);
+        cmd.args(&spec.args)
+            .env_clear()
+            .envs(&spec.env)
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr))
+            .process_group(0);
+        // SAFETY: dup2 is async-signal-safe and touches no memory; the new
+        // fd 3 has close-on-exec cleared.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(w_fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(fail)?;
+        drop(w);
+        *self.early.lock().unwrap() = Some(r);
+        Ok(Pid::from_raw(child.id() as i32))
+    }
+
+    fn early_exit(&self) -> Option<OwnedFd> {
+        self.early.lock().unwrap().take()
     }
 
     fn cleanup(&self) {
-        std::thread::sleep(*self.0.lock().unwrap());
+        std::thread::sleep(*self.cleanup.lock().unwrap());
     }
 }
 
@@ -65,7 +116,7 @@ fn main() -> ExitCode {
         let result = if warm {
             run_warm_shim_with(&dir, &HostRunner).map(drop)
         } else {
-            run_shim_with(&dir, &SlowCleanup::default()).map(drop)
+            run_shim_with(&dir, &TestRunner::default()).map(drop)
         };
         return match result {
             Ok(()) => ExitCode::SUCCESS,

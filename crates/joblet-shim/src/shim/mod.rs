@@ -4,13 +4,16 @@
 //! SIGTERM/SIGINT/SIGHUP, clear the signal mask, read the spec from stdin, leave the daemon's
 //! terminal (a session or process group of its own), write `shim.pid`, open `output.log`, bind
 //! `control.sock`, start the helper threads, spawn the job through the
-//! [`Runner`], write `job.pid`, supervise until the leader exits, kill the
-//! rest of its process group and reap it (the shim is a child subreaper),
-//! drain the output, write `exit.json`, close the notification pipe (fd 4)
-//! and only then let the runner clean up (`Runner::cleanup`). A warm shim
-//! ([`run_warm_shim_with`]) does the same once its job comes.
+//! [`Runner`], write `job.pid`, supervise until the leader exits (kill the
+//! rest of its process group and reap it; the shim is a child subreaper) or
+//! the runner tells the job's end first (`Runner::early_exit`: a sandbox
+//! init does before tearing its namespaces down), drain the output, write
+//! `exit.json`, close the notification pipe (fd 4), reap a leader still
+//! exiting, and only then let the runner clean up (`Runner::cleanup`). A
+//! warm shim ([`run_warm_shim_with`]) does the same once its job comes.
 
 mod control;
+mod early;
 mod outcome;
 mod output;
 mod reaper;
@@ -31,12 +34,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::SigSet;
+use nix::unistd::Pid;
 
-use crate::atomic::write_atomic;
+use crate::atomic::{prepare_atomic, tmp_path, write_atomic};
 use crate::inherited_fds::{self, Fd3Error};
 use crate::jobdir::JobDir;
 use crate::priority;
 use crate::procstat::{self, ProcStatError, PROC_ROOT};
+use crate::reap;
 use crate::runner::{HostRunner, Runner};
 use crate::spec::{Outcome, ShimExit, ShimSpec, WarmSpec};
 
@@ -124,12 +129,7 @@ pub fn run_warm_shim_with(
     job_dir: &Path,
     runner: &dyn Runner,
 ) -> Result<Option<ShimExit>, ShimRunError> {
-    let Taken {
-        dir,
-        lock,
-        notify,
-        exit_path,
-    } = take_job_dir(job_dir)?;
+    let Taken { dir, lock, notify } = take_job_dir(job_dir)?;
     // First (the daemon normally did it already), so every thread and
     // process started from here inherits it.
     if let Err(e) = priority::enter_idle() {
@@ -189,14 +189,10 @@ pub fn run_warm_shim_with(
         }
     };
     tracing::info!(job_id = %spec.job_id, command = %spec.command, "warm shim starting its job");
-    let exit = run_job(&dir, spec, ready, runner);
-    if let Err(source) = write_exit(&dir, &exit) {
-        tracing::error!("cannot write {}: {source}", exit_path.display());
-    }
-    drop(notify);
-    runner.cleanup();
+    let run = run_job(&dir, spec, ready, runner);
+    close_job(&dir, &run, notify, runner);
     drop(lock);
-    Ok(Some(exit))
+    Ok(Some(run.exit))
 }
 
 /// Records `e` as the job's failure to start (`exit.json`) and returns it.
@@ -206,8 +202,15 @@ fn finish_failed(dir: &JobDir, lock: File, e: ShimRunError) -> ShimRunError {
     if let Err(source) = write_exit(dir, &exit) {
         tracing::error!("cannot write {}: {source}", dir.exit_path().display());
     }
+    remove_unused_tmp(dir);
     drop(lock);
     e
+}
+
+/// Removes `job.pid`'s temporary file, made ahead in `setup`, which is
+/// still there when the job never started.
+fn remove_unused_tmp(dir: &JobDir) {
+    let _ = std::fs::remove_file(tmp_path(&dir.job_pid_path()));
 }
 
 /// Removes what a warm shim that never got a job made in its directory,
@@ -219,6 +222,8 @@ fn discard_files(dir: &JobDir, lock: File) {
         dir.control_sock_path(),
         dir.output_log_path(),
         dir.shim_pid_path(),
+        tmp_path(&dir.job_pid_path()),
+        tmp_path(&dir.exit_path()),
         dir.shim_log_path(),
         dir.lock_path(),
     ] {
@@ -230,6 +235,7 @@ fn discard_files(dir: &JobDir, lock: File) {
     }
     drop(lock);
     // Not empty: the job's uploads are there; they stay for its next shim.
+    let _ = std::fs::remove_dir(dir.work_path());
     let _ = std::fs::remove_dir(dir.path());
 }
 
@@ -245,34 +251,34 @@ pub fn run_shim(job_dir: &Path) -> Result<ShimExit, ShimRunError> {
 
 /// [`run_shim`] with another [`Runner`] (an isolating one).
 pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, ShimRunError> {
-    let Taken {
-        dir,
-        lock,
-        notify,
-        exit_path,
-    } = take_job_dir(job_dir)?;
+    let Taken { dir, lock, notify } = take_job_dir(job_dir)?;
     let result = process_state().and_then(|signals| {
         let spec = read_spec()?.ok_or(ShimRunError::NoSpec)?;
         tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
         let ready = setup(&dir, signals)?;
         Ok(run_job(&dir, spec, ready, runner))
     });
-    if let Err(e) = &result {
-        tracing::error!("{e}");
-    }
-    let exit = match &result {
-        Ok(exit) => exit.clone(),
-        Err(e) => failed_to_start(format!("shim setup failed: {e}"), None, 0),
+    let run = match result {
+        Ok(run) => run,
+        Err(e) => {
+            tracing::error!("{e}");
+            let exit = failed_to_start(format!("shim setup failed: {e}"), None, 0);
+            close_job(
+                &dir,
+                &JobRun {
+                    exit,
+                    unreaped: None,
+                },
+                notify,
+                runner,
+            );
+            drop(lock);
+            return Err(e);
+        }
     };
-    // The daemon treats a shim gone without exit.json as lost, so a failure
-    // here can only be logged.
-    if let Err(source) = write_exit(&dir, &exit) {
-        tracing::error!("cannot write {}: {source}", exit_path.display());
-    }
-    drop(notify);
-    runner.cleanup();
+    close_job(&dir, &run, notify, runner);
     drop(lock);
-    result
+    Ok(run.exit)
 }
 
 /// Puts the shim's signal state and descriptors in order, for itself and
@@ -300,7 +306,6 @@ struct Taken {
     lock: File,
     /// The exit notification pipe, when the daemon passed one.
     notify: Option<OwnedFd>,
-    exit_path: PathBuf,
 }
 
 /// Takes the lock (fd 3) and the notification pipe (fd 4) before anything
@@ -313,12 +318,7 @@ fn take_job_dir(job_dir: &Path) -> Result<Taken, ShimRunError> {
     if exit_path.exists() {
         return Err(ShimRunError::AlreadyRan { path: exit_path });
     }
-    Ok(Taken {
-        dir,
-        lock,
-        notify,
-        exit_path,
-    })
+    Ok(Taken { dir, lock, notify })
 }
 
 /// Fd 3 must be the daemon's locked `shim.lock`; keep it, out of the job's
@@ -355,6 +355,8 @@ struct Ready {
     err_w: OwnedFd,
     capture: output::Capture,
     events: mpsc::Receiver<supervise::Event>,
+    /// For the runner's early word of the job's end.
+    events_tx: mpsc::Sender<supervise::Event>,
     reaper: reaper::Reaper,
     finished: Arc<AtomicBool>,
     control: control::Control,
@@ -371,6 +373,16 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
     let rec = procstat::pid_record(Path::new(PROC_ROOT), me)
         .map_err(|source| ShimRunError::ProcStat { source })?;
     write_json(&dir.shim_pid_path(), &rec)?;
+    // The files written once the job runs get their inodes now (see
+    // `prepare_atomic`); `close_job` removes what is left unused.
+    for path in [dir.job_pid_path(), dir.exit_path()] {
+        if let Err(e) = prepare_atomic(&path) {
+            tracing::warn!(
+                "cannot create the temporary file for {}: {e}",
+                path.display()
+            );
+        }
+    }
 
     let log_path = dir.output_log_path();
     let log = OpenOptions::new()
@@ -390,7 +402,7 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
     let finished = Arc::new(AtomicBool::new(false));
     let control =
         control::start(listener, ev_tx.clone(), finished.clone()).map_err(thread_err("control"))?;
-    let reaper = reaper::start_reaper(ev_tx).map_err(thread_err("reaper"))?;
+    let reaper = reaper::start_reaper(ev_tx.clone()).map_err(thread_err("reaper"))?;
 
     let (out_r, out_w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| ShimRunError::Pipe { source })?;
@@ -402,19 +414,29 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
         err_w,
         capture,
         events,
+        events_tx: ev_tx,
         reaper,
         finished,
         control,
     })
 }
 
+/// A job run to its end.
+struct JobRun {
+    exit: ShimExit,
+    /// The job's leader when its end was told before its exit: reaped by
+    /// [`close_job`].
+    unreaped: Option<Pid>,
+}
+
 /// Spawns and supervises the job; returns its exit record.
-fn run_job(dir: &JobDir, spec: ShimSpec, ready: Ready, runner: &dyn Runner) -> ShimExit {
+fn run_job(dir: &JobDir, spec: ShimSpec, ready: Ready, runner: &dyn Runner) -> JobRun {
     let Ready {
         out_w,
         err_w,
         capture,
         events,
+        events_tx,
         reaper,
         finished,
         control,
@@ -425,9 +447,17 @@ fn run_job(dir: &JobDir, spec: ShimSpec, ready: Ready, runner: &dyn Runner) -> S
             tracing::error!("{e}");
             drop(reaper);
             let written = capture.finish(DRAIN);
-            return failed_to_start(e.to_string(), None, written.bytes);
+            return JobRun {
+                exit: failed_to_start(e.to_string(), None, written.bytes),
+                unreaped: None,
+            };
         }
     };
+    if let Some(fd) = runner.early_exit() {
+        if let Err(e) = early::watch(fd, events_tx) {
+            tracing::warn!("cannot start the job-end thread: {e}; waiting for the leader instead");
+        }
+    }
     let started = now_unix_ms();
     tracing::info!("job leader started: pid {pid}");
     match procstat::pid_record(Path::new(PROC_ROOT), pid.as_raw()) {
@@ -449,9 +479,11 @@ fn run_job(dir: &JobDir, spec: ShimSpec, ready: Ready, runner: &dyn Runner) -> S
     );
     finished.store(true, Ordering::SeqCst);
     // Everything in the job's group was killed; once its members are reaped
-    // no job process is left, and their pipe ends are closed.
+    // no job process is left, and their pipe ends are closed. An early word
+    // of the job's end means that is so already (the leader, still
+    // exiting, has let go of the pipes).
     let deadline = Instant::now() + DRAIN;
-    if !reaper.wait_group(DRAIN) {
+    if ended.unreaped.is_none() && !reaper.wait_group(DRAIN) {
         tracing::warn!("processes of the job's group were still dying after {DRAIN:?}");
     }
     let written = capture.finish(deadline.saturating_duration_since(Instant::now()));
@@ -475,15 +507,37 @@ fn run_job(dir: &JobDir, spec: ShimSpec, ready: Ready, runner: &dyn Runner) -> S
     tracing::info!("job ended: {message}");
     let _ = std::fs::remove_file(dir.control_sock_path());
     control.quiesce();
-    ShimExit {
-        outcome,
-        exit_code,
-        signal,
-        message,
-        started_unix_ms: Some(started),
-        ended_unix_ms: now_unix_ms(),
-        log_bytes: written.bytes,
+    JobRun {
+        exit: ShimExit {
+            outcome,
+            exit_code,
+            signal,
+            message,
+            started_unix_ms: Some(started),
+            ended_unix_ms: now_unix_ms(),
+            log_bytes: written.bytes,
+        },
+        unreaped: ended.unreaped,
     }
+}
+
+/// After the job: records its end (`exit.json`), tells the daemon (closes
+/// the notification pipe), reaps a leader still exiting, and only then lets
+/// the runner clean up.
+fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, runner: &dyn Runner) {
+    // The daemon treats a shim gone without exit.json as lost, so a failure
+    // here can only be logged.
+    if let Err(source) = write_exit(dir, &run.exit) {
+        tracing::error!("cannot write {}: {source}", dir.exit_path().display());
+    }
+    drop(notify);
+    remove_unused_tmp(dir);
+    if let Some(pid) = run.unreaped {
+        if let Err(e) = reap::reap(pid.as_raw()) {
+            tracing::warn!("reaping job leader {pid}: {e}");
+        }
+    }
+    runner.cleanup();
 }
 
 fn failed_to_start(message: String, started: Option<i64>, log_bytes: u64) -> ShimExit {

@@ -1,8 +1,11 @@
-//! The supervisor loop: waits for the job leader while carrying out stop,
+//! The supervisor loop: waits for the job's end (its leader's exit, or the
+//! runner's earlier word, see `Runner::early_exit`) while carrying out stop,
 //! kill, timeout and SIGTERM, then kills what is left of the job's process
-//! group and reaps the leader.
+//! group and reaps the leader (after an early word: leaves it to the
+//! caller, once the job's end is recorded).
 
 use std::io;
+use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
@@ -29,18 +32,25 @@ pub(crate) enum Event {
     Signal(Signal),
     /// The leader has exited (not yet reaped).
     LeaderExited,
+    /// The runner told the job's end (its raw wait status): nothing of the
+    /// job runs any more, though the leader may not have exited yet.
+    JobEnded(i32),
     WaitFailed(io::Error),
 }
 
-/// How the leader ended, and why.
+/// How the job ended, and why.
 pub(super) struct Ended {
     pub status: io::Result<ExitStatus>,
     pub reason: Option<Reason>,
+    /// The leader, when the job's end came before its exit: still to be
+    /// reaped (it may be tearing the job's namespaces down).
+    pub unreaped: Option<Pid>,
 }
 
 /// Runs until the leader `pid` (which leads its own process group) has
-/// exited; then SIGKILLs its group and reaps it. The first of stop, kill
-/// and timeout to happen is the reason recorded; later ones still act.
+/// exited, or the job's end is told ([`Event::JobEnded`]); after the
+/// leader's exit, SIGKILLs its group and reaps it. The first of stop,
+/// kill and timeout to happen is the reason recorded; later ones still act.
 pub(super) fn supervise(
     pid: Pid,
     events: Receiver<Event>,
@@ -54,7 +64,7 @@ pub(super) fn supervise(
     let mut timeout_pending = timeout_at.is_some();
     let mut kill_at: Option<Instant> = None;
 
-    let wait_error = loop {
+    let ended = loop {
         let next = [timeout_at.filter(|_| timeout_pending), kill_at]
             .into_iter()
             .flatten()
@@ -83,7 +93,7 @@ pub(super) fn supervise(
             Err(RecvTimeoutError::Disconnected) => {
                 // Impossible while the reaper holds a sender; keep the
                 // record honest if it happens anyway.
-                break Some(io::Error::other("the reaper thread vanished"));
+                break Err(io::Error::other("the reaper thread vanished"));
             }
             Ok(Event::Control(req, reply)) => {
                 match req {
@@ -105,25 +115,45 @@ pub(super) fn supervise(
                 group.begin_stop(&mut kill_at, stop_grace);
             }
             Ok(Event::Signal(sig)) => tracing::info!("shim ignores {sig}"),
-            Ok(Event::LeaderExited) => break None,
-            Ok(Event::WaitFailed(e)) => break Some(e),
+            Ok(Event::LeaderExited) => break Ok(None),
+            Ok(Event::JobEnded(raw)) => break Ok(Some(ExitStatus::from_raw(raw))),
+            Ok(Event::WaitFailed(e)) => break Err(e),
         }
     };
     drop(events);
 
-    if let Some(e) = wait_error {
-        tracing::error!("waiting for job leader {pid}: {e}");
-        return Ended {
-            status: Err(e),
-            reason,
-        };
+    match ended {
+        Err(e) => {
+            tracing::error!("waiting for job leader {pid}: {e}");
+            Ended {
+                status: Err(e),
+                reason,
+                unreaped: None,
+            }
+        }
+        Ok(None) => {
+            // The leader is a zombie, so its pid (the pgid) cannot have been
+            // reused: kill whatever it left behind, then reap it.
+            group.signal(Signal::SIGKILL);
+            let status = reap::reap(pid.as_raw()).map(|(_, st)| st);
+            reaper.leader_reaped();
+            Ended {
+                status,
+                reason,
+                unreaped: None,
+            }
+        }
+        Ok(Some(status)) => {
+            // Nothing of the job runs (the runner's promise); its leader is
+            // finishing its own exit (a sandbox init tearing the namespaces
+            // down), which no signal would hasten. The caller reaps it.
+            Ended {
+                status: Ok(status),
+                reason,
+                unreaped: Some(pid),
+            }
+        }
     }
-    // The leader is a zombie, so its pid (the pgid) cannot have been reused:
-    // kill whatever it left behind, then reap it.
-    group.signal(Signal::SIGKILL);
-    let status = reap::reap(pid.as_raw()).map(|(_, st)| st);
-    reaper.leader_reaped();
-    Ended { status, reason }
 }
 
 /// The job's process group. Only signalled while the leader is unreaped.
