@@ -102,7 +102,22 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {} (server.address)", cfg.server.address))?;
     let bound = listener.local_addr()?;
-    let client_config = dirs.write_client_config(&bound.to_string(), &pki)?;
+    // Root on this host skips TCP and TLS through the local socket; without
+    // it (a path too long for a socket, say) everything goes through TLS.
+    // Bound before the client config and `server.json` are written, so
+    // whoever waits for those finds it in place (mode 0600).
+    let socket = dirs.socket();
+    let local = match crate::local::bind(&socket) {
+        Ok(l) => {
+            tracing::info!(socket = %socket.display(), "local socket for root");
+            Some(l)
+        }
+        Err(e) => {
+            tracing::warn!(socket = %socket.display(), error = %e, "no local socket: rnx on this host uses TLS");
+            None
+        }
+    };
+    let client_config = dirs.write_client_config(&bound.to_string(), &pki, local.is_some())?;
     dirs.write_server_json(&bound.to_string())?;
     tracing::info!(address = %bound, state_dir = %dirs.root().display(), client_config = %client_config.display(), "joblet listening");
     eprintln!(
@@ -127,19 +142,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         gpus: gpus.as_ref().map(|(shared, _)| shared.clone()),
     };
     let incoming = tls::incoming(listener, Arc::new(tls_config));
-    // Root on this host skips TCP and TLS through the local socket; without
-    // it (a path too long for a socket, say) everything goes through TLS.
-    let socket = dirs.socket();
-    let local = match crate::local::bind(&socket) {
-        Ok(l) => {
-            tracing::info!(socket = %socket.display(), "local socket for root");
-            Some(crate::local::incoming(l))
-        }
-        Err(e) => {
-            tracing::warn!(socket = %socket.display(), error = %e, "no local socket: rnx on this host uses TLS");
-            None
-        }
-    };
+    let local = local.map(crate::local::incoming);
     let incoming = tokio_stream::StreamExt::merge(
         incoming,
         futures::StreamExt::flatten(futures::stream::iter(local)),

@@ -179,12 +179,13 @@ impl StateDir {
         self.root.join("joblet.sock")
     }
 
-    /// Writes `rnx-config.yml` for the admin, pointing at `address` and at
-    /// the local socket.
+    /// Writes `rnx-config.yml` for the admin, pointing at `address` and, when
+    /// `local_socket` (the daemon listens on it), at the local socket.
     pub fn write_client_config(
         &self,
         address: &str,
         pki: &ServerPki,
+        local_socket: bool,
     ) -> Result<PathBuf, StateError> {
         let mut file = ClientConfigFile::single(
             "default",
@@ -194,8 +195,10 @@ impl StateDir {
             &pki.admin.cert,
             &pki.admin.key,
         );
-        for node in file.nodes.values_mut() {
-            node.socket = Some(self.socket());
+        if local_socket {
+            for node in file.nodes.values_mut() {
+                node.socket = Some(self.socket());
+            }
         }
         let path = self.client_config();
         write_private(&path, file.to_yaml().as_bytes())?;
