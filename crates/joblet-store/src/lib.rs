@@ -97,20 +97,87 @@ fn encode_spec(id: &JobId, spec: &JobSpec) -> Result<String, StoreError> {
     })
 }
 
-/// `?, ?, ?` with `n` placeholders.
 /// Whether job `id` has a record (inside a transaction or not).
 fn job_exists(conn: &Connection, path: &Path, id: &JobId) -> Result<bool, StoreError> {
     Ok(conn
-        .query_row(
-            "SELECT 1 FROM jobs WHERE id = ?1",
-            [id.as_str()],
-            |_| Ok(()),
-        )
-        .optional()
+        .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")
+        .and_then(|mut stmt| stmt.query_row([id.as_str()], |_| Ok(())).optional())
         .during(path, || format!("look up job {id}"))?
         .is_some())
 }
 
+/// Moves `job` (read in transaction `tx`) to `to` if the state machine allows it, and
+/// writes that: the job's row, the transition, and on a final state the end of its sealed
+/// secrets. See [`Store::transition`].
+fn apply_transition(
+    tx: &Connection,
+    path: &Path,
+    job: &mut JobRecord,
+    to: JobState,
+    now: UnixMillis,
+    extra: TransitionExtra,
+) -> Result<(), StoreError> {
+    let id = job.id.clone();
+    let from = job.state;
+    job.state = from
+        .transition(to)
+        .map_err(|source| StoreError::Transition {
+            id: id.clone(),
+            source,
+        })?;
+    job.reason = extra.reason.unwrap_or_default();
+    if let Some(code) = extra.exit_code {
+        job.exit_code = Some(code);
+    }
+    if let Some(pid) = extra.shim_pid {
+        job.shim_pid = Some(pid);
+    }
+    if to == JobState::Running {
+        job.started_ms = Some(now);
+    }
+    if to.is_terminal() {
+        job.ended_ms = Some(now);
+    }
+    tx.prepare_cached(
+        "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, started_ms = ?5, \
+         ended_ms = ?6, shim_pid = ?7 WHERE id = ?1",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            id.as_str(),
+            job.state.as_str(),
+            job.reason,
+            job.exit_code,
+            job.started_ms,
+            job.ended_ms,
+            job.shim_pid
+        ])
+    })
+    .during(path, || format!("update job {id}"))?;
+    tx.prepare_cached(
+        "INSERT INTO job_transitions (job_id, from_state, to_state, at_ms, reason) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            id.as_str(),
+            from.as_str(),
+            to.as_str(),
+            now,
+            job.reason
+        ])
+    })
+    .during(path, || format!("record the transition of job {id}"))?;
+    if to.is_terminal() {
+        tx.prepare_cached("DELETE FROM job_secrets WHERE job_id = ?1")
+            .and_then(|mut stmt| stmt.execute([id.as_str()]))
+            .during(path, || format!("delete the secrets of job {id}"))?;
+    }
+    tracing::debug!(job = %id, %from, %to, reason = %job.reason, "job transition");
+    Ok(())
+}
+
+/// `?, ?, ?` with `n` placeholders.
 fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
@@ -202,6 +269,33 @@ impl Store {
         secrets: &BTreeMap<String, String>,
         now: UnixMillis,
     ) -> Result<JobRecord, StoreError> {
+        self.create(id, owner, spec, secrets, now, None)
+    }
+
+    /// [`Store::create_job`] and the job's first transition, PENDING → `then.0` with
+    /// `then.1` (see [`Store::transition`]), in the same transaction: a submission is one
+    /// commit.
+    pub fn create_job_and_transition(
+        &self,
+        id: &JobId,
+        owner: &str,
+        spec: &JobSpec,
+        secrets: &BTreeMap<String, String>,
+        now: UnixMillis,
+        then: (JobState, TransitionExtra),
+    ) -> Result<JobRecord, StoreError> {
+        self.create(id, owner, spec, secrets, now, Some(then))
+    }
+
+    fn create(
+        &self,
+        id: &JobId,
+        owner: &str,
+        spec: &JobSpec,
+        secrets: &BTreeMap<String, String>,
+        now: UnixMillis,
+        then: Option<(JobState, TransitionExtra)>,
+    ) -> Result<JobRecord, StoreError> {
         let spec_json = encode_spec(id, spec)?;
         let sealed = if secrets.is_empty() {
             None
@@ -218,24 +312,30 @@ impl Store {
             return Err(StoreError::AlreadyExists(id.clone()));
         }
         let seq: i64 = tx
-            .query_row(
-                "UPDATE job_seq SET last = last + 1 WHERE id = 1 RETURNING last",
-                [],
-                |r| r.get(0),
-            )
+            .prepare_cached("UPDATE job_seq SET last = last + 1 WHERE id = 1 RETURNING last")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
             .during(path, || format!("number job {id}"))?;
         let state = JobState::Pending;
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO jobs (id, seq, owner, spec_json, state, reason, created_ms) \
              VALUES (?1, ?2, ?3, ?4, ?5, '', ?6)",
-            params![id.as_str(), seq, owner, spec_json, state.as_str(), now],
         )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                id.as_str(),
+                seq,
+                owner,
+                spec_json,
+                state.as_str(),
+                now
+            ])
+        })
         .during(path, || format!("insert job {id}"))?;
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO job_transitions (job_id, from_state, to_state, at_ms, reason) \
              VALUES (?1, NULL, ?2, ?3, '')",
-            params![id.as_str(), state.as_str(), now],
         )
+        .and_then(|mut stmt| stmt.execute(params![id.as_str(), state.as_str(), now]))
         .during(path, || format!("record the creation of job {id}"))?;
         if let Some((nonce, ciphertext)) = &sealed {
             tx.execute(
@@ -244,10 +344,7 @@ impl Store {
             )
             .during(path, || format!("store the sealed secrets of job {id}"))?;
         }
-        tx.commit()
-            .during(path, || format!("commit the creation of job {id}"))?;
-        tracing::debug!(job = %id, seq, owner, "created job");
-        Ok(JobRecord {
+        let mut job = JobRecord {
             id: id.clone(),
             seq,
             owner: owner.to_owned(),
@@ -259,7 +356,14 @@ impl Store {
             started_ms: None,
             ended_ms: None,
             shim_pid: None,
-        })
+        };
+        if let Some((to, extra)) = then {
+            apply_transition(&tx, path, &mut job, to, now, extra)?;
+        }
+        tx.commit()
+            .during(path, || format!("commit the creation of job {id}"))?;
+        tracing::debug!(job = %id, seq, owner, state = %job.state, "created job");
+        Ok(job)
     }
 
     /// Moves job `id` to `to` if the state machine allows it, in one transaction: updates the
@@ -279,62 +383,14 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .during(path, || format!("begin a transition of job {id}"))?;
         let mut job = tx
-            .query_row(
-                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
-                [id.as_str()],
-                RawJob::from_row,
-            )
-            .optional()
+            .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))
+            .and_then(|mut stmt| stmt.query_row([id.as_str()], RawJob::from_row).optional())
             .during(path, || format!("read job {id}"))?
             .ok_or_else(|| StoreError::NotFound(id.clone()))?
             .into_record()?;
-        let from = job.state;
-        job.state = from
-            .transition(to)
-            .map_err(|source| StoreError::Transition {
-                id: id.clone(),
-                source,
-            })?;
-        job.reason = extra.reason.unwrap_or_default();
-        if let Some(code) = extra.exit_code {
-            job.exit_code = Some(code);
-        }
-        if let Some(pid) = extra.shim_pid {
-            job.shim_pid = Some(pid);
-        }
-        if to == JobState::Running {
-            job.started_ms = Some(now);
-        }
-        if to.is_terminal() {
-            job.ended_ms = Some(now);
-        }
-        tx.execute(
-            "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, started_ms = ?5, \
-             ended_ms = ?6, shim_pid = ?7 WHERE id = ?1",
-            params![
-                id.as_str(),
-                job.state.as_str(),
-                job.reason,
-                job.exit_code,
-                job.started_ms,
-                job.ended_ms,
-                job.shim_pid
-            ],
-        )
-        .during(path, || format!("update job {id}"))?;
-        tx.execute(
-            "INSERT INTO job_transitions (job_id, from_state, to_state, at_ms, reason) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id.as_str(), from.as_str(), to.as_str(), now, job.reason],
-        )
-        .during(path, || format!("record the transition of job {id}"))?;
-        if to.is_terminal() {
-            tx.execute("DELETE FROM job_secrets WHERE job_id = ?1", [id.as_str()])
-                .during(path, || format!("delete the secrets of job {id}"))?;
-        }
+        apply_transition(&tx, path, &mut job, to, now, extra)?;
         tx.commit()
             .during(path, || format!("commit the transition of job {id}"))?;
-        tracing::debug!(job = %id, %from, %to, reason = %job.reason, "job transition");
         Ok(job)
     }
 
@@ -373,15 +429,11 @@ impl Store {
     /// The job with this exact id, if any.
     pub fn get(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError> {
         let conn = self.lock();
-        conn.query_row(
-            &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
-            [id.as_str()],
-            RawJob::from_row,
-        )
-        .optional()
-        .during(&self.path, || format!("read job {id}"))?
-        .map(RawJob::into_record)
-        .transpose()
+        conn.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))
+            .and_then(|mut stmt| stmt.query_row([id.as_str()], RawJob::from_row).optional())
+            .during(&self.path, || format!("read job {id}"))?
+            .map(RawJob::into_record)
+            .transpose()
     }
 
     /// Job `id`'s state history, oldest first. [`StoreError::NotFound`] if there is no such job.

@@ -639,3 +639,55 @@ fn concurrent_creates_from_eight_threads() {
         BTreeMap::from([("K".to_owned(), "7-49".to_owned())])
     );
 }
+
+/// A submission is one commit: the job and its first transition are both
+/// recorded, or (an edge the state machine refuses) neither is.
+#[test]
+fn a_job_is_created_and_queued_in_one_transaction_or_not_at_all() {
+    let env = Env::new();
+    let store = env.open();
+    let job = store
+        .create_job_and_transition(
+            &id(1),
+            "alice",
+            &spec("sh"),
+            &no_secrets(),
+            100,
+            (JobState::Queued, extra("")),
+        )
+        .unwrap();
+    assert_eq!(job.state, JobState::Queued);
+    assert_eq!(store.get(&id(1)).unwrap().unwrap(), job);
+    let history: Vec<_> = store
+        .transitions(&id(1))
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.from, t.to, t.at_ms))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (None, JobState::Pending, 100),
+            (Some(JobState::Pending), JobState::Queued, 100)
+        ]
+    );
+
+    let err = store
+        .create_job_and_transition(
+            &id(2),
+            "alice",
+            &spec("sh"),
+            &BTreeMap::from([("TOKEN".to_string(), "x".to_string())]),
+            100,
+            (JobState::Running, extra("")),
+        )
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Transition { .. }), "{err}");
+    assert_eq!(store.get(&id(2)).unwrap(), None);
+    assert!(matches!(
+        store.transitions(&id(2)),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(store.take_secrets(&id(2)).is_err());
+    assert_eq!(store.count().unwrap(), 1);
+}

@@ -496,9 +496,9 @@ impl Engine {
         if let Some(staged) = work {
             // Uploads move in whole before the job exists, so a recorded job
             // always has all its files. A warm shim's directory exists
-            // already; `work` never does before this.
+            // already, with an empty `work` the rename replaces.
             let moved = std::fs::create_dir_all(&dir)
-                .and_then(|()| std::fs::rename(&staged, dir.join("work")));
+                .and_then(|()| std::fs::rename(&staged, JobDir::new(&dir).work_path()));
             if let Err(e) = moved {
                 let _ = std::fs::remove_dir_all(&staged);
                 self.abandon_submit(&id);
@@ -522,11 +522,21 @@ impl Engine {
         } else {
             None
         };
-        if let Err(e) = self.store.create_job(&id, &owner, &spec, &secrets, now) {
-            self.abandon_submit(&id);
-            return Err(store_error(e));
-        }
-        let rec = self.transition(&id, JobState::Queued, now, "")?;
+        // Recorded and QUEUED in one commit, before it is acknowledged.
+        let rec = match self.store.create_job_and_transition(
+            &id,
+            &owner,
+            &spec,
+            &secrets,
+            now,
+            (JobState::Queued, TransitionExtra::default()),
+        ) {
+            Ok(rec) => rec,
+            Err(e) => {
+                self.abandon_submit(&id);
+                return Err(store_error(e));
+            }
+        };
         tracing::info!(job = %id, %owner, command = %spec.command, gpus = spec.resources.gpu_count, "job queued");
         if let (Some(req), Some(g)) = (gpu_request, self.gpu.as_mut()) {
             let actions = g.handle(joblet_sched::model::Event::Submit(Box::new(req)), now);
@@ -577,12 +587,16 @@ impl Engine {
             .get(id)
             .map_err(|e| fail(format!("cannot read job record: {e}")))?
             .ok_or_else(|| fail("job record vanished".into()))?;
-        let secrets = self
-            .store
-            .take_secrets(id)
-            .map_err(|e| fail(format!("cannot unseal the job's secret env: {e}")))?;
+        // A job without secret variables has nothing sealed: no transaction.
+        let secrets = if rec.spec.secret_env_keys.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.store
+                .take_secrets(id)
+                .map_err(|e| fail(format!("cannot unseal the job's secret env: {e}")))?
+        };
         let dir = self.dirs.job(id);
-        let workdir = dir.join("work");
+        let workdir = JobDir::new(&dir).work_path();
         std::fs::create_dir_all(&workdir).map_err(|e| {
             fail(format!(
                 "cannot create job directory {}: {e}",

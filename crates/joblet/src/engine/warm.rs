@@ -112,7 +112,7 @@ impl Engine {
         let dir = self.dirs.job(id);
         match self.warm.forget(id) {
             Some(shim) => {
-                let _ = std::fs::remove_dir_all(dir.join("work"));
+                let _ = std::fs::remove_dir_all(JobDir::new(dir).work_path());
                 reap(shim);
             }
             None => {
@@ -137,7 +137,8 @@ impl Engine {
                 Some(g) => crate::gpu::setup::cpu_job(&g.settings),
                 None => Default::default(),
             };
-            let settings = sb.warm(&id, &dir.join("work"), gpu_part);
+            let job_dir = JobDir::new(dir.clone());
+            let settings = sb.warm(&id, &job_dir.work_path(), gpu_part);
             let runner = match serde_json::to_value(&settings) {
                 Ok(v) => v,
                 Err(e) => {
@@ -155,14 +156,18 @@ impl Engine {
             let tx = self.tx.clone();
             self.warm.launching();
             tokio::task::spawn_blocking(move || {
-                let landed =
-                    match joblet_shim::launch_warm(&program, &args, &JobDir::new(dir), &warm) {
-                        Ok(shim) => Some((id, shim)),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot launch a warm shim");
-                            None
-                        }
-                    };
+                // Made now, off the job's path (creating a directory can take
+                // a while on a busy ext4); an empty one goes with the shim.
+                if let Err(e) = std::fs::create_dir_all(job_dir.work_path()) {
+                    tracing::warn!(dir = %job_dir.work_path().display(), error = %e, "cannot make a warm shim's work directory; its job will");
+                }
+                let landed = match joblet_shim::launch_warm(&program, &args, &job_dir, &warm) {
+                    Ok(shim) => Some((id, shim)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot launch a warm shim");
+                        None
+                    }
+                };
                 if let Err(e) = tx.blocking_send(Msg::Warm(landed)) {
                     // The engine is gone: dropping the shim discards it.
                     drop(e);
