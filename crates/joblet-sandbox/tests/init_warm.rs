@@ -240,6 +240,11 @@ fn an_unused_warm_sandbox_leaves_no_process_and_no_mount() {
     let children = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children")).unwrap();
     let pid1: i32 = children.trim().parse().unwrap();
     assert!(alive(pid1));
+    let job: i32 = fs::read_to_string(format!("/proc/{pid1}/task/{pid1}/children"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     drop(pending);
     let deadline = Instant::now() + Duration::from_secs(10);
     while alive(pid1) {
@@ -250,7 +255,73 @@ fn an_unused_warm_sandbox_leaves_no_process_and_no_mount() {
         sleep(Duration::from_millis(10));
     }
     assert!(!alive(outer), "the outer process was not reaped");
+    assert!(!alive(job), "the job process {job} outlived its sandbox");
     assert_eq!(host_mounts(), before);
     // Nothing was left in the work dir either.
     assert_eq!(fs::read_dir(work.path()).unwrap().count(), 0);
+}
+
+/// The line `key:` of `/proc/<pid>/status`, without the key.
+fn status_field(pid: i32, key: &str) -> String {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key} in the status of {pid}"))
+        .trim()
+        .to_string()
+}
+
+/// A warm sandbox forks its job's process before the job comes, and that
+/// process has already given up everything by then: the job's user, no
+/// capability at all, `no_new_privs`, the seccomp filter. The job then
+/// runs in it (the probe sees itself as pid 2, pid 1's only child).
+#[test]
+fn the_job_process_waits_unprivileged_and_filtered_before_the_job_comes() {
+    let work = work_dir();
+    let mut base = config(work.path(), "/bin/false", &[]);
+    base.warm = true;
+    let (pending, logs) = spawn(&base);
+    let mut pending = pending.unwrap();
+    pending.enter(Duration::from_secs(10)).unwrap();
+    let outer = pending.pid();
+    let pid1: i32 = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let children = fs::read_to_string(format!("/proc/{pid1}/task/{pid1}/children")).unwrap();
+    let waiting: Vec<i32> = children
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(waiting.len(), 1, "pid 1's children: {children:?}");
+    let job = waiting[0];
+    let uid = base.uid.to_string();
+    assert_eq!(
+        status_field(job, "Uid")
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        [uid.as_str(); 4]
+    );
+    for caps in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(status_field(job, caps), "0000000000000000", "{caps}");
+    }
+    assert_eq!(status_field(job, "NoNewPrivs"), "1");
+    assert_eq!(status_field(job, "Seccomp"), "2");
+
+    let cfg = config(work.path(), &install_probe(work.path()), &[]);
+    let started = pending.start(&cfg, Duration::from_secs(10));
+    let pid = started
+        .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}; stderr: {}", logs.stderr()))
+        .pid;
+    let status = wait(pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status:#x}, stderr: {}",
+        logs.stderr()
+    );
+    let v: Value = serde_json::from_str(&logs.stdout()).unwrap();
+    assert_eq!(v["pid"], 2, "{v}");
+    assert_eq!(v["ppid"], 1, "{v}");
 }

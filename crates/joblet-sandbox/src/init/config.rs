@@ -172,8 +172,8 @@ pub fn check_ro_mount(p: &Path) -> Result<(), ConfigError> {
 impl InitConfig {
     /// Why a sandbox built warm from `self` cannot run `job`: the first
     /// setting the two differ in among those built before the job is known
-    /// (namespaces, the read-only tree, `/tmp`, `/work`'s kind, seccomp).
-    /// `None`: it can.
+    /// (namespaces, the read-only tree, `/tmp`, seccomp, and the user the
+    /// job's process, forked ahead, runs as). `None`: it can.
     pub fn warm_mismatch(&self, job: &InitConfig) -> Option<&'static str> {
         if self.net != job.net {
             Some("net")
@@ -183,6 +183,9 @@ impl InitConfig {
             Some("tmp_size_mb")
         } else if self.seccomp != job.seccomp {
             Some("seccomp")
+        } else if (self.uid, self.gid, self.allow_root) != (job.uid, job.gid, job.allow_root) {
+            // The job's process drops its privileges before the job comes.
+            Some("user")
         } else {
             None
         }
@@ -351,7 +354,6 @@ pub(crate) mod tests {
         let mut job = sample();
         job.command = "python3".into();
         job.hostname = "job-2".into();
-        job.uid = 1000;
         job.extra_devices.push("/dev/nvidia1".into());
         job.binds.clear();
         job.dev_shm = None;
@@ -368,6 +370,12 @@ pub(crate) mod tests {
         job.tmp_size_mb = base.tmp_size_mb;
         job.seccomp = false;
         assert_eq!(base.warm_mismatch(&job), Some("seccomp"));
+        job.seccomp = true;
+        job.uid += 1;
+        assert_eq!(base.warm_mismatch(&job), Some("user"));
+        job.uid = base.uid;
+        job.allow_root = !base.allow_root;
+        assert_eq!(base.warm_mismatch(&job), Some("user"));
     }
 
     fn bind(source: &str, target: &str) -> Bind {

@@ -61,6 +61,7 @@ mod config;
 mod devfs;
 mod error;
 mod exec;
+mod frame;
 mod job;
 mod outer;
 mod pid1;

@@ -1,12 +1,15 @@
 //! Pid 1 of the job's pid namespace, a mini-init: dies with the outer
 //! process, finishes the filesystem (`/proc`, binds, host root detached,
-//! `/` read-only), forks the job, forwards signals to the
-//! job's process group, reaps every child and exits with the job's status.
-//! Once the job is forked, pid 1 keeps only `CAP_KILL` (to signal it).
+//! `/` read-only), forks the job (a warm pid 1: before the job comes, and
+//! hands it the job's config once the tree is finished), forwards signals
+//! to the job's process group, reaps every child and exits with the job's
+//! status. Once the job is forked, pid 1 keeps only `CAP_KILL` (to signal
+//! it).
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{sigprocmask, SigmaskHow, Signal};
@@ -18,7 +21,7 @@ use super::error::Stage;
 use super::outer::{self, forwarded_raw, forwarded_set, EXIT_SETUP_FAILED};
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
-use super::{binds, job, privileges, rootfs};
+use super::{binds, frame, job, privileges, rootfs};
 
 /// Runs pid 1; `outer` is a pidfd of the outer process, `exit_w` where the
 /// job's raw wait status goes.
@@ -52,38 +55,23 @@ fn exited(pidfd: &OwnedFd) -> Result<bool, SetupError> {
     Ok(n > 0)
 }
 
-/// Largest job config accepted on the release pipe.
-const MAX_JOB_CONFIG: u64 = 16 << 20;
-
 /// A warm pid 1's wait for its job: says it is ready, reads the job's
-/// config from `claim` (its length as 8 little-endian bytes, then the JSON)
-/// and checks that the sandbox built from `warm` fits it. End of file
-/// before a config means the sandbox was discarded: pid 1 exits quietly,
-/// taking the namespaces with it.
-fn take_job(warm: &InitConfig, mut claim: File) -> Result<InitConfig, SetupError> {
+/// config from `claim` (framed, see `frame`) and checks that the sandbox
+/// built from `warm` fits it. End of file before a config means the
+/// sandbox was discarded: pid 1 exits quietly, taking the namespaces (and
+/// the job process forked ahead) with it. Returns the config and its JSON.
+fn take_job(warm: &InitConfig, mut claim: File) -> Result<(InitConfig, Vec<u8>), SetupError> {
     report::ready();
-    let mut len = [0u8; 8];
-    match claim.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => std::process::exit(0),
+    let json = match frame::read(&mut claim) {
+        Ok(Some(json)) => json,
+        Ok(None) => std::process::exit(0),
         Err(e) => {
             return Err(SetupError::new(
                 Stage::Config,
                 format!("reading the job's config: {e}"),
             ))
         }
-    }
-    let len = u64::from_le_bytes(len);
-    if len > MAX_JOB_CONFIG {
-        return Err(SetupError::new(
-            Stage::Config,
-            format!("the job's config is {len} bytes, more than {MAX_JOB_CONFIG}"),
-        ));
-    }
-    let mut json = vec![0u8; len as usize];
-    claim
-        .read_exact(&mut json)
-        .stage(Stage::Config, || "reading the job's config".into())?;
+    };
     drop(claim);
     let job: InitConfig = serde_json::from_slice(&json)
         .stage(Stage::Config, || "parsing the job's config JSON".into())?;
@@ -103,7 +91,56 @@ fn take_job(warm: &InitConfig, mut claim: File) -> Result<InitConfig, SetupError
     }
     // Built in SCHED_IDLE while waiting; the job runs normally.
     sys::set_normal_priority(0).stage(Stage::Config, || "resetting the scheduling class".into())?;
-    Ok(job)
+    Ok((job, json))
+}
+
+/// A warm sandbox's job process, forked before its job came (see
+/// [`job::run_prestarted`]).
+struct Prestarted {
+    pid: i32,
+    channel: UnixStream,
+}
+
+impl Prestarted {
+    /// Forks the job process and waits until it has entered (dropped its
+    /// privileges, loaded the filter). If it fails, it has reported why.
+    fn fork(config: &InitConfig, filters: &[BpfProgram]) -> Result<Prestarted, SetupError> {
+        let (mut ours, theirs) = UnixStream::pair()
+            .stage(Stage::Fork, || "creating the job process's channel".into())?;
+        let proc_self = sys::ProcSelf::open().stage(Stage::Fork, || "opening /proc/self".into())?;
+        let forked = sys::fork_single_threaded(&proc_self)
+            .stage(Stage::Fork, || "forking the job process".into())?;
+        drop(proc_self);
+        let pid = match forked {
+            Forked::Child => {
+                drop(ours);
+                job::run_prestarted(config, filters, theirs)
+            }
+            Forked::Parent { child } => child,
+        };
+        drop(theirs);
+        // The job process does the same; whichever runs first wins.
+        let _ = setpgid(Pid::from_raw(pid), Pid::from_raw(pid));
+        let mut byte = [0u8; 1];
+        match ours.read(&mut byte) {
+            Ok(1) if byte[0] == job::ENTERED => Ok(Prestarted { pid, channel: ours }),
+            // It reported its error on the status pipe first.
+            _ => Err(SetupError::new(
+                Stage::Fork,
+                "the job process ended before it was ready",
+            )),
+        }
+    }
+
+    /// Lets it run the job: normal scheduling class, then the job's config.
+    fn go(mut self, json: &[u8]) -> Result<i32, SetupError> {
+        sys::set_normal_priority(self.pid).stage(Stage::Fork, || {
+            "resetting the job process's scheduling class".into()
+        })?;
+        frame::write(&mut self.channel, json)
+            .stage(Stage::Fork, || "handing the job process its config".into())?;
+        Ok(self.pid)
+    }
 }
 
 fn setup(
@@ -130,9 +167,12 @@ fn setup(
         .stage(Stage::Fork, || "setpgid for pid 1".into())?;
 
     rootfs::build_proc()?;
-    let job_config;
-    let (config, premasked) = match claim {
-        None => (config, None),
+    let child = match claim {
+        None => {
+            rootfs::build_job(config, None)?;
+            rootfs::finish()?;
+            fork_job(config, filters)?
+        }
         Some(claim) => {
             // A CPU job's masks (the node's driver files) go on ahead:
             // most jobs keep them.
@@ -144,14 +184,26 @@ fn setup(
             } else {
                 None
             };
-            job_config = take_job(config, claim)?;
-            outer::prepare_job(&job_config, Some(config))?;
-            (&job_config, premasked)
+            let prestarted = Prestarted::fork(config, filters)?;
+            let (job, json) = take_job(config, claim)?;
+            outer::prepare_job(&job, Some(config))?;
+            rootfs::build_job(&job, premasked)?;
+            rootfs::finish()?;
+            prestarted.go(&json)?
         }
     };
-    rootfs::build_job(config, premasked)?;
-    rootfs::finish()?;
+    // The job does the same; whichever runs first wins, the other fails
+    // harmlessly (EACCES once the job has exec'd).
+    let _ = setpgid(Pid::from_raw(child), Pid::from_raw(child));
+    if let Err(e) = privileges::keep_only_kill() {
+        let _ = sys::kill_raw(child, libc::SIGKILL);
+        return Err(e);
+    }
+    Ok(child)
+}
 
+/// A cold sandbox's job process, forked once the tree is finished.
+fn fork_job(config: &InitConfig, filters: &[BpfProgram]) -> Result<i32, SetupError> {
     // The job's own /proc, mounted above.
     let proc_self = sys::ProcSelf::open().stage(Stage::Fork, || "opening /proc/self".into())?;
     let forked =
@@ -159,16 +211,7 @@ fn setup(
     drop(proc_self);
     match forked {
         Forked::Child => job::run(config, filters),
-        Forked::Parent { child } => {
-            // The job does the same; whichever runs first wins, the other
-            // fails harmlessly (EACCES once the job has exec'd).
-            let _ = setpgid(Pid::from_raw(child), Pid::from_raw(child));
-            if let Err(e) = privileges::keep_only_kill() {
-                let _ = sys::kill_raw(child, libc::SIGKILL);
-                return Err(e);
-            }
-            Ok(child)
-        }
+        Forked::Parent { child } => Ok(child),
     }
 }
 

@@ -16,7 +16,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use super::config::InitConfig;
 use super::error::InitError;
 use super::report::{decode, StatusLine, HELLO};
-use super::{sys, END_FD, GO_FD, STATUS_FD};
+use super::{frame, sys, END_FD, GO_FD, STATUS_FD};
 
 /// How long [`PendingInit::release`] waits for the sandbox to be built
 /// and the job's `execve` to happen.
@@ -190,10 +190,7 @@ impl PendingInit {
                 "encoding the job's sandbox config as JSON: {e}"
             )))
         })?;
-        // Length-prefixed, so pid 1 has it all without waiting for the
-        // pipe's end (the close can come a scheduling round later).
-        let mut framed = (json.len() as u64).to_le_bytes().to_vec();
-        framed.extend_from_slice(&json);
+        let framed = frame::encode(&json);
         // A warm sandbox is built in SCHED_IDLE (the shim's class); the
         // outer process ends like the job, and pid 1 (which resets itself
         // too, but must first get the CPU to read the config) starts it, in
