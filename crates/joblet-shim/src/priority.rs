@@ -24,6 +24,11 @@ pub(crate) fn leave_idle_thread() -> io::Result<()> {
     set_policy(0, libc::SCHED_OTHER)
 }
 
+/// Puts every thread of this process in the normal class.
+pub(crate) fn leave_idle_threads() -> io::Result<()> {
+    promote_tasks("/proc/self/task")
+}
+
 /// Puts every thread of this process and of all its descendants in the
 /// normal class (`SCHED_OTHER`, nice 0): a warm shim whose job has come,
 /// possibly while its sandbox is still being built by `SCHED_IDLE`

@@ -135,10 +135,11 @@ pub fn run_warm_shim_with(
     if let Err(e) = priority::enter_idle() {
         tracing::warn!("cannot put the warm shim in SCHED_IDLE: {e}");
     }
+    let prepared = Arc::new(AtomicBool::new(false));
     let result = process_state().and_then(|signals| {
         let warm = read_warm_spec()?;
         let ready = setup(&dir, signals)?;
-        let claim = spawn_claim_reader()?;
+        let claim = spawn_claim_reader(prepared.clone())?;
         Ok((warm, ready, claim))
     });
     let (warm, ready, claim) = match result {
@@ -152,10 +153,13 @@ pub fn run_warm_shim_with(
     if let Some(settings) = &warm.runner {
         let t0 = Instant::now();
         match runner.prepare(settings, ready.out_w.as_fd(), ready.err_w.as_fd()) {
-            Ok(()) => tracing::info!(
-                elapsed_us = t0.elapsed().as_micros() as u64,
-                "warm sandbox prepared; waiting for the job"
-            ),
+            Ok(()) => {
+                prepared.store(true, Ordering::SeqCst);
+                tracing::info!(
+                    elapsed_us = t0.elapsed().as_micros() as u64,
+                    "warm sandbox prepared; waiting for the job"
+                )
+            }
             // The job will get a fresh sandbox, which reports the problem.
             Err(e) => tracing::warn!("cannot prepare a warm sandbox: {e}"),
         }
@@ -609,10 +613,15 @@ fn parse_spec(buf: &[u8]) -> Result<Option<ShimSpec>, ShimRunError> {
 /// A warm shim's reader of its job's spec: a thread in the normal
 /// scheduling class, so a claim is noticed at once even while the main
 /// thread is still building the sandbox in `SCHED_IDLE`. On the claim it
-/// first moves the shim and everything it started into the normal class
-/// (on a busy machine idle-class processes could otherwise wait long for
-/// the CPU), then hands the bytes over.
-fn spawn_claim_reader() -> Result<mpsc::Receiver<Result<Vec<u8>, ShimRunError>>, ShimRunError> {
+/// first moves the main thread into the normal class and hands the bytes
+/// over, then the shim's other threads and, while the sandbox is not yet
+/// `prepared`, everything the shim started (on a busy machine idle-class
+/// processes could otherwise wait long for the CPU). A prepared sandbox's
+/// processes are moved by the runner as it starts the job, so the walk
+/// over them would only take CPU time from that start.
+fn spawn_claim_reader(
+    prepared: Arc<AtomicBool>,
+) -> Result<mpsc::Receiver<Result<Vec<u8>, ShimRunError>>, ShimRunError> {
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("claim".into())
@@ -630,7 +639,12 @@ fn spawn_claim_reader() -> Result<mpsc::Receiver<Result<Vec<u8>, ShimRunError>>,
             }
             let _ = tx.send(read);
             if claimed {
-                if let Err(e) = priority::leave_idle_tree() {
+                let promoted = if prepared.load(Ordering::SeqCst) {
+                    priority::leave_idle_threads()
+                } else {
+                    priority::leave_idle_tree()
+                };
+                if let Err(e) = promoted {
                     tracing::warn!("cannot take the warm sandbox out of SCHED_IDLE: {e}");
                 }
             }
