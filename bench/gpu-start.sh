@@ -29,6 +29,9 @@
 #   GPU_BENCH_RUNS    (default 50)  timed runs per command
 #   GPU_BENCH_WARMUP  (default 3)   untimed runs before them (>= 1; the first
 #                                   one's stderr becomes a failed row's reason)
+#   GPU_BENCH_PAUSE_MS (default 0)  untimed pause before each run of every row
+#                                   (50: each start on an idle machine, whose
+#                                   warm sandboxes are ready)
 #   GPU_BENCH_PROFILE (default fixtures/nvml-profiles/mock-nvml-config-a100.yaml,
 #                     8 GPUs) the daemon's gpu.simulate
 #   GPU_BENCH_DIR     (default ${TMPDIR:-/tmp}/joblet-bench-gpu) our scratch dir
@@ -164,7 +167,7 @@ touch "$MARKER"
 
 # --- timing harness ----------------------------------------------------------
 # bench/lib/timeruns.py (shared with the other bench scripts) times each row.
-export BENCH_TIME_RUNS="$RUNS" BENCH_TIME_WARMUP="$WARMUP"
+export BENCH_TIME_RUNS="$RUNS" BENCH_TIME_WARMUP="$WARMUP" BENCH_TIME_PAUSE_MS="${GPU_BENCH_PAUSE_MS:-0}"
 
 declare -A MEDIAN=()
 rows=()
@@ -345,7 +348,7 @@ if [ "$SLURM" = 1 ]; then
 fi
 
 # --- report ----------------------------------------------------------------------
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r), $(date -u +%F); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r), $(date -u +%F); load: $(cut -d' ' -f1-3 /proc/loadavg); pause before each run: ${GPU_BENCH_PAUSE_MS:-0} ms"
 echo
 echo "### GPU job start: \`true\` with one GPU ($RUNS runs each, after $WARMUP warm-up)"
 echo

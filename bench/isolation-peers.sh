@@ -27,6 +27,9 @@
 #   PEERS_RUNS   (default 50)  timed runs per command
 #   PEERS_WARMUP (default 3)   untimed runs before them (at least 1; the first
 #                              one's stderr becomes the reason of a failed row)
+#   PEERS_PAUSE_MS (default 50) the pause before each run of the paced `crun
+#                              run` row (joblet-bench's paced rnx row uses
+#                              BENCH_PAUSE_MS, same default); 0 skips the row
 #   PEERS_DIR    (default ${TMPDIR:-/tmp}/joblet-bench-peers) our scratch dir
 # Installs what is missing of bubblewrap, crun, runc, busybox-static with
 # apt-get (`apt-get update` only if the install fails; never removes a
@@ -39,6 +42,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 RUNS="${PEERS_RUNS:-50}"
 WARMUP="${PEERS_WARMUP:-3}"
+PAUSE_MS="${PEERS_PAUSE_MS:-50}"
 DIR="${PEERS_DIR:-${TMPDIR:-/tmp}/joblet-bench-peers}"
 MARKER="$DIR/.joblet-bench-peers" # proves the directory is ours
 PREFIX="joblet-peers-"            # every container id (and so cgroup) we create starts with this
@@ -51,6 +55,7 @@ die() { log "ERROR: $*"; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (crun/runc create namespaces and cgroups)"
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "PEERS_RUNS must be a positive number, got '$RUNS'"
 [[ "$WARMUP" =~ ^[1-9][0-9]*$ ]] || die "PEERS_WARMUP must be at least 1, got '$WARMUP'"
+[[ "$PAUSE_MS" =~ ^[0-9]+$ ]] || die "PEERS_PAUSE_MS must be a whole number of milliseconds, got '$PAUSE_MS'"
 command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (Debian: python3)"
 
 # --- packages ----------------------------------------------------------------
@@ -111,6 +116,7 @@ export BENCH_TIME_RUNS="$RUNS" BENCH_TIME_WARMUP="$WARMUP"
 
 rows=()
 # measure LABEL [RUNNER...] -- CMD...: RUNNER wraps the harness (crun_ns).
+# ROW_PAUSE_MS (default 0): the harness's pause before each run.
 measure() {
   local label="$1" line
   shift
@@ -118,7 +124,7 @@ measure() {
   while [ "$1" != -- ]; do runner+=("$1"); shift; done
   shift
   log "timing $label ($WARMUP warm-up + $RUNS runs)"
-  line="$("${runner[@]}" python3 "$ROOT/bench/lib/timeruns.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
+  line="$(BENCH_TIME_PAUSE_MS="${ROW_PAUSE_MS:-0}" "${runner[@]}" python3 "$ROOT/bench/lib/timeruns.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
   if [ -z "$line" ]; then # the runner (e.g. the umount wrapper) failed before the harness
     line="$label"$'\tfailed\t'"$(grep . "$DIR/harness.err" | tail -n 1 | cut -c1-120 || true)"
   fi
@@ -173,6 +179,10 @@ elif ! command -v crun >/dev/null 2>&1; then
   fail_row "$CRUN_LABEL" "crun not installed"
 else
   measure "$CRUN_LABEL" crun_ns -- crun run --bundle "$BUNDLE" "${PREFIX}crun-{i}"
+  if [ "$PAUSE_MS" -gt 0 ]; then
+    ROW_PAUSE_MS="$PAUSE_MS" measure "\`crun run\` (same), each run ${PAUSE_MS} ms after the last" \
+      crun_ns -- crun run --bundle "$BUNDLE" "${PREFIX}crunp-{i}"
+  fi
   if [ "$HYBRID" = 1 ]; then
     measure '`unshare -m --propagation private` + `umount` wrapper alone (`exec /bin/true`)' \
       -- "${WRAP_CMD[@]}" /bin/true

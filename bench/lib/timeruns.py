@@ -1,9 +1,12 @@
 # Times one command the way every bench script here does (shared by
 # bench/isolation-peers.sh and bench/gpu-start.sh, so their rows compare):
-#   BENCH_TIME_RUNS=N BENCH_TIME_WARMUP=W python3 bench/lib/timeruns.py LABEL CMD...
+#   BENCH_TIME_RUNS=N BENCH_TIME_WARMUP=W [BENCH_TIME_PAUSE_MS=P] \
+#     python3 bench/lib/timeruns.py LABEL CMD...
 # Wall time from spawn to exit (time.perf_counter() around subprocess.run,
 # stdio to /dev/null) after W untimed warm-up runs, whose stderr names the
-# reason when the command cannot run at all. "{i}" in CMD becomes a unique
+# reason when the command cannot run at all. With P > 0 the harness sleeps
+# P ms (untimed) before each timed run: a start on an idle machine rather
+# than one right after the last. "{i}" in CMD becomes a unique
 # run tag (container ids). median = sorted[n/2], p90 = sorted[n*9/10].
 # Prints one line: "LABEL<TAB>ok<TAB>median_ms<TAB>p90_ms" or
 # "LABEL<TAB>failed<TAB>reason".
@@ -11,6 +14,7 @@ import os, signal, subprocess, sys, time
 
 label, argv = sys.argv[1], sys.argv[2:]
 runs, warmup = int(os.environ["BENCH_TIME_RUNS"]), int(os.environ["BENCH_TIME_WARMUP"])
+pause_s = float(os.environ.get("BENCH_TIME_PAUSE_MS", "0")) / 1000
 TIMEOUT_S = 30
 
 # Hung-run guard. Not subprocess.run(timeout=...): with a timeout, Popen.wait
@@ -47,6 +51,8 @@ for w in range(warmup):
 times = []
 for i in range(runs):
     c = cmd(i)
+    if pause_s > 0:
+        time.sleep(pause_s)
     signal.alarm(TIMEOUT_S)
     try:
         t = time.perf_counter()

@@ -2,8 +2,11 @@
 //! one machine so the ratios compare like with like.
 //!
 //! - latency: `true` by fork/exec, `rnx job run --follow -- true` against a
-//!   real local node (mTLS, store, shim), and `srun true` when a Slurm
-//!   cluster answers (`bench/slurm-up.sh`);
+//!   real local node (local socket, store, shim, sandbox) back to back and
+//!   paced (`BENCH_PAUSE_MS`, default 50, between runs: a start on an idle
+//!   node, whose warm sandboxes are ready, instead of one that also pays
+//!   for rebuilding the last one's), and `srun true` when a Slurm cluster
+//!   answers (`bench/slurm-up.sh`);
 //! - throughput: 1,000 jobs submitted through the `rnx` CLI (8 at a time),
 //!   through the API from one client (32 in flight), and `BENCH_SLURM_JOBS`
 //!   (200) with `sbatch --wrap true` (8 at a time): submitted/s and completed/s.
@@ -22,9 +25,19 @@ fn median_ms(mut v: Vec<Duration>) -> (f64, f64) {
     (ms(v[v.len() / 2]), ms(v[(v.len() * 9) / 10]))
 }
 
-fn time_runs(n: usize, mut f: impl FnMut() -> bool) -> Option<Vec<Duration>> {
+fn time_runs(n: usize, f: impl FnMut() -> bool) -> Option<Vec<Duration>> {
+    time_runs_paced(n, Duration::ZERO, f)
+}
+
+/// [`time_runs`] with an untimed `pause` before each run.
+fn time_runs_paced(
+    n: usize,
+    pause: Duration,
+    mut f: impl FnMut() -> bool,
+) -> Option<Vec<Duration>> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
+        std::thread::sleep(pause);
         let t = Instant::now();
         if !f() {
             return None;
@@ -103,6 +116,12 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
+    let pause = Duration::from_millis(
+        std::env::var("BENCH_PAUSE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(50),
+    );
     let slurm = slurm_available();
     eprintln!(
         "joblet-bench: {runs} latency runs, {jobs} jobs per throughput test, slurm: {}",
@@ -148,6 +167,22 @@ fn main() -> anyhow::Result<()> {
         median_ms: m,
         p90_ms: p,
     });
+    let paced = time_runs_paced(runs, pause, || {
+        quiet(
+            node.rnx_cmd()
+                .args(["job", "run", "--follow", "--", "true"]),
+        )
+    })
+    .expect("paced rnx runs");
+    let (m, p) = median_ms(paced);
+    rows.push(Row {
+        what: format!(
+            "`rnx job run --follow -- true`, each run {} ms after the last",
+            pause.as_millis()
+        ),
+        median_ms: m,
+        p90_ms: p,
+    });
     if slurm {
         let srun =
             time_runs(runs.min(50), || quiet(Command::new("srun").arg("true"))).expect("srun runs");
@@ -178,7 +213,7 @@ fn main() -> anyhow::Result<()> {
     if slurm {
         println!(
             "\n`rnx job run --follow -- true` is {:.1}× faster than `srun true` (medians).",
-            rows[2].median_ms / rows[1].median_ms
+            rows[3].median_ms / rows[1].median_ms
         );
     }
 
