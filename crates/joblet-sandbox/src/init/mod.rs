@@ -39,12 +39,12 @@
 //! ([`InitConfig::warm_mismatch`]), leaves `SCHED_IDLE`, builds the job's
 //! part and goes on with step 3's binds as a cold pid 1 does.
 //!
-//! The job's end is told twice: the outer process writes the job's raw
-//! wait status on a third pipe ([`Started::end`]) as soon as pid 1 has
-//! been reaped (so nothing of the job is left), then exits like the job.
-//! Its exit comes later: it tears down the namespaces (unmounting the
-//! job's tree waits for an RCU grace period), which is no part of the
-//! job's run.
+//! The job's end is told twice: pid 1, once it has reaped the job and
+//! killed and reaped whatever the job left, writes the job's raw wait
+//! status on a third pipe ([`Started::end`]); the outer process then exits
+//! like the job. Its exit comes later: it tears down the namespaces
+//! (unmounting the job's tree waits for an RCU grace period), which is no
+//! part of the job's run.
 //!
 //! Setup failures are reported to the caller over a close-on-exec pipe, so
 //! `release` either returns an error naming the [`Stage`] (and the job
@@ -85,7 +85,7 @@ pub(crate) const GO_FD: i32 = 3;
 /// The descriptor on which the init process (and its descendants until the
 /// job's `execve`) report warnings and setup errors.
 pub(crate) const STATUS_FD: i32 = 4;
-/// The descriptor on which the outer process tells the job's raw wait
-/// status once every process of the job is gone, before its own exit tears
-/// the namespaces down.
+/// The descriptor on which pid 1 tells the job's raw wait status once every
+/// process of the job is gone, before the outer process's exit tears the
+/// namespaces down.
 pub(crate) const END_FD: i32 = 5;

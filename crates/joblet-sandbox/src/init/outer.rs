@@ -3,8 +3,8 @@
 //! (a warm init: the part every job shares) while the caller sets up the
 //! cgroup, waits to be released, unshares the cgroup namespace, forks pid 1
 //! of the new pid namespace (which a warm init's pid 1 gives its job's
-//! config on the release pipe), forwards signals to it, tells the job's
-//! end on the end pipe once pid 1 is gone and ends the way the job ended.
+//! config on the release pipe, and which tells the job's end on the end
+//! pipe), forwards signals to it and ends the way the job ended.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -123,11 +123,10 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     match forked {
         Forked::Child => {
             drop(exit_r);
-            drop(end);
             // A warm init's pid 1 reads the job's config from the release
             // pipe; a cold one has it already.
             let claim = config.warm.then_some(go);
-            pid1::run(&config, &filters, me, exit_w, claim)
+            pid1::run(&config, &filters, me, exit_w, end, claim)
         }
         Forked::Parent { child } => {
             drop(go);
@@ -135,7 +134,9 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
             drop(me);
             // Only pid 1 and the job report from now on.
             report::close_status_fd();
-            supervise(child, exit_r, end)
+            // Pid 1 tells the job's end.
+            drop(end);
+            supervise(child, exit_r)
         }
     }
 }
@@ -208,9 +209,8 @@ fn read_config() -> Result<InitConfig, SetupError> {
     Ok(config)
 }
 
-/// Forwards signals to pid 1 until it ends, tells the job's raw wait status
-/// on `end`, then ends like the job.
-fn supervise(pid1: i32, exit_r: OwnedFd, end: OwnedFd) -> ! {
+/// Forwards signals to pid 1 until it ends, then ends like the job.
+fn supervise(pid1: i32, exit_r: OwnedFd) -> ! {
     // Failing to install forwarding leaves the default actions, which end
     // this process and so (through PDEATHSIG) the sandbox: fail closed.
     let _ = sys::install_forwarding(pid1, &forwarded_raw());
@@ -228,11 +228,6 @@ fn supervise(pid1: i32, exit_r: OwnedFd, end: OwnedFd) -> ! {
         Ok(4) => i32::from_ne_bytes(raw),
         _ => pid1_status,
     };
-    // Pid 1 has been reaped, so its namespace is empty: the job is over.
-    // Tell it now; this process's exit tears the namespaces down first.
-    // SIGPIPE is ignored here (Rust's runtime did it), so a reader gone
-    // away only costs an EPIPE.
-    let _ = File::from(end).write_all(&status.to_ne_bytes());
     end_like(status)
 }
 

@@ -24,7 +24,8 @@ use super::sys::{self, Forked};
 use super::{binds, frame, job, privileges, rootfs};
 
 /// Runs pid 1; `outer` is a pidfd of the outer process, `exit_w` where the
-/// job's raw wait status goes.
+/// job's raw wait status goes for the outer process, `end` where it goes
+/// for the caller once nothing of the job is left (see [`reap`]).
 /// `filters`: the job's seccomp filter, compiled before release.
 /// `claim`: a warm init's release pipe, on which the job's own config
 /// arrives (see [`take_job`]); `None` when `config` is the job's.
@@ -33,12 +34,13 @@ pub(crate) fn run(
     filters: &[BpfProgram],
     outer: OwnedFd,
     exit_w: OwnedFd,
+    end: OwnedFd,
     claim: Option<File>,
 ) -> ! {
     match setup(config, filters, &outer, claim) {
         Ok(job) => {
             drop(outer);
-            reap(job, exit_w)
+            reap(job, exit_w, end)
         }
         Err(e) => {
             report::error(e.stage, &e.message);
@@ -215,7 +217,14 @@ fn fork_job(config: &InitConfig, filters: &[BpfProgram]) -> Result<i32, SetupErr
     }
 }
 
-fn reap(job: i32, exit_w: OwnedFd) -> ! {
+/// Forwards signals to the job's process group and reaps every child. Once
+/// the job has exited: kills and reaps whatever is left in the namespace,
+/// so that nothing of the job runs any more, and tells the job's raw wait
+/// status on `end` (for the caller) and on `exit_w` (for the outer
+/// process), then exits. The caller learns the job's end before the outer
+/// process's exit tears the namespaces down (unmounting the job's tree waits
+/// for an RCU grace period).
+fn reap(job: i32, exit_w: OwnedFd, end: OwnedFd) -> ! {
     // Only the job reports from now on; its execve closes the last writer.
     report::close_status_fd();
     if sys::install_forwarding(-job, &forwarded_raw()).is_err() {
@@ -230,8 +239,15 @@ fn reap(job: i32, exit_w: OwnedFd) -> ! {
                 // output pipes; keeping them open until exit would hold
                 // the end of its output back by the namespaces' teardown.
                 release_output();
+                // What exiting would kill anyway, killed and reaped now:
+                // orphans come to pid 1 (those of a subreaper too, once it
+                // dies), so no child left means no process left.
+                let _ = sys::kill_raw(-1, libc::SIGKILL);
+                while sys::wait_any().is_ok() {}
+                // SIGPIPE is ignored here (Rust's runtime did it), so a
+                // reader gone away only costs an EPIPE.
+                let _ = File::from(end).write_all(&status.to_ne_bytes());
                 let _ = File::from(exit_w).write_all(&status.to_ne_bytes());
-                // Exiting kills whatever else is left in the namespace.
                 if libc::WIFEXITED(status) {
                     std::process::exit(libc::WEXITSTATUS(status));
                 }
