@@ -87,21 +87,8 @@ fi
 
 # --- packages (crun + static busybox; slurm-up.sh installs Slurm) ------------
 # shellcheck source=bench/lib/oci.sh
-source "$ROOT/bench/lib/oci.sh"   # static_busybox, HYBRID, crun_ns, make_bundle
-need_pkgs=()
-command -v crun >/dev/null 2>&1 || need_pkgs+=(crun)
-static_busybox >/dev/null || need_pkgs+=(busybox-static)
-if [ "${#need_pkgs[@]}" -gt 0 ]; then
-  log "installing ${need_pkgs[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  # --no-remove: busybox-static conflicts with the dynamic busybox package.
-  apt_install() { apt-get install -y -q --no-install-recommends --no-remove "${need_pkgs[@]}" >&2; }
-  if ! apt_install; then
-    log "apt-get install failed; running apt-get update once and retrying"
-    { apt-get update -q >&2 && apt_install; } ||
-      log "WARNING: could not install ${need_pkgs[*]}; the crun rows will show as failed"
-  fi
-fi
+source "$ROOT/bench/lib/oci.sh"   # static_busybox, HYBRID, crun_ns, make_bundle, install_missing, start_joblet_daemon
+install_missing crun:crun
 
 # --- build ---------------------------------------------------------------------
 if [ "$JOBLET" = 1 ]; then
@@ -271,19 +258,7 @@ gpu:
   dev_dir: "$DEVDIR"
 YAML
   log "starting joblet daemon (config $CONFIG)"
-  "$BIN/joblet" server --config "$CONFIG" </dev/null >"$STATE/joblet.log" 2>&1 &
-  DAEMON_PID=$!
-  up=0
-  for _ in $(seq 600); do
-    kill -0 "$DAEMON_PID" 2>/dev/null || break
-    if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("pid") != int(sys.argv[2]))' \
-      "$STATE/state/server.json" "$DAEMON_PID" 2>/dev/null; then
-      up=1
-      break
-    fi
-    sleep 0.05
-  done
-  if [ "$up" = 1 ]; then
+  if start_joblet_daemon "$BIN" "$CONFIG" "$STATE/state" "$STATE/joblet.log"; then
     export RNX_CONFIG="$STATE/state/rnx-config.yml"
     # The node must serve the simulated GPUs (else --gpu=1 measures nothing real).
     gpu_seen="$("$BIN/rnx" --json gpu status 2>&1 | python3 -c '

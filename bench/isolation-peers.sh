@@ -60,25 +60,8 @@ command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (D
 
 # --- packages ----------------------------------------------------------------
 # shellcheck source=bench/lib/oci.sh
-source "$ROOT/bench/lib/oci.sh"   # static_busybox, HYBRID, crun_ns, make_bundle
-need_pkgs=()
-for bin_pkg in bwrap:bubblewrap crun:crun runc:runc; do
-  command -v "${bin_pkg%%:*}" >/dev/null 2>&1 || need_pkgs+=("${bin_pkg#*:}")
-done
-static_busybox >/dev/null || need_pkgs+=(busybox-static)
-if [ "${#need_pkgs[@]}" -gt 0 ]; then
-  log "installing ${need_pkgs[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  # --no-remove: busybox-static conflicts with the dynamic `busybox`
-  # package; rather fail (the bundle peers then show as failed) than remove it.
-  apt_install() { apt-get install -y -q --no-install-recommends --no-remove "${need_pkgs[@]}" >&2; }
-  if ! apt_install; then
-    log "apt-get install failed; running apt-get update once and retrying"
-    if ! { apt-get update -q >&2 && apt_install; }; then
-      log "WARNING: could not install ${need_pkgs[*]}; peers that need them will show as failed"
-    fi
-  fi
-fi
+source "$ROOT/bench/lib/oci.sh"   # static_busybox, HYBRID, crun_ns, make_bundle, install_missing
+install_missing bwrap:bubblewrap crun:crun runc:runc
 
 # --- cgroup layout -----------------------------------------------------------
 # --- cleanup (also run first, to clear an interrupted run) -------------------

@@ -51,21 +51,8 @@ die() { log "ERROR: $*"; exit 1; }
 command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (Debian: python3)"
 
 # shellcheck source=bench/lib/oci.sh
-source "$ROOT/bench/lib/oci.sh" # static_busybox, HYBRID, crun_ns, make_bundle
-need_pkgs=()
-for bin_pkg in bwrap:bubblewrap crun:crun runc:runc; do
-  command -v "${bin_pkg%%:*}" >/dev/null 2>&1 || need_pkgs+=("${bin_pkg#*:}")
-done
-static_busybox >/dev/null || need_pkgs+=(busybox-static)
-if [ "${#need_pkgs[@]}" -gt 0 ]; then
-  log "installing ${need_pkgs[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt_install() { apt-get install -y -q --no-install-recommends --no-remove "${need_pkgs[@]}" >&2; }
-  if ! apt_install; then
-    { apt-get update -q >&2 && apt_install; } ||
-      log "WARNING: could not install ${need_pkgs[*]}; their rows will show as failed"
-  fi
-fi
+source "$ROOT/bench/lib/oci.sh" # static_busybox, HYBRID, crun_ns, make_bundle, install_missing, start_joblet_daemon
+install_missing bwrap:bubblewrap crun:crun runc:runc
 
 if [ "$BUILD" = 1 ]; then
   log "building joblet and rnx (release)"
@@ -129,19 +116,8 @@ sandbox:
   cgroup_base: "$CGROUP_BASE"
 YAML
 log "starting joblet daemon"
-"$BIN/joblet" server --config "$STATE/joblet-config.yml" </dev/null >"$STATE/joblet.log" 2>&1 &
-DAEMON_PID=$!
-up=0
-for _ in $(seq 600); do
-  kill -0 "$DAEMON_PID" 2>/dev/null || break
-  if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("pid") != int(sys.argv[2]))' \
-    "$STATE/state/server.json" "$DAEMON_PID" 2>/dev/null; then
-    up=1
-    break
-  fi
-  sleep 0.05
-done
-[ "$up" = 1 ] || die "the daemon did not start: $(tail -n 5 "$STATE/joblet.log")"
+start_joblet_daemon "$BIN" "$STATE/joblet-config.yml" "$STATE/state" "$STATE/joblet.log" ||
+  die "the daemon did not start: $(tail -n 5 "$STATE/joblet.log")"
 
 # --- the OCI bundle ----------------------------------------------------------
 BUNDLE="$DIR/bundle"

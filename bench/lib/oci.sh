@@ -1,8 +1,10 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2016  # the sh -c script is single-quoted on purpose
-# OCI-runtime pieces shared by bench/isolation-peers.sh and bench/gpu-start.sh
-# (sourced; both time `crun run` of the same bundle, so they build it the same
-# way). Needs: UNIFIED (the hybrid layout's cgroup2 mount point), python3.
+# Pieces shared by bench/isolation-peers.sh, bench/gpu-start.sh and
+# bench/start-latency.sh: the OCI runtimes, their packages and a joblet daemon
+# (sourced; they all time `crun run` of the same bundle, so they build it the
+# same way). Needs: UNIFIED (the hybrid layout's cgroup2 mount point), a
+# `log` function, python3.
 
 # static_busybox: prints the path of a static busybox, or fails. The bundle's
 # rootfs is just this one file plus an applet symlink.
@@ -61,4 +63,46 @@ spec["root"] = {"path": "rootfs", "readonly": True}
 with open(path, "w") as f:
     json.dump(spec, f, indent=2)
 PY
+}
+
+# install_missing BIN:PKG...: apt-get installs the package of every BIN
+# that is not on PATH, and busybox-static when there is no static busybox
+# (`apt-get update` only if the install fails). Never removes a package
+# (--no-remove: busybox-static conflicts with the dynamic busybox); what it
+# cannot install is reported through the caller's `log`, and the rows that
+# need it then show as failed.
+install_missing() {
+  local need=() bin_pkg
+  for bin_pkg in "$@"; do
+    command -v "${bin_pkg%%:*}" >/dev/null 2>&1 || need+=("${bin_pkg#*:}")
+  done
+  static_busybox >/dev/null || need+=(busybox-static)
+  [ "${#need[@]}" -gt 0 ] || return 0
+  log "installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y -q --no-install-recommends --no-remove "${need[@]}" >&2; then
+    log "apt-get install failed; running apt-get update once and retrying"
+    { apt-get update -q >&2 &&
+      apt-get install -y -q --no-install-recommends --no-remove "${need[@]}" >&2; } ||
+      log "WARNING: could not install ${need[*]}; the rows that need them will show as failed"
+  fi
+}
+
+# start_joblet_daemon BIN CONFIG STATE_DIR LOG: starts `BIN/joblet server
+# --config CONFIG` (its output to LOG) and waits (30 s at most) until
+# STATE_DIR/server.json names it. Sets DAEMON_PID (also when it fails, for
+# the caller's cleanup); returns 1 if the daemon did not come up.
+start_joblet_daemon() {
+  local bin="$1" config="$2" state="$3" logf="$4"
+  "$bin/joblet" server --config "$config" </dev/null >"$logf" 2>&1 &
+  DAEMON_PID=$!
+  for _ in $(seq 600); do
+    kill -0 "$DAEMON_PID" 2>/dev/null || return 1
+    if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("pid") != int(sys.argv[2]))' \
+      "$state/server.json" "$DAEMON_PID" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  return 1
 }

@@ -80,12 +80,10 @@ pub trait Runner {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostRunner;
 
-impl Runner for HostRunner {
-    fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError> {
-        let fail = |source| RunnerError::Spawn {
-            command: spec.command.clone(),
-            source,
-        };
+impl HostRunner {
+    /// The command that [`Runner::spawn`] starts for `spec`, for a runner
+    /// that adds to it.
+    pub fn command(spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Command {
         let mut cmd = Command::new(&spec.command);
         cmd.args(&spec.args)
             .env_clear()
@@ -95,9 +93,21 @@ impl Runner for HostRunner {
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr))
             .process_group(0);
+        cmd
+    }
+}
+
+impl Runner for HostRunner {
+    fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError> {
+        let fail = |source| RunnerError::Spawn {
+            command: spec.command.clone(),
+            source,
+        };
         // Dropping the Child neither waits for nor kills the job: the shim
         // reaps it by pid.
-        let child = cmd.spawn().map_err(fail)?;
+        let child = HostRunner::command(spec, stdout, stderr)
+            .spawn()
+            .map_err(fail)?;
         // Pids are positive pid_t values, so the cast is exact.
         Ok(Pid::from_raw(child.id() as i32))
     }

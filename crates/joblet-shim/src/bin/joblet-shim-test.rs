@@ -17,7 +17,6 @@ use std::process::ExitCode;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -62,15 +61,7 @@ impl Runner for TestRunner {
         };
         let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| fail(e.into()))?;
         let w_fd = w.as_raw_fd();
-        let mut cmd = Command::new(&spec.command);
-        cmd.args(&spec.args)
-            .env_clear()
-            .envs(&spec.env)
-            .current_dir(&spec.cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(stdout))
-            .stderr(Stdio::from(stderr))
-            .process_group(0);
+        let mut cmd = HostRunner::command(spec, stdout, stderr);
         // SAFETY: dup2 is async-signal-safe and touches no memory; the new
         // fd 3 has close-on-exec cleared.
         unsafe {
