@@ -104,33 +104,12 @@ fi
 # --- cleanup (also run first, to clear an interrupted run) -------------------
 DAEMON_PID=""
 SLURM_STARTED=0
-remove_cgroups_named() { # <name>: rmdir that cgroup (and below) in every hierarchy
-  local d
-  for d in /sys/fs/cgroup/*/"$1" /sys/fs/cgroup/"$1"; do
-    [ -d "$d" ] || continue
-    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [ ! -d "$d" ] || log "WARNING: cgroup $d not empty, left in place"
-  done
-}
 cleanup() {
-  local id node
-  if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
-    log "stopping joblet daemon (pid $DAEMON_PID)"
-    kill -TERM "$DAEMON_PID" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$DAEMON_PID" 2>/dev/null || true
-    wait "$DAEMON_PID" 2>/dev/null || true
-  fi
-  DAEMON_PID=""
+  local node
+  stop_joblet_daemon
   remove_cgroups_named "$CGROUP_BASE"
   rm -f "$CGROUP_LOCK"
-  if command -v crun >/dev/null 2>&1; then
-    for id in $(crun list -q 2>/dev/null | grep "^$PREFIX" || true); do
-      crun_ns crun delete -f "$id" >/dev/null 2>&1 || log "WARNING: crun delete -f $id failed"
-    done
-  fi
-  find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -depth -type d -name "${PREFIX}*" \
-    -exec rmdir {} \; 2>/dev/null || true
+  delete_containers "$PREFIX"
   if [ "$SLURM_STARTED" = 1 ]; then
     bench/slurm-down.sh || log "WARNING: bench/slurm-down.sh failed"
     SLURM_STARTED=0

@@ -66,23 +66,7 @@ install_missing bwrap:bubblewrap crun:crun runc:runc
 # --- cgroup layout -----------------------------------------------------------
 # --- cleanup (also run first, to clear an interrupted run) -------------------
 cleanup() {
-  local id
-  # `runc run`/`crun run` without --detach/--keep delete their container when
-  # it exits; this only catches runs that were killed half-way.
-  if command -v runc >/dev/null 2>&1; then
-    for id in $(runc list -q 2>/dev/null | grep "^$PREFIX" || true); do
-      runc delete -f "$id" >/dev/null 2>&1 || log "WARNING: runc delete -f $id failed"
-    done
-  fi
-  if command -v crun >/dev/null 2>&1; then
-    for id in $(crun list -q 2>/dev/null | grep "^$PREFIX" || true); do
-      crun_ns crun delete -f "$id" >/dev/null 2>&1 || log "WARNING: crun delete -f $id failed"
-    done
-  fi
-  # Empty cgroups named after our containers (runc puts them under each
-  # hierarchy, relative to its own cgroup); rmdir never removes a busy one.
-  find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -depth -type d -name "${PREFIX}*" \
-    -exec rmdir {} \; 2>/dev/null || true
+  delete_containers "$PREFIX"
   if [ -e "$MARKER" ]; then rm -rf "$DIR"; fi
 }
 if [ -e "$DIR" ] && [ ! -e "$MARKER" ] && [ -n "$(ls -A "$DIR" 2>/dev/null)" ]; then

@@ -51,7 +51,7 @@ die() { log "ERROR: $*"; exit 1; }
 command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (Debian: python3)"
 
 # shellcheck source=bench/lib/oci.sh
-source "$ROOT/bench/lib/oci.sh" # static_busybox, HYBRID, crun_ns, make_bundle, install_missing, start_joblet_daemon
+source "$ROOT/bench/lib/oci.sh" # crun_ns, make_bundle, install_missing, *_joblet_daemon, cleanup helpers
 install_missing bwrap:bubblewrap crun:crun runc:runc
 
 if [ "$BUILD" = 1 ]; then
@@ -65,34 +65,10 @@ done
 # --- cleanup (also run first, to clear an interrupted run) -------------------
 DAEMON_PID=""
 cleanup() {
-  local id d
-  if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
-    kill -TERM "$DAEMON_PID" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$DAEMON_PID" 2>/dev/null || true
-    wait "$DAEMON_PID" 2>/dev/null || true
-  fi
-  DAEMON_PID=""
-  # The stopped daemon's warm shims remove their own cgroups; then the base.
-  for _ in $(seq 50); do
-    [ -z "$(find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -type d -path "*/$CGROUP_BASE/*" 2>/dev/null | head -n 1)" ] && break
-    sleep 0.1
-  done
-  for d in /sys/fs/cgroup/*/"$CGROUP_BASE" /sys/fs/cgroup/"$CGROUP_BASE"; do
-    [ -d "$d" ] || continue
-    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [ ! -d "$d" ] || log "WARNING: cgroup $d not empty, left in place"
-  done
+  stop_joblet_daemon
+  remove_cgroups_named "$CGROUP_BASE"
   rm -f "$CGROUP_LOCK"
-  for tool in crun runc; do
-    command -v "$tool" >/dev/null 2>&1 || continue
-    for id in $("$tool" list -q 2>/dev/null | grep "^$PREFIX" || true); do
-      if [ "$tool" = crun ]; then crun_ns crun delete -f "$id"; else runc delete -f "$id"; fi \
-        >/dev/null 2>&1 || log "WARNING: $tool delete -f $id failed"
-    done
-  done
-  find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -depth -type d -name "${PREFIX}*" \
-    -exec rmdir {} \; 2>/dev/null || true
+  delete_containers "$PREFIX"
   if [ -e "$MARKER" ]; then rm -rf "$DIR"; fi
 }
 if [ -e "$DIR" ] && [ ! -e "$MARKER" ] && [ -n "$(ls -A "$DIR" 2>/dev/null)" ]; then

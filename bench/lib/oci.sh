@@ -106,3 +106,50 @@ start_joblet_daemon() {
   done
   return 1
 }
+
+# stop_joblet_daemon: SIGTERM to DAEMON_PID (if it runs), SIGKILL after
+# 10 s, reaped; clears DAEMON_PID.
+stop_joblet_daemon() {
+  if [ -n "${DAEMON_PID:-}" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+    log "stopping joblet daemon (pid $DAEMON_PID)"
+    kill -TERM "$DAEMON_PID" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$DAEMON_PID" 2>/dev/null || true
+    wait "$DAEMON_PID" 2>/dev/null || true
+  fi
+  DAEMON_PID=""
+}
+
+# remove_cgroups_named NAME: once the cgroups below NAME are gone (a
+# stopped daemon's warm shims remove their own; 5 s at most), rmdir NAME's
+# tree in every hierarchy; a busy one is left in place, with a warning.
+remove_cgroups_named() {
+  local d
+  for _ in $(seq 50); do
+    [ -z "$(find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -type d -path "*/$1/*" 2>/dev/null | head -n 1)" ] && break
+    sleep 0.1
+  done
+  for d in /sys/fs/cgroup/*/"$1" /sys/fs/cgroup/"$1"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ ! -d "$d" ] || log "WARNING: cgroup $d not empty, left in place"
+  done
+}
+
+# delete_containers PREFIX: deletes the crun and runc containers whose id
+# starts with PREFIX (`run` without --detach deletes its container when it
+# exits; this catches runs killed half-way), then the empty cgroups named
+# after them (runc puts them under each hierarchy, relative to its own
+# cgroup; rmdir never removes a busy one).
+delete_containers() {
+  local tool id
+  for tool in crun runc; do
+    command -v "$tool" >/dev/null 2>&1 || continue
+    for id in $("$tool" list -q 2>/dev/null | grep "^$1" || true); do
+      if [ "$tool" = crun ]; then crun_ns crun delete -f "$id"; else runc delete -f "$id"; fi \
+        >/dev/null 2>&1 || log "WARNING: $tool delete -f $id failed"
+    done
+  done
+  find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -depth -type d -name "${1}*" \
+    -exec rmdir {} \; 2>/dev/null || true
+}
