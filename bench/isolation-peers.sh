@@ -103,21 +103,12 @@ fail_row() { rows+=("$1"$'\tfailed\t'"$2"); }
 measure 'fork/exec `true` (same harness)' -- true
 
 # --- bubblewrap --------------------------------------------------------------
-# Read-only /usr; the top-level dirs are recreated as they are on the host:
-# symlinks on a merged-/usr system (/bin -> usr/bin), read-only binds otherwise.
+# The sandbox of bench/lib/oci.sh's bwrap_sandbox_args (read-only /usr).
 BWRAP_LABEL='`bwrap --unshare-all` … `true`'
 if command -v bwrap >/dev/null 2>&1; then
-  bwrap_args=(--unshare-all --ro-bind /usr /usr)
-  for d in bin sbin lib lib32 lib64 libx32; do
-    if [ -L "/$d" ]; then
-      bwrap_args+=(--symlink "$(readlink "/$d")" "/$d")
-    elif [ -d "/$d" ]; then
-      bwrap_args+=(--ro-bind "/$d" "/$d")
-    fi
-  done
-  bwrap_args+=(--proc /proc --dev /dev --tmpfs /tmp)
-  log "bwrap ${bwrap_args[*]} true"
-  measure "$BWRAP_LABEL" -- bwrap "${bwrap_args[@]}" true
+  bwrap_sandbox_args
+  log "bwrap ${BWRAP_ARGS[*]} true"
+  measure "$BWRAP_LABEL" -- bwrap "${BWRAP_ARGS[@]}" true
 else
   fail_row "$BWRAP_LABEL" "bwrap not installed"
 fi

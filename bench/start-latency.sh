@@ -103,17 +103,9 @@ command -v runc >/dev/null 2>&1 || spec_tool=crun
 bundle_err="$(make_bundle "$BUNDLE" "$spec_tool")" || true
 
 # --- the run -----------------------------------------------------------------
-bwrap_args=(--unshare-all --ro-bind /usr /usr)
-for d in bin sbin lib lib32 lib64 libx32; do
-  if [ -L "/$d" ]; then
-    bwrap_args+=(--symlink "$(readlink "/$d")" "/$d")
-  elif [ -d "/$d" ]; then
-    bwrap_args+=(--ro-bind "/$d" "/$d")
-  fi
-done
-bwrap_args+=(--proc /proc --dev /dev --tmpfs /tmp)
+bwrap_sandbox_args
 python3 - "$DIR/spec.json" "$ROUNDS" "$BIN/rnx" "$STATE/state/rnx-config.yml" \
-  "$BUNDLE" "$PREFIX" "${bwrap_args[@]}" <<'PY'
+  "$BUNDLE" "$PREFIX" "${BWRAP_ARGS[@]}" <<'PY'
 import json, sys
 out, rounds, rnx, config, bundle, prefix, *bwrap = sys.argv[1:]
 cmds = [

@@ -153,3 +153,20 @@ delete_containers() {
   find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -depth -type d -name "${1}*" \
     -exec rmdir {} \; 2>/dev/null || true
 }
+
+# bwrap_sandbox_args: sets BWRAP_ARGS to the bubblewrap peer's sandbox:
+# every namespace, a read-only /usr, and the top-level dirs recreated as
+# they are on the host (symlinks on a merged-/usr system, /bin -> usr/bin;
+# read-only binds otherwise), /proc, /dev and a /tmp tmpfs.
+bwrap_sandbox_args() {
+  local d
+  BWRAP_ARGS=(--unshare-all --ro-bind /usr /usr)
+  for d in bin sbin lib lib32 lib64 libx32; do
+    if [ -L "/$d" ]; then
+      BWRAP_ARGS+=(--symlink "$(readlink "/$d")" "/$d")
+    elif [ -d "/$d" ]; then
+      BWRAP_ARGS+=(--ro-bind "/$d" "/$d")
+    fi
+  done
+  BWRAP_ARGS+=(--proc /proc --dev /dev --tmpfs /tmp)
+}
