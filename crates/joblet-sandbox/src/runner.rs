@@ -20,10 +20,13 @@
 //! the job is known, builds from a placeholder job of the node: the init with
 //! its namespaces and shared tree, the cgroup with the node's default
 //! limits and the device filter of a CPU job, the init moved in, its pid 1
-//! forked and waiting. [`Runner::spawn`] then writes the job's limits, swaps
-//! in the job's device filter if it differs (never allowing more than
-//! either in between), and hands pid 1 the job's config; a job that does
-//! not fit the warm sandbox (another network mode, say) gets a fresh one.
+//! forked and waiting. [`Runner::spawn`] then writes the job's limits,
+//! widens the device filter by the job's extra devices (a GPU's nodes: v1
+//! `devices.allow` lines and entries in the eBPF program's device table) or,
+//! when the job's rules are not the placeholder's plus exact devices, swaps
+//! in a filter of its own (never allowing more than either in between), and
+//! hands pid 1 the job's config; a job that does not fit the warm sandbox
+//! (another network mode, say) gets a fresh one.
 
 use std::ffi::OsString;
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -142,10 +145,13 @@ impl SandboxRunner {
     }
 
     /// Applies `rules` to `cgroup`: the v1 `devices.*` files and the v2
-    /// eBPF filter, each one that exists (none at all is an error).
+    /// eBPF filter, each one that exists (none at all is an error). With
+    /// `table`, the program gets an empty device table
+    /// ([`Self::extend_devices`] widens it later).
     fn apply_devices(
         cgroup: &JobCgroup,
         rules: &DeviceRules,
+        table: bool,
     ) -> Result<Option<AttachedFilter>, RunnerError> {
         let v1_dir = cgroup.v1_devices_dir();
         let unified = cgroup.unified_dir();
@@ -155,12 +161,47 @@ impl SandboxRunner {
         if let Some(dir) = v1_dir {
             devices_v1::apply(dir, rules).map_err(|e| isolation("device filter (cgroup v1)", e))?;
         }
-        match unified {
-            Some(dir) => bpf::attach(dir, rules)
-                .map(Some)
-                .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e)),
-            None => Ok(None),
+        let attached = match unified {
+            Some(dir) if table => bpf::attach_with_table(dir, rules),
+            Some(dir) => bpf::attach(dir, rules),
+            None => return Ok(None),
+        };
+        attached
+            .map(Some)
+            .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e))
+    }
+
+    /// Widens the filter applied for `from` (a warm sandbox's, with a
+    /// table) to `to` by adding exact devices, when it can
+    /// ([`DeviceRules::extension`], room in the table): no program is
+    /// loaded. `Ok(false)`: it cannot, nothing was changed.
+    fn extend_devices(
+        cgroup: &JobCgroup,
+        filter: &mut Option<AttachedFilter>,
+        from: &DeviceRules,
+        to: &DeviceRules,
+    ) -> Result<bool, RunnerError> {
+        let Some(added) = from.extension(to) else {
+            return Ok(false);
+        };
+        let table = match filter.as_mut() {
+            Some(f) => match f.table_mut() {
+                Some(t) if t.room() >= added.len() => Some(t),
+                _ => return Ok(false),
+            },
+            None if cgroup.unified_dir().is_none() => None,
+            None => return Ok(false),
+        };
+        if let Some(dir) = cgroup.v1_devices_dir() {
+            devices_v1::extend(dir, &added, to)
+                .map_err(|e| isolation("device filter (cgroup v1)", e))?;
         }
+        if let Some(table) = table {
+            table
+                .extend(&added)
+                .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e))?;
+        }
+        Ok(true)
     }
 
     /// Starts the init for `config` (it builds its namespaces and tree on
@@ -206,7 +247,7 @@ impl SandboxRunner {
         let host_mounts = self.host_mounts()?;
         let (mut pending, layout, cgroup) =
             self.spawn_with_cgroup(&config, &settings, stdout, stderr)?;
-        let entered = Self::apply_devices(&cgroup, &settings.devices).and_then(|filter| {
+        let entered = Self::apply_devices(&cgroup, &settings.devices, true).and_then(|filter| {
             cgroup
                 .add_pid(pending.pid())
                 .map_err(|e| isolation("moving the job into its cgroup", e))?;
@@ -268,13 +309,16 @@ impl SandboxRunner {
                     .set_limits(&layout, &self.roots, &job.limits)
                     .map_err(|e| isolation("cgroup", e))?;
             }
-            let filter = if job.devices == settings.devices {
+            let mut filter = filter;
+            let filter = if job.devices == settings.devices
+                || Self::extend_devices(&cgroup, &mut filter, &settings.devices, &job.devices)?
+            {
                 filter
             } else {
                 // The job's filter joins the placeholder's before that one
                 // goes: both must allow an access meanwhile, so the job is
                 // never allowed more than either.
-                let new = Self::apply_devices(&cgroup, &job.devices)?;
+                let new = Self::apply_devices(&cgroup, &job.devices, false)?;
                 if let Some(old) = filter {
                     old.detach()
                         .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e))?;
@@ -318,7 +362,7 @@ impl SandboxRunner {
         cgroup: &JobCgroup,
         pending: init::PendingInit,
     ) -> Result<(init::Started, Option<AttachedFilter>), RunnerError> {
-        let filter = Self::apply_devices(cgroup, &job.devices)?;
+        let filter = Self::apply_devices(cgroup, &job.devices, false)?;
         let t0 = std::time::Instant::now();
         cgroup
             .add_pid(pending.pid())

@@ -380,6 +380,84 @@ fn v2_bpf_program_enforces_the_allow_list_until_detached() {
     assert_eq!(probe.run(), [Errno::ENXIO], "no filter after detach");
 }
 
+/// A warm sandbox's filter: the minimal rules and an empty device table
+/// deny both GPUs; once the table holds `c 195:0 rw` the filter decides as
+/// the job's rules do, with the same program.
+#[test]
+fn v2_table_program_denies_until_the_table_names_the_device() {
+    let nodes = Nodes::new();
+    let cg = CgroupGuard::new(&unified_root());
+    let mut filter = bpf::attach_with_table(cg.job(), &DeviceRules::minimal()).unwrap();
+    let id = filter.prog_id();
+
+    let probe = Probe::spawn(&[
+        open_rw(&nodes.path("nvidia0")),
+        open_rw(&nodes.path("nvidia1")),
+        open_rw(Path::new("/dev/null")),
+    ]);
+    cg.add_process(cg.job(), probe.pid);
+    assert_eq!(
+        probe.run(),
+        [Errno::EPERM, Errno::EPERM, Errno::UnknownErrno],
+        "empty table"
+    );
+
+    let added = DeviceRules::minimal().extension(&job_rules()).unwrap();
+    assert_eq!(added, [DeviceRule::char(195, 0, Access::RW)]);
+    let table = filter.table_mut().expect("built with a table");
+    let room = table.room();
+    table.extend(&added).unwrap();
+    assert_eq!(table.room(), room - 1);
+    assert_eq!(
+        bpf::attached_program_ids(cg.job()).unwrap(),
+        [id],
+        "the same program"
+    );
+    let probe = Probe::spawn(&standard_ops(&nodes));
+    cg.add_process(cg.job(), probe.pid);
+    assert_eq!(probe.run(), FILTERED);
+
+    // Read access only for 195:1: opening it read-write stays denied.
+    table
+        .extend(&[DeviceRule::char(195, 1, Access::R)])
+        .unwrap();
+    let probe = Probe::spawn(&[
+        open_rw(&nodes.path("nvidia1")),
+        open_ro(&nodes.path("nvidia1")),
+    ]);
+    cg.add_process(cg.job(), probe.pid);
+    assert_eq!(probe.run(), [Errno::EPERM, Errno::ENXIO]);
+
+    // Only exact devices go in the table; nothing is written otherwise.
+    let err = table
+        .extend(&[DeviceRule::parse("c 195:* rw").unwrap()])
+        .unwrap_err();
+    assert!(matches!(err, DeviceError::TableRefused { .. }), "{err}");
+    assert!(err.to_string().contains("c 195:* rw"), "{err}");
+}
+
+/// v1: extending the minimal list by the GPU's rule gives the job's list,
+/// enforced as if applied whole.
+#[test]
+fn v1_extension_allows_exactly_the_added_devices() {
+    if !v1_available() {
+        return;
+    }
+    let nodes = Nodes::new();
+    let cg = CgroupGuard::new(Path::new(V1_DEVICES));
+    v1::apply(cg.job(), &DeviceRules::minimal()).unwrap();
+    let added = DeviceRules::minimal().extension(&job_rules()).unwrap();
+    v1::extend(cg.job(), &added, &job_rules()).unwrap();
+    let probe = Probe::spawn(&standard_ops(&nodes));
+    cg.add_process(cg.job(), probe.pid);
+    assert_eq!(probe.run(), FILTERED);
+    // The read-back fails closed when the list is not the one expected.
+    let mut more = job_rules();
+    more.allow(DeviceRule::char(195, 1, Access::RW));
+    let err = v1::extend(cg.job(), &[], &more).unwrap_err();
+    assert!(matches!(err, DeviceError::V1Mismatch { .. }), "{err}");
+}
+
 #[test]
 fn v2_dropping_the_handle_leaves_the_filter_attached() {
     let nodes = Nodes::new();

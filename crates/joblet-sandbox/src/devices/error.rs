@@ -103,6 +103,49 @@ pub enum DeviceError {
         errno: Errno,
     },
 
+    /// `bpf(BPF_MAP_CREATE)` of the device table failed.
+    #[error("bpf(BPF_MAP_CREATE) of the device table ({capacity} entries) failed: {errno}")]
+    BpfMapCreate {
+        /// Entries asked for.
+        capacity: u32,
+        /// The kernel's answer.
+        errno: Errno,
+    },
+
+    /// Adding a device to the table failed.
+    #[error("bpf(BPF_MAP_UPDATE_ELEM) adding {rule} to the device table failed: {errno}")]
+    BpfMapUpdate {
+        /// The rule (in v1 syntax).
+        rule: String,
+        /// The kernel's answer.
+        errno: Errno,
+    },
+
+    /// Reading the device table back failed.
+    #[error("reading the device table back failed: {errno}")]
+    BpfMapRead {
+        /// The kernel's answer.
+        errno: Errno,
+    },
+
+    /// The table does not hold what was written.
+    #[error("the device table holds {found:?} but the rules written were {expected:?}; refusing to run the job with a device list we did not set")]
+    TableMismatch {
+        /// What was written, `type major:minor bits` per entry.
+        expected: Vec<String>,
+        /// What the kernel holds.
+        found: Vec<String>,
+    },
+
+    /// The filter cannot take these rules in its table.
+    #[error("the device filter {why}: it cannot be extended by {rules:?}")]
+    TableRefused {
+        /// The rules asked for.
+        rules: Vec<String>,
+        /// Why not (no table, full, a rule not naming one device).
+        why: &'static str,
+    },
+
     /// `bpf(BPF_OBJ_GET_INFO_BY_FD)` on our own program failed.
     #[error("bpf(BPF_OBJ_GET_INFO_BY_FD) on the loaded device program failed: {errno}")]
     BpfInfo {

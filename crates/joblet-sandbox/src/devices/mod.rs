@@ -7,6 +7,12 @@
 //!   [`program::generate`] (pure, proven equal to [`DeviceRules::allows`] by an
 //!   interpreter in its tests) and loaded/attached with raw `bpf(2)` calls.
 //!
+//! - widening an applied filter by exact devices
+//!   ([`DeviceRules::extension`]): [`v1::extend`] writes just those rules,
+//!   and a program built by [`bpf::attach_with_table`] takes them in its
+//!   device table ([`bpf::DeviceTable::extend`]); each is read back. A warm
+//!   sandbox's GPU job takes this path instead of a new program.
+//!
 //! On a hybrid host apply both: the kernel checks both and a device must be
 //! allowed by each. Everything fails closed: an error means the job's
 //! devices are not what was asked and the job must not start.

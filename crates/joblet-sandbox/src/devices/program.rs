@@ -30,6 +30,25 @@
 //!
 //! All comparisons are 32-bit (`BPF_JMP32`), so numbers ≥ 2^31 are compared
 //! as the unsigned values they are rather than sign-extended immediates.
+//!
+//! [`generate_with_table`] ends the program with a table instead of the
+//! default deny: a `BPF_MAP_TYPE_HASH` of exact devices, key
+//! `{u32 type; u32 major; u32 minor}`, value the allowed access bits. A
+//! request no rule allowed is looked up there:
+//!
+//! ```text
+//!   key on the stack at r10-12: type, major, minor (from the context)
+//!   r1 = map ; r2 = r10 - 12 ; call bpf_map_lookup_elem
+//!   if r0 == 0 goto deny
+//!   w1 = *(u32 *)r0 ; w3 = ctx.access_type >> 16 ; w1 &= w3
+//!   if w1 != w3 goto deny ; r0 = 1 ; exit
+//!   deny: r0 = 0 ; exit
+//! ```
+//!
+//! A warm sandbox is built with an empty table; the job that claims it adds
+//! its GPUs' devices to the table ([`DeviceRules::extension`]) with one
+//! `bpf(BPF_MAP_UPDATE_ELEM)` each, instead of loading (and verifying) a
+//! program of its own and swapping it in.
 
 use super::{DeviceRules, DeviceType};
 
@@ -80,6 +99,24 @@ pub mod op {
     pub const JNE: u8 = 0x50;
     /// `BPF_EXIT`
     pub const EXIT: u8 = 0x90;
+    /// `BPF_LD` class (only `BPF_LD | BPF_DW | BPF_IMM`, the 64-bit load).
+    pub const LD: u8 = 0x00;
+    /// `BPF_STX` class.
+    pub const STX: u8 = 0x03;
+    /// `BPF_DW`: 64-bit size.
+    pub const DW: u8 = 0x18;
+    /// `BPF_IMM` mode.
+    pub const IMM: u8 = 0x00;
+    /// `BPF_ADD`
+    pub const ADD: u8 = 0x00;
+    /// `BPF_JEQ`
+    pub const JEQ: u8 = 0x10;
+    /// `BPF_CALL`
+    pub const CALL: u8 = 0x80;
+    /// `BPF_PSEUDO_MAP_FD`: the 64-bit load's immediate is a map descriptor.
+    pub const PSEUDO_MAP_FD: u8 = 1;
+    /// Helper `bpf_map_lookup_elem`.
+    pub const FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 }
 
 impl BpfInsn {
@@ -110,6 +147,10 @@ impl BpfInsn {
         Self::new(op::ALU | alu | op::K, dst, 0, 0, imm)
     }
 
+    fn and32_reg(dst: u8, src: u8) -> Self {
+        Self::new(op::ALU | op::AND | op::X, dst, src, 0, 0)
+    }
+
     fn mov32_reg(dst: u8, src: u8) -> Self {
         Self::new(op::ALU | op::MOV | op::X, dst, src, 0, 0)
     }
@@ -130,6 +171,50 @@ impl BpfInsn {
     fn exit() -> Self {
         Self::new(op::JMP | op::EXIT, 0, 0, 0, 0)
     }
+
+    fn store_u32(dst: u8, off: i16, src: u8) -> Self {
+        Self::new(op::STX | op::W | op::MEM, dst, src, off, 0)
+    }
+
+    /// `dst = map` (two instructions: the 64-bit load of a map descriptor).
+    fn load_map_fd(dst: u8, map_fd: i32) -> [Self; 2] {
+        [
+            Self::new(op::LD | op::DW | op::IMM, dst, op::PSEUDO_MAP_FD, 0, map_fd),
+            Self::new(0, 0, 0, 0, 0),
+        ]
+    }
+
+    fn add64_imm(dst: u8, imm: i32) -> Self {
+        Self::new(op::ALU64 | op::ADD | op::K, dst, 0, 0, imm)
+    }
+
+    fn call(func: i32) -> Self {
+        Self::new(op::JMP | op::CALL, 0, 0, 0, func)
+    }
+
+    fn jeq64_imm(dst: u8, imm: i32, off: i16) -> Self {
+        Self::new(op::JMP | op::JEQ | op::K, dst, 0, off, imm)
+    }
+}
+
+/// The table's key: `{u32 type; u32 major; u32 minor}`, native endian.
+pub const TABLE_KEY_SIZE: u32 = 12;
+/// The table's value: the allowed access bits (MKNOD=1 READ=2 WRITE=4).
+pub const TABLE_VALUE_SIZE: u32 = 4;
+
+/// The table key of an exact rule (`None` for a wildcard or `All` rule,
+/// which cannot go in the table).
+pub fn table_key(rule: &super::DeviceRule) -> Option<[u8; 12]> {
+    let kind = match rule.kind {
+        DeviceType::Char => BPF_DEVCG_DEV_CHAR,
+        DeviceType::Block => BPF_DEVCG_DEV_BLOCK,
+        DeviceType::All => return None,
+    };
+    let mut key = [0u8; 12];
+    key[0..4].copy_from_slice(&kind.to_ne_bytes());
+    key[4..8].copy_from_slice(&rule.major?.to_ne_bytes());
+    key[8..12].copy_from_slice(&rule.minor?.to_ne_bytes());
+    Some(key)
 }
 
 /// Device type values in `access_type & 0xffff` (`BPF_DEVCG_DEV_*`).
@@ -188,6 +273,46 @@ impl Check {
 /// Generates the device program for `rules`: one block per rule, default
 /// deny. The result is a complete program for `BPF_PROG_LOAD`.
 pub fn generate(rules: &DeviceRules) -> Vec<BpfInsn> {
+    let mut insns = rule_blocks(rules);
+    insns.push(BpfInsn::alu32_imm(op::MOV, 0, 0));
+    insns.push(BpfInsn::exit());
+    insns
+}
+
+/// Generates the device program for `rules` followed by a lookup in the
+/// table `map_fd` (see the module doc): a request is allowed when a rule
+/// or the table entry of its exact device allows it.
+pub fn generate_with_table(rules: &DeviceRules, map_fd: i32) -> Vec<BpfInsn> {
+    let mut insns = rule_blocks(rules);
+    // The key, built on the stack from the context.
+    insns.push(BpfInsn::load_u32(2, CTX, 0));
+    insns.push(BpfInsn::alu32_imm(op::AND, 2, 0xffff));
+    insns.push(BpfInsn::store_u32(10, -12, 2));
+    insns.push(BpfInsn::load_u32(2, CTX, 4));
+    insns.push(BpfInsn::store_u32(10, -8, 2));
+    insns.push(BpfInsn::load_u32(2, CTX, 8));
+    insns.push(BpfInsn::store_u32(10, -4, 2));
+    insns.extend(BpfInsn::load_map_fd(1, map_fd));
+    insns.push(BpfInsn::mov64_reg(2, 10));
+    insns.push(BpfInsn::add64_imm(2, -12));
+    insns.push(BpfInsn::call(op::FUNC_MAP_LOOKUP_ELEM));
+    // No entry: deny (skip the 7 instructions up to it).
+    insns.push(BpfInsn::jeq64_imm(0, 0, 7));
+    insns.push(BpfInsn::load_u32(1, 0, 0));
+    insns.push(BpfInsn::load_u32(3, CTX, 0));
+    insns.push(BpfInsn::alu32_imm(op::RSH, 3, 16));
+    insns.push(BpfInsn::and32_reg(1, 3));
+    insns.push(BpfInsn::jne32_reg(1, 3, 2));
+    insns.push(BpfInsn::alu32_imm(op::MOV, 0, 1));
+    insns.push(BpfInsn::exit());
+    insns.push(BpfInsn::alu32_imm(op::MOV, 0, 0));
+    insns.push(BpfInsn::exit());
+    insns
+}
+
+/// `r6 = r1`, then one block per rule that exits with 1 when its rule
+/// allows the request and jumps past itself otherwise.
+fn rule_blocks(rules: &DeviceRules) -> Vec<BpfInsn> {
     let mut insns = vec![BpfInsn::mov64_reg(CTX, 1)];
     for rule in rules.rules() {
         let mut checks = Vec::with_capacity(4);
@@ -216,8 +341,6 @@ pub fn generate(rules: &DeviceRules) -> Vec<BpfInsn> {
         insns.push(BpfInsn::alu32_imm(op::MOV, 0, 1));
         insns.push(BpfInsn::exit());
     }
-    insns.push(BpfInsn::alu32_imm(op::MOV, 0, 0));
-    insns.push(BpfInsn::exit());
     insns
 }
 
@@ -226,6 +349,7 @@ mod tests {
     use super::*;
     use crate::devices::{Access, DeviceRule};
     use proptest::prelude::*;
+    use std::collections::HashMap;
 
     /// `struct bpf_cgroup_dev_ctx` as the kernel fills it.
     #[derive(Debug, Clone, Copy)]
@@ -235,25 +359,46 @@ mod tests {
         minor: u32,
     }
 
-    /// A value in a register: a scalar or the context pointer (r1 on entry).
+    /// A value in a register: a scalar, the context pointer (r1 on entry),
+    /// the frame pointer plus an offset (r10), the table, or a pointer to a
+    /// table entry's value.
     #[derive(Debug, Clone, Copy, PartialEq)]
     enum Reg {
         Scalar(u64),
         Ctx,
+        Stack(i16),
+        Map(i32),
+        Value(u32),
     }
+
+    /// The table the program was generated with: its descriptor and entries.
+    type Table = (i32, HashMap<[u8; 12], u32>);
 
     /// Runs the instruction subset the generator may emit, with the
     /// semantics of the kernel's interpreter (32-bit ALU zero-extends,
     /// JMP32 compares the low 32 bits, JMP compares 64 bits with the
-    /// immediate sign-extended). Anything else, a read of an unset
-    /// register, a bad context access or running off the end panics, as the
-    /// verifier would refuse such a program.
+    /// immediate sign-extended; a helper call clobbers r1–r5). Anything
+    /// else, a read of an unset register, a bad context or stack access, a
+    /// lookup in another map or running off the end panics, as the verifier
+    /// would refuse such a program.
     fn interpret(prog: &[BpfInsn], ctx: Ctx) -> u64 {
+        interpret_with(prog, ctx, None)
+    }
+
+    fn interpret_with(prog: &[BpfInsn], ctx: Ctx, table: Option<&Table>) -> u64 {
         let mut regs: [Option<Reg>; 11] = [None; 11];
         regs[1] = Some(Reg::Ctx);
+        regs[10] = Some(Reg::Stack(0));
+        let mut stack = [None::<u32>; 3]; // the key's three u32 slots at -12, -8, -4
         let scalar = |regs: &[Option<Reg>; 11], r: u8| match regs[usize::from(r)] {
             Some(Reg::Scalar(v)) => v,
             other => panic!("r{r} is {other:?}, not a scalar"),
+        };
+        let slot = |off: i16| match off {
+            -12 => 0usize,
+            -8 => 1,
+            -4 => 2,
+            other => panic!("stack offset {other} is not a key slot"),
         };
         let mut pc = 0usize;
         for _ in 0..=prog.len() {
@@ -267,24 +412,54 @@ mod tests {
             match class {
                 op::LDX => {
                     assert_eq!(code, op::LDX | op::W | op::MEM, "only 32-bit loads");
-                    assert_eq!(regs[usize::from(src)], Some(Reg::Ctx), "load from ctx only");
-                    let v = match insn.off {
-                        0 => ctx.access_type,
-                        4 => ctx.major,
-                        8 => ctx.minor,
-                        off => panic!("bad ctx offset {off}"),
+                    let v = match regs[usize::from(src)] {
+                        Some(Reg::Ctx) => match insn.off {
+                            0 => ctx.access_type,
+                            4 => ctx.major,
+                            8 => ctx.minor,
+                            off => panic!("bad ctx offset {off}"),
+                        },
+                        Some(Reg::Value(bits)) => {
+                            assert_eq!(insn.off, 0, "the value is one u32");
+                            bits
+                        }
+                        other => panic!("load from {other:?}"),
                     };
                     regs[usize::from(dst)] = Some(Reg::Scalar(u64::from(v)));
                 }
-                op::ALU64 => {
+                op::STX => {
+                    assert_eq!(code, op::STX | op::W | op::MEM, "only 32-bit stores");
                     assert_eq!(
-                        code,
-                        op::ALU64 | op::MOV | op::X,
-                        "only 64-bit register moves"
+                        regs[usize::from(dst)],
+                        Some(Reg::Stack(0)),
+                        "store to the frame only"
                     );
-                    regs[usize::from(dst)] =
-                        Some(regs[usize::from(src)].unwrap_or_else(|| panic!("r{src} unset")));
+                    stack[slot(insn.off)] = Some(scalar(&regs, src) as u32);
                 }
+                op::LD => {
+                    assert_eq!(code, op::LD | op::DW | op::IMM, "only the 64-bit load");
+                    assert_eq!(src, op::PSEUDO_MAP_FD, "only map descriptors");
+                    assert_eq!(
+                        prog.get(pc),
+                        Some(&BpfInsn::new(0, 0, 0, 0, 0)),
+                        "second half"
+                    );
+                    pc += 1;
+                    regs[usize::from(dst)] = Some(Reg::Map(insn.imm));
+                }
+                op::ALU64 => match code {
+                    c if c == op::ALU64 | op::MOV | op::X => {
+                        regs[usize::from(dst)] =
+                            Some(regs[usize::from(src)].unwrap_or_else(|| panic!("r{src} unset")));
+                    }
+                    c if c == op::ALU64 | op::ADD | op::K => match regs[usize::from(dst)] {
+                        Some(Reg::Stack(o)) => {
+                            regs[usize::from(dst)] = Some(Reg::Stack(o + insn.imm as i16))
+                        }
+                        other => panic!("64-bit add to {other:?}"),
+                    },
+                    other => panic!("unexpected ALU64 op {other:#x}"),
+                },
                 op::ALU => {
                     let operand = if code & op::X != 0 {
                         scalar(&regs, src) as u32
@@ -303,6 +478,37 @@ mod tests {
                     op::EXIT => {
                         assert_eq!(class, op::JMP);
                         return scalar(&regs, 0);
+                    }
+                    op::CALL => {
+                        assert_eq!(insn.imm, op::FUNC_MAP_LOOKUP_ELEM, "only map lookups");
+                        let (fd, entries) = table.expect("a lookup needs a table");
+                        assert_eq!(regs[1], Some(Reg::Map(*fd)), "r1 is the table");
+                        assert_eq!(regs[2], Some(Reg::Stack(-12)), "r2 is the key");
+                        let word = |i: usize| stack[i].expect("key slot written").to_ne_bytes();
+                        let mut key = [0u8; 12];
+                        for i in 0..3 {
+                            key[i * 4..i * 4 + 4].copy_from_slice(&word(i));
+                        }
+                        regs[0] =
+                            Some(entries.get(&key).map_or(Reg::Scalar(0), |&v| Reg::Value(v)));
+                        for r in &mut regs[1..=5] {
+                            *r = None;
+                        }
+                    }
+                    op::JEQ => {
+                        assert_eq!(code, op::JMP | op::JEQ | op::K, "only 64-bit == imm");
+                        let equal = match regs[usize::from(dst)] {
+                            Some(Reg::Scalar(v)) => v == i64::from(insn.imm) as u64,
+                            Some(Reg::Value(_)) => {
+                                assert_eq!(insn.imm, 0, "a pointer is only compared with null");
+                                false
+                            }
+                            other => panic!("compare of {other:?}"),
+                        };
+                        if equal {
+                            assert!(insn.off >= 0, "backward jump");
+                            pc += insn.off as usize;
+                        }
                     }
                     op::JNE => {
                         let a = scalar(&regs, dst);
@@ -454,5 +660,59 @@ mod tests {
             let got = interpret(&generate(&rules), ctx(kind, major, minor, access));
             prop_assert_eq!(got == 1, rules.allows(kind, major, minor, access));
         }
+
+        /// A warm sandbox's program (its rules and an empty table) decides
+        /// as its rules; once a job's extension is in the table it decides
+        /// as the job's rules, on requests near either's numbers.
+        #[test]
+        fn table_program_agrees_with_base_then_with_the_extended_rules(
+            raw in proptest::collection::vec(any_rule(), 0..8),
+            extra in proptest::collection::vec(
+                (any::<bool>(), number(), number(), 1u32..8), 0..6),
+            pick in any::<proptest::sample::Index>(),
+            block in any::<bool>(), bits in 0u32..8, bump in 0u32..2,
+            fd in 3i32..1000,
+        ) {
+            let mut base = DeviceRules::deny_all();
+            for r in &raw { base.allow(*r); }
+            let mut wider = base.clone();
+            for &(b, major, minor, bits) in &extra {
+                let access = Access::from_bpf_bits(bits);
+                wider.allow(if b { DeviceRule::block(major, minor, access) }
+                            else { DeviceRule::char(major, minor, access) });
+            }
+            let added = base.extension(&wider);
+            prop_assert!(added.is_some(), "exact additions always extend");
+            let mut table: Table = (fd, HashMap::new());
+            let prog = generate_with_table(&base, fd);
+
+            let numbers: Vec<(Option<u32>, Option<u32>)> = wider.rules().iter()
+                .map(|r| (r.major, r.minor)).chain([(Some(5), Some(6))]).collect();
+            let (ma, mi) = numbers[pick.index(numbers.len())];
+            let major = ma.unwrap_or(5).wrapping_add(bump);
+            let minor = mi.unwrap_or(6);
+            let kind = if block { DeviceType::Block } else { DeviceType::Char };
+            let access = Access::from_bpf_bits(bits);
+            let req = ctx(kind, major, minor, access);
+
+            let before = interpret_with(&prog, req, Some(&table));
+            prop_assert_eq!(before == 1, base.allows(kind, major, minor, access));
+            for rule in added.unwrap() {
+                table.1.insert(table_key(&rule).unwrap(), rule.access.bpf_bits());
+            }
+            let after = interpret_with(&prog, req, Some(&table));
+            prop_assert_eq!(after == 1, wider.allows(kind, major, minor, access));
+            prop_assert!(after <= 1);
+        }
+    }
+
+    #[test]
+    fn table_keys_name_exact_devices_only() {
+        let key = table_key(&DeviceRule::char(195, 3, Access::RW)).unwrap();
+        assert_eq!(&key[0..4], &BPF_DEVCG_DEV_CHAR.to_ne_bytes());
+        assert_eq!(&key[4..8], &195u32.to_ne_bytes());
+        assert_eq!(&key[8..12], &3u32.to_ne_bytes());
+        assert_eq!(table_key(&DeviceRule::parse("c 136:* rw").unwrap()), None);
+        assert_eq!(table_key(&DeviceRule::parse("a *:* rwm").unwrap()), None);
     }
 }

@@ -290,6 +290,12 @@ impl DeviceRule {
         })
     }
 
+    /// Whether the rule names one device: a type, a major and a minor
+    /// (no wildcard).
+    pub fn is_exact(&self) -> bool {
+        self.kind != DeviceType::All && self.major.is_some() && self.minor.is_some()
+    }
+
     /// Whether this one rule allows the request (`kind` must be Char or
     /// Block): type, major and minor match and `access` is a subset.
     pub(crate) fn matches(&self, kind: DeviceType, major: u32, minor: u32, access: Access) -> bool {
@@ -409,6 +415,40 @@ impl DeviceRules {
     /// The normalised rules, in the order first added.
     pub fn rules(&self) -> &[DeviceRule] {
         &self.rules
+    }
+
+    /// The rules to add to `self` (a filter already applied) so that it
+    /// allows exactly `wider`, when that can be done by adding exact device
+    /// rules (`c 195:3 rw`: type, major and minor all named) and nothing
+    /// else: every rule of `self` has one of the same type, major and minor
+    /// in `wider` allowing at least as much, and every rule of `wider` that
+    /// is not also in `self` unchanged is exact. `None` otherwise (the
+    /// filter must then be replaced, not extended).
+    ///
+    /// Adding the returned rules is what the kernel's v1 `devices.allow`
+    /// does (same key: access OR-ed) and what the device program's table
+    /// holds ([`super::program::generate_with_table`]); either way the
+    /// result decides every request as `wider` does.
+    pub fn extension(&self, wider: &DeviceRules) -> Option<Vec<DeviceRule>> {
+        let same_key = |a: &DeviceRule, b: &DeviceRule| {
+            a.kind == b.kind && a.major == b.major && a.minor == b.minor
+        };
+        let covered = self.rules.iter().all(|old| {
+            wider
+                .rules
+                .iter()
+                .any(|new| same_key(old, new) && new.access.contains(old.access))
+        });
+        if !covered {
+            return None;
+        }
+        let added: Vec<DeviceRule> = wider
+            .rules
+            .iter()
+            .filter(|new| !self.rules.contains(new))
+            .copied()
+            .collect();
+        added.iter().all(DeviceRule::is_exact).then_some(added)
     }
 
     /// Would opening (or mknod'ing) device `kind major:minor` with `access`
@@ -588,6 +628,50 @@ mod tests {
         assert!(
             rules.allows(DeviceType::Char, 1, 3, Access::RW),
             "same key merges like v1"
+        );
+    }
+
+    #[test]
+    fn extension_adds_exact_rules_only() {
+        let base = DeviceRules::minimal();
+        let mut gpu = base.clone();
+        gpu.allow(DeviceRule::char(195, 3, Access::RW));
+        gpu.allow(DeviceRule::char(195, 255, Access::RW));
+        assert_eq!(
+            base.extension(&gpu),
+            Some(vec![
+                DeviceRule::char(195, 3, Access::RW),
+                DeviceRule::char(195, 255, Access::RW)
+            ])
+        );
+        assert_eq!(base.extension(&base), Some(vec![]));
+
+        // Wider access on a rule the base has: that rule, widened.
+        let mut mknod = base.clone();
+        mknod.allow(DeviceRule::char(1, 3, Access::M));
+        assert_eq!(
+            base.extension(&mknod),
+            Some(vec![DeviceRule::char(1, 3, Access::RWM)])
+        );
+
+        // A wildcard cannot go in the table; a rule the job lacks cannot be
+        // taken away by adding.
+        let mut wild = base.clone();
+        wild.allow(DeviceRule::parse("c 195:* rw").unwrap());
+        assert_eq!(base.extension(&wild), None);
+        assert_eq!(gpu.extension(&base), None);
+        let mut narrower = DeviceRules::deny_all();
+        for r in base.rules() {
+            narrower.allow(DeviceRule {
+                access: Access::R,
+                ..*r
+            });
+        }
+        assert_eq!(base.extension(&narrower), None);
+        assert_eq!(
+            narrower.extension(&base),
+            None,
+            "136:* is widened, a wildcard"
         );
     }
 

@@ -29,6 +29,29 @@ pub fn apply(devices_cgroup_dir: &Path, rules: &DeviceRules) -> Result<(), Devic
     Ok(())
 }
 
+/// Widens a cgroup v1 `devices` directory that allows some rules by
+/// `added` (each written to `devices.allow`; the kernel OR-s the access of
+/// a rule it already has), then checks that `devices.list` holds exactly
+/// `rules`, the result. `added` comes from [`DeviceRules::extension`], so
+/// the cgroup never allows more than `rules`, before or after.
+pub fn extend(
+    devices_cgroup_dir: &Path,
+    added: &[DeviceRule],
+    rules: &DeviceRules,
+) -> Result<(), DeviceError> {
+    let allow = devices_cgroup_dir.join("devices.allow");
+    for rule in added {
+        write_line(&allow, &rule.to_v1_line())?;
+    }
+    verify(devices_cgroup_dir, rules)?;
+    tracing::debug!(
+        dir = %devices_cgroup_dir.display(),
+        added = added.len(),
+        "cgroup v1 device rules extended"
+    );
+    Ok(())
+}
+
 /// Checks that `devices.list` in `devices_cgroup_dir` holds exactly `rules`
 /// (in any order).
 pub fn verify(devices_cgroup_dir: &Path, rules: &DeviceRules) -> Result<(), DeviceError> {
@@ -123,6 +146,34 @@ mod tests {
         let dir = fake_cgroup("c 1:3 rw\n");
         assert!(matches!(
             apply(dir.path(), &extra),
+            Err(DeviceError::V1Mismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn extend_writes_only_the_added_rules_and_reads_back_the_whole_list() {
+        let mut gpu = DeviceRules::minimal();
+        gpu.allow(DeviceRule::char(195, 3, Access::RW));
+        let dir = fake_cgroup(
+            "c 136:* rw\nc 1:3 rw\nc 1:5 rw\nc 1:7 rw\nc 1:8 rw\nc 1:9 rw\nc 5:0 rw\nc 5:2 rw\nc 195:3 rw\n",
+        );
+        let added = DeviceRules::minimal().extension(&gpu).unwrap();
+        extend(dir.path(), &added, &gpu).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.path().join("devices.deny")).unwrap(),
+            "",
+            "nothing denied"
+        );
+        assert_eq!(
+            fs::read_to_string(dir.path().join("devices.allow")).unwrap(),
+            "c 195:3 rw"
+        );
+        // The kernel's list lacks the GPU: fail closed.
+        let dir = fake_cgroup(
+            "c 136:* rw\nc 1:3 rw\nc 1:5 rw\nc 1:7 rw\nc 1:8 rw\nc 1:9 rw\nc 5:0 rw\nc 5:2 rw\n",
+        );
+        assert!(matches!(
+            extend(dir.path(), &added, &gpu),
             Err(DeviceError::V1Mismatch { .. })
         ));
     }

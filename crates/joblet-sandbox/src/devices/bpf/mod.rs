@@ -1,6 +1,7 @@
 //! The thin cgroup v2 loader: `bpf(2)` syscalls that load the generated
-//! device program and attach/detach/query it on a cgroup v2 directory. The
-//! only `unsafe` of the device filter lives here.
+//! device program and attach/detach/query it on a cgroup v2 directory, and
+//! the device table such a program may consult ([`table`]). The only
+//! `unsafe` of the device filter lives here.
 //!
 //! Lifetime: attaching gives the cgroup its own reference to the program.
 //! Dropping an [`AttachedFilter`] only closes our file descriptor; the
@@ -19,6 +20,10 @@ use nix::errno::Errno;
 
 use super::program::{self, BpfInsn};
 use super::{DeviceError, DeviceRules};
+
+mod table;
+
+pub use table::{DeviceTable, TABLE_CAPACITY};
 
 /// `BPF_PROG_TYPE_CGROUP_DEVICE`
 pub const BPF_PROG_TYPE_CGROUP_DEVICE: u32 = 15;
@@ -238,6 +243,7 @@ impl LoadedProgram {
             prog: self.fd,
             prog_id: self.id,
             cgroup: unified_cgroup_dir.to_path_buf(),
+            table: None,
         })
     }
 }
@@ -253,12 +259,28 @@ pub fn attach(
     load(&program::generate(rules))?.attach(unified_cgroup_dir)
 }
 
+/// Like [`attach`], with an empty device table after the rules
+/// ([`program::generate_with_table`]): the filter can later be widened by
+/// exact devices ([`AttachedFilter::table_mut`]) without a new program.
+pub fn attach_with_table(
+    unified_cgroup_dir: &Path,
+    rules: &DeviceRules,
+) -> Result<AttachedFilter, DeviceError> {
+    let table = DeviceTable::create()?;
+    let mut filter =
+        load(&program::generate_with_table(rules, table.raw_fd()))?.attach(unified_cgroup_dir)?;
+    filter.table = Some(table);
+    Ok(filter)
+}
+
 /// A device program attached to a cgroup v2 directory.
 #[derive(Debug)]
 pub struct AttachedFilter {
     prog: OwnedFd,
     prog_id: u32,
     cgroup: PathBuf,
+    /// The program's device table, if it was generated with one.
+    table: Option<DeviceTable>,
 }
 
 impl AttachedFilter {
@@ -270,6 +292,11 @@ impl AttachedFilter {
     /// The cgroup directory it is attached to.
     pub fn cgroup_dir(&self) -> &Path {
         &self.cgroup
+    }
+
+    /// The program's device table ([`attach_with_table`]), if any.
+    pub fn table_mut(&mut self) -> Option<&mut DeviceTable> {
+        self.table.as_mut()
     }
 
     /// Detaches the program from the cgroup (it is then unloaded when our
