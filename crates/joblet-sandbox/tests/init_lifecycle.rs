@@ -64,6 +64,32 @@ fn exit_code_output_environment_and_descriptors_are_the_jobs() {
     assert_eq!(ended.logs.stderr(), "oops\n");
 }
 
+/// Once pid 1 runs, the outer process holds no copy of the job's output
+/// pipes (its descriptors 1 and 2 are /dev/null): the reader sees their end
+/// as soon as the job and pid 1 are gone.
+#[test]
+fn the_outer_process_gives_up_the_jobs_output_pipes() {
+    let work = work_dir();
+    let cfg = config(
+        work.path(),
+        "sh",
+        &[
+            "-c",
+            "touch /work/ready; while [ ! -e /work/stop ]; do sleep 0.05; done",
+        ],
+    );
+    let (pid, _logs) = start(&cfg);
+    let pid = pid.unwrap();
+    wait_for(&work.path().join("ready"));
+    for fd in [0, 1, 2] {
+        let target = fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
+        assert_eq!(target, Path::new("/dev/null"), "outer fd {fd}");
+    }
+    fs::write(work.path().join("stop"), "").unwrap();
+    let status = wait(pid);
+    assert!(libc::WIFEXITED(status), "status {status:#x}");
+}
+
 #[test]
 fn a_job_killed_by_a_signal_kills_the_outer_process_with_it() {
     let work = work_dir();

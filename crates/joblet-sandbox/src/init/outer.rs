@@ -136,6 +136,12 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
             report::close_status_fd();
             // Pid 1 tells the job's end.
             drop(end);
+            // Nor does this process write the job's output: its copies of
+            // the output pipes go (stdin is /dev/null), so the reader sees
+            // their end once the job and pid 1 are gone, not only after
+            // this process has exited and torn the namespaces down.
+            let _ = nix::unistd::dup2_stdout(std::io::stdin());
+            let _ = nix::unistd::dup2_stderr(std::io::stdin());
             supervise(child, exit_r)
         }
     }
