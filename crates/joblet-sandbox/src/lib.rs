@@ -14,7 +14,8 @@
 //!   an unprivileged uid and a seccomp filter, then `exec`.
 //!
 //! - [`runner`]: the three put together as the shim's `Runner`, in the
-//!   order that never lets a job run outside its limits.
+//!   order that never lets a job run outside its limits; [`mount_table`]
+//!   tells it cheaply whether a warm sandbox still matches the host.
 //!
 //! Every part fails closed: a limit, filter or mount that cannot be applied
 //! is an error and the job does not start. Kernel filesystems are reached
@@ -24,6 +25,7 @@
 pub mod cgroup;
 pub mod devices;
 pub mod init;
+pub mod mount_table;
 pub mod runner;
 
 pub use runner::{JobSandbox, SandboxRunner};

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::{CgroupRoots, JobCgroup, Layout, Limits};
 use crate::devices::{bpf, v1 as devices_v1, AttachedFilter, DeviceRules};
 use crate::init::{self, InitConfig};
+use crate::mount_table::MountTable;
 
 /// The daemon's decisions for one job, carried in `ShimSpec::runner`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -71,7 +72,7 @@ struct Warm {
     settings: JobSandbox,
     /// The host's mount table when it was built (read before the init
     /// copied it): the sandbox binds host paths as they were mounted then.
-    host_mounts: String,
+    host_mounts: MountTable,
     layout: Layout,
     cgroup: JobCgroup,
     filter: Option<AttachedFilter>,
@@ -79,18 +80,17 @@ struct Warm {
 }
 
 impl Warm {
-    /// Why `job` cannot run in this sandbox, if it cannot. `host_mounts`:
-    /// the host's mount table now; a mount made or removed since the
-    /// sandbox was built (an MPS control daemon's `/dev/shm`, an admin's
-    /// new filesystem) would be missing from it, so it only serves jobs
-    /// while the table is unchanged.
-    fn misfit(&self, job: &JobSandbox, host_mounts: &str) -> Option<&'static str> {
+    /// Why `job` cannot run in this sandbox, if it cannot. A mount made
+    /// or removed on the host since the sandbox was built (an MPS control
+    /// daemon's `/dev/shm`, an admin's new filesystem) would be missing
+    /// from it, so it only serves jobs while the host's table is unchanged.
+    fn misfit(&self, job: &JobSandbox) -> Option<&'static str> {
         if (&job.cgroup_base, &job.cgroup_name)
             != (&self.settings.cgroup_base, &self.settings.cgroup_name)
         {
             return Some("cgroup");
         }
-        if host_mounts != self.host_mounts {
+        if self.host_mounts.changed() {
             return Some("host mount table");
         }
         self.settings.init.warm_mismatch(&job.init)
@@ -281,8 +281,8 @@ impl SandboxRunner {
         }
     }
 
-    fn host_mounts(&self) -> Result<String, RunnerError> {
-        std::fs::read_to_string(&self.roots.mountinfo)
+    fn host_mounts(&self) -> Result<MountTable, RunnerError> {
+        MountTable::read(&self.roots.mountinfo)
             .map_err(|e| isolation(&format!("reading {}", self.roots.mountinfo.display()), e))
     }
 
@@ -425,11 +425,7 @@ impl Runner for SandboxRunner {
 
         let warm = self.warm_slot().take();
         if let Some(warm) = warm {
-            let misfit = match self.host_mounts() {
-                Ok(now) => warm.misfit(&job, &now),
-                Err(_) => Some("host mount table"),
-            };
-            match misfit {
+            match warm.misfit(&job) {
                 None => {
                     let (pid, active) = self.start_warm(warm, &job, &config)?;
                     tracing::info!(job = %spec.job_id, pid, "sandboxed job started (warm)");
