@@ -225,9 +225,10 @@ fn supervise(pid1: i32, exit_r: OwnedFd) -> ! {
         Ok(s) => s,
         Err(_) => std::process::exit(EXIT_SETUP_FAILED),
     };
-    // Nothing of the job is left: let its output end now, not after this
-    // process's exit has torn the namespaces down.
-    pid1::release_output();
+    // Its copies of the output pipes went when pid 1 was forked; pid 1 runs
+    // its exit in SCHED_IDLE, and so does this one (the namespaces'
+    // teardown): the shim records the end first.
+    let _ = sys::set_idle_priority();
     // pid 1 sends the job's raw wait status before it exits.
     let mut raw = [0u8; 4];
     let status = match File::from(exit_r).read(&mut raw) {

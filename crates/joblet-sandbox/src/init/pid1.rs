@@ -248,6 +248,9 @@ fn reap(job: i32, exit_w: OwnedFd, end: OwnedFd) -> ! {
                 // reader gone away only costs an EPIPE.
                 let _ = File::from(end).write_all(&status.to_ne_bytes());
                 let _ = File::from(exit_w).write_all(&status.to_ne_bytes());
+                // The end is told: this exit (and the outer process's, which
+                // tears the namespaces down) gives way to the shim.
+                let _ = sys::set_idle_priority();
                 if libc::WIFEXITED(status) {
                     std::process::exit(libc::WEXITSTATUS(status));
                 }

@@ -248,6 +248,16 @@ pub(crate) fn set_normal_priority(pid: i32) -> io::Result<()> {
     check(ret.into()).map(drop)
 }
 
+/// Moves the calling process to `SCHED_IDLE`: for what is left of an init
+/// once the job's end is told (its exit, the namespaces' teardown), which
+/// should not take the CPU from the shim recording that end.
+pub(crate) fn set_idle_priority() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param that outlives the call; the
+    // kernel only reads it.
+    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) }.into()).map(drop)
+}
+
 /// Sends `sig` to `pid` (or a group, when negative).
 pub(crate) fn kill_raw(pid: i32, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: kill passes no memory.
