@@ -90,6 +90,23 @@ fn the_outer_process_gives_up_the_jobs_output_pipes() {
     assert!(libc::WIFEXITED(status), "status {status:#x}");
 }
 
+/// Waiting for the job's `execve` the caller's thread is in SCHED_BATCH
+/// (no wake-up preemption of the fresh job); it is back in SCHED_OTHER
+/// once release returns, also when the start fails.
+#[test]
+fn release_leaves_the_callers_scheduling_class_as_it_was() {
+    // SAFETY: sched_getscheduler takes no memory.
+    let policy = || unsafe { libc::sched_getscheduler(0) };
+    assert_eq!(policy(), libc::SCHED_OTHER);
+    let work = work_dir();
+    let ended = run(&config(work.path(), "true", &[]));
+    assert_eq!(ended.code(), Some(0));
+    assert_eq!(policy(), libc::SCHED_OTHER, "after a start");
+    let (failed, _logs) = start(&config(work.path(), "/no/such/command", &[]));
+    assert!(failed.is_err());
+    assert_eq!(policy(), libc::SCHED_OTHER, "after a failed start");
+}
+
 #[test]
 fn a_job_killed_by_a_signal_kills_the_outer_process_with_it() {
     let work = work_dir();

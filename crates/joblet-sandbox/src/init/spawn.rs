@@ -167,7 +167,9 @@ impl PendingInit {
     /// [`PendingInit::release`] with a chosen time limit.
     pub fn release_within(mut self, limit: Duration) -> Result<Started, InitError> {
         let go_failed = self.send(&[GO], true)?;
+        let quiet = sys::NoWakeupPreemption::enter();
         self.wait_status(Until::Exec, limit, go_failed)?;
+        drop(quiet);
         self.started()
     }
 
@@ -204,7 +206,9 @@ impl PendingInit {
             }
         }
         let go_failed = self.send(&framed, true)?;
+        let quiet = sys::NoWakeupPreemption::enter();
         self.wait_status(Until::Exec, limit, go_failed)?;
+        drop(quiet);
         self.started()
     }
 

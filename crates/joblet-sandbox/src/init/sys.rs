@@ -258,6 +258,41 @@ pub(crate) fn set_idle_priority() -> io::Result<()> {
     check(unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) }.into()).map(drop)
 }
 
+/// While alive, the calling thread (if in `SCHED_OTHER`) is in
+/// `SCHED_BATCH`, which keeps its weight and nice value but does not
+/// preempt the running task when it wakes up. The caller waits through it
+/// for the job's `execve`: woken by that on the job's CPU (the kernel
+/// places the wake-up there), it no longer pushes the fresh job off that
+/// CPU for its bookkeeping.
+pub(crate) struct NoWakeupPreemption {
+    switched: bool,
+}
+
+impl NoWakeupPreemption {
+    pub(crate) fn enter() -> Self {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_getscheduler takes no memory; `param` is a valid
+        // sched_param that outlives the sched_setscheduler call.
+        let switched = unsafe {
+            libc::sched_getscheduler(0) == libc::SCHED_OTHER
+                && libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0
+        };
+        NoWakeupPreemption { switched }
+    }
+}
+
+impl Drop for NoWakeupPreemption {
+    fn drop(&mut self) {
+        if self.switched {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: as in `enter`. Going back from SCHED_BATCH to
+            // SCHED_OTHER needs no privilege; should it fail, the thread
+            // only stays in SCHED_BATCH.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+        }
+    }
+}
+
 /// Sends `sig` to `pid` (or a group, when negative).
 pub(crate) fn kill_raw(pid: i32, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: kill passes no memory.
