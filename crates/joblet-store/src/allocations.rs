@@ -42,22 +42,18 @@ impl Store {
         let path = &self.path;
         let conn = self.lock();
         let exists = conn
-            .query_row(
-                "SELECT 1 FROM gpu_allocations WHERE job_id = ?1",
-                [job],
-                |_| Ok(()),
-            )
-            .optional()
+            .prepare_cached("SELECT 1 FROM gpu_allocations WHERE job_id = ?1")
+            .and_then(|mut stmt| stmt.query_row([job], |_| Ok(())).optional())
             .during(path, || format!("look up the allocation of job {job}"))?
             .is_some();
         if exists {
             return Err(bad(job, "it already holds an allocation"));
         }
-        conn.execute(
+        conn.prepare_cached(
             "INSERT INTO gpu_allocations (job_id, request_json, placement_json, started_ms) \
              VALUES (?1, ?2, ?3, ?4)",
-            params![job, request_json, placement_json, started_ms],
         )
+        .and_then(|mut stmt| stmt.execute(params![job, request_json, placement_json, started_ms]))
         .during(path, || format!("record the allocation of job {job}"))?;
         Ok(())
     }

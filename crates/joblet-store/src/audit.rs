@@ -142,6 +142,53 @@ fn non_empty(s: &str) -> Option<&str> {
     (!s.is_empty()).then_some(s)
 }
 
+/// Opens `rec` inside the transaction `tx` (see [`Store::audit_open`]).
+pub(crate) fn insert_open(
+    tx: &rusqlite::Transaction<'_>,
+    path: &std::path::Path,
+    rec: &AuditRecord,
+) -> Result<(), StoreError> {
+    let job = rec.job_id.as_str();
+    let uuids = serde_json::to_string(&rec.gpu_uuids)
+        .map_err(|e| bad(job, format!("cannot encode the GPU UUIDs: {e}")))?;
+    let indices = serde_json::to_string(&rec.gpu_indices)
+        .map_err(|e| bad(job, format!("cannot encode the GPU indices: {e}")))?;
+    let memory = mb_to_sql(job, "memory per GPU", rec.memory_mb_per_gpu)?;
+    let peak = mb_to_sql(job, "peak memory", rec.peak_memory_mb)?;
+    let open = tx
+        .prepare_cached("SELECT 1 FROM gpu_audit WHERE job_id = ?1 AND end_ms IS NULL")
+        .and_then(|mut stmt| stmt.query_row([job], |_| Ok(())).optional())
+        .during(path, || {
+            format!("look up the GPU audit record of job {job}")
+        })?
+        .is_some();
+    if open {
+        return Err(bad(
+            job,
+            "it already has an open record; an allocation is audited once",
+        ));
+    }
+    tx.prepare_cached(
+        "INSERT INTO gpu_audit (job_id, owner, gpu_uuids_json, gpu_indices_json, \
+         memory_mb_per_gpu, sharing, start_ms, peak_memory_mb) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            job,
+            rec.owner,
+            uuids,
+            indices,
+            memory,
+            rec.sharing,
+            rec.start_ms,
+            peak
+        ])
+    })
+    .during(path, || format!("open the GPU audit record of job {job}"))?;
+    Ok(())
+}
+
 impl Store {
     /// Opens the audit record of an allocation. `rec.end_ms`, `ended` and
     /// `reason` are ignored (a record starts open); `peak_memory_mb` is
@@ -149,12 +196,6 @@ impl Store {
     /// refused: an allocation is audited once.
     pub fn audit_open(&self, rec: &AuditRecord) -> Result<(), StoreError> {
         let job = rec.job_id.as_str();
-        let uuids = serde_json::to_string(&rec.gpu_uuids)
-            .map_err(|e| bad(job, format!("cannot encode the GPU UUIDs: {e}")))?;
-        let indices = serde_json::to_string(&rec.gpu_indices)
-            .map_err(|e| bad(job, format!("cannot encode the GPU indices: {e}")))?;
-        let memory = mb_to_sql(job, "memory per GPU", rec.memory_mb_per_gpu)?;
-        let peak = mb_to_sql(job, "peak memory", rec.peak_memory_mb)?;
         let path = &self.path;
         let mut conn = self.lock();
         let tx = conn
@@ -162,39 +203,7 @@ impl Store {
             .during(path, || {
                 format!("begin opening the GPU audit record of job {job}")
             })?;
-        let open = tx
-            .query_row(
-                "SELECT 1 FROM gpu_audit WHERE job_id = ?1 AND end_ms IS NULL",
-                [job],
-                |_| Ok(()),
-            )
-            .optional()
-            .during(path, || {
-                format!("look up the GPU audit record of job {job}")
-            })?
-            .is_some();
-        if open {
-            return Err(bad(
-                job,
-                "it already has an open record; an allocation is audited once",
-            ));
-        }
-        tx.execute(
-            "INSERT INTO gpu_audit (job_id, owner, gpu_uuids_json, gpu_indices_json, \
-             memory_mb_per_gpu, sharing, start_ms, peak_memory_mb) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                job,
-                rec.owner,
-                uuids,
-                indices,
-                memory,
-                rec.sharing,
-                rec.start_ms,
-                peak
-            ],
-        )
-        .during(path, || format!("open the GPU audit record of job {job}"))?;
+        insert_open(&tx, path, rec)?;
         tx.commit()
             .during(path, || format!("commit the GPU audit record of job {job}"))?;
         tracing::debug!(job, owner = %rec.owner, gpus = ?rec.gpu_uuids, "GPU audit record opened");

@@ -79,6 +79,66 @@ fn event_row(
     }
 }
 
+/// Saves `entries` and appends `updates` inside the transaction `tx`.
+fn write_gpus(
+    tx: &rusqlite::Transaction<'_>,
+    path: &std::path::Path,
+    entries: &[&GpuEntry],
+    updates: &[GpuUpdate],
+    now: UnixMillis,
+) -> Result<(), StoreError> {
+    for e in entries {
+        let jobs = serde_json::to_string(&e.jobs).map_err(|source| StoreError::GpuEncode {
+            uuid: e.uuid.clone(),
+            source,
+        })?;
+        tx.prepare_cached(
+                "INSERT INTO gpus (uuid, idx, state, cause, since_ms, paused, jobs_json, uncorrected_seen) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT(uuid) DO UPDATE SET idx = ?2, state = ?3, cause = ?4, since_ms = ?5, \
+                 paused = ?6, jobs_json = ?7, uncorrected_seen = ?8",
+            )
+            .and_then(|mut stmt| stmt.execute(params![
+                    e.uuid,
+                    e.index,
+                    e.state.as_str(),
+                    e.cause,
+                    e.since,
+                    e.paused,
+                    jobs,
+                    e.uncorrected_seen as i64
+                ]))
+            .during(path, || format!("save GPU {}", e.uuid))?;
+    }
+    for u in updates {
+        let (uuid, mut index, kind, from, to, message) = event_row(u);
+        if index == u32::MAX {
+            index = entries
+                .iter()
+                .find(|e| e.uuid == uuid)
+                .map(|e| e.index)
+                .unwrap_or_default();
+        }
+        tx.prepare_cached(
+            "INSERT INTO gpu_events (uuid, idx, at_ms, kind, from_state, to_state, message) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                uuid,
+                index,
+                now,
+                kind,
+                from.map(|s| s.as_str()),
+                to.map(|s| s.as_str()),
+                message
+            ])
+        })
+        .during(path, || format!("record an event of GPU {uuid}"))?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Saves the current records of `entries` and appends `updates` to the
     /// history, in one transaction: what is logged and what is stored never
@@ -94,54 +154,31 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .during(path, || "begin a GPU update".into())?;
-        for e in entries {
-            let jobs = serde_json::to_string(&e.jobs).map_err(|source| StoreError::GpuEncode {
-                uuid: e.uuid.clone(),
-                source,
-            })?;
-            tx.execute(
-                "INSERT INTO gpus (uuid, idx, state, cause, since_ms, paused, jobs_json, uncorrected_seen) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-                 ON CONFLICT(uuid) DO UPDATE SET idx = ?2, state = ?3, cause = ?4, since_ms = ?5, \
-                 paused = ?6, jobs_json = ?7, uncorrected_seen = ?8",
-                params![
-                    e.uuid,
-                    e.index,
-                    e.state.as_str(),
-                    e.cause,
-                    e.since,
-                    e.paused,
-                    jobs,
-                    e.uncorrected_seen as i64
-                ],
-            )
-            .during(path, || format!("save GPU {}", e.uuid))?;
-        }
-        for u in updates {
-            let (uuid, mut index, kind, from, to, message) = event_row(u);
-            if index == u32::MAX {
-                index = entries
-                    .iter()
-                    .find(|e| e.uuid == uuid)
-                    .map(|e| e.index)
-                    .unwrap_or_default();
-            }
-            tx.execute(
-                "INSERT INTO gpu_events (uuid, idx, at_ms, kind, from_state, to_state, message) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    uuid,
-                    index,
-                    now,
-                    kind,
-                    from.map(|s| s.as_str()),
-                    to.map(|s| s.as_str()),
-                    message
-                ],
-            )
-            .during(path, || format!("record an event of GPU {uuid}"))?;
-        }
+        write_gpus(&tx, path, entries, updates, now)?;
         tx.commit().during(path, || "commit a GPU update".into())
+    }
+
+    /// [`Store::record_gpus`] and [`Store::audit_open`] in one transaction:
+    /// a GPU allocation's pool records and the audit record it opens are
+    /// saved together (one commit on the job's start path instead of two).
+    pub fn record_gpus_and_open_audit(
+        &self,
+        entries: &[&GpuEntry],
+        updates: &[GpuUpdate],
+        now: UnixMillis,
+        audit: &crate::audit::AuditRecord,
+    ) -> Result<(), StoreError> {
+        let path = &self.path;
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .during(path, || "begin a GPU allocation".into())?;
+        write_gpus(&tx, path, entries, updates, now)?;
+        crate::audit::insert_open(&tx, path, audit)?;
+        tx.commit()
+            .during(path, || "commit a GPU allocation".into())?;
+        tracing::debug!(job = %audit.job_id, owner = %audit.owner, gpus = ?audit.gpu_uuids, "GPU audit record opened");
+        Ok(())
     }
 
     /// Every GPU record, by index.
@@ -277,6 +314,47 @@ mod tests {
         assert_eq!(hist[1].message, "XID 79 (GPU has fallen off the bus)");
         assert_eq!(store.gpu_history("GPU-b", 1).unwrap().len(), 1);
         assert!(store.gpu_history("GPU-zzz", 10).unwrap().is_empty());
+    }
+
+    /// An allocation's pool records and its audit record are saved
+    /// together, or (the job's record is already open) neither is.
+    #[test]
+    fn an_allocation_and_its_audit_record_commit_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
+        let mut pool = GpuPool::new();
+        let synced = pool.sync(&[("GPU-a".into(), 0)], 1);
+        store.record_gpus(&pool.entries(), &synced, 1).unwrap();
+        let audit = crate::AuditRecord {
+            job_id: "job-1".into(),
+            owner: "alice".into(),
+            gpu_uuids: vec!["GPU-a".into()],
+            gpu_indices: vec![0],
+            memory_mb_per_gpu: None,
+            sharing: "exclusive".into(),
+            start_ms: 2,
+            end_ms: None,
+            peak_memory_mb: None,
+            ended: None,
+            reason: None,
+        };
+        let taken = pool.allocate("GPU-a", "job-1", 2).unwrap();
+        store
+            .record_gpus_and_open_audit(&pool.entries(), &taken, 2, &audit)
+            .unwrap();
+        assert_eq!(store.gpus().unwrap()[0].state, GpuState::Allocated);
+        assert_eq!(store.job_gpus("job-1").unwrap(), Some(audit.clone()));
+        let events = store.gpu_history("GPU-a", 10).unwrap().len();
+
+        // Opening the same job's record again fails: the pool records and
+        // the event written before it in the transaction are rolled back.
+        let released = pool.release("GPU-a", "job-1", 3).unwrap();
+        let err = store
+            .record_gpus_and_open_audit(&pool.entries(), &released, 3, &audit)
+            .unwrap_err();
+        assert!(err.to_string().contains("audited once"), "{err}");
+        assert_eq!(store.gpus().unwrap()[0].state, GpuState::Allocated);
+        assert_eq!(store.gpu_history("GPU-a", 10).unwrap().len(), events);
     }
 
     #[test]

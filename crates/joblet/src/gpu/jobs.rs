@@ -390,8 +390,6 @@ impl GpuJobs {
                 ..JobUse::default()
             },
         );
-        self.shared.commit(&node, &updates, now);
-        drop(node);
         let rec = AuditRecord {
             job_id: p.job.clone(),
             owner: req.owner.clone(),
@@ -409,9 +407,9 @@ impl GpuJobs {
             ended: None,
             reason: None,
         };
-        if let Err(e) = store.audit_open(&rec) {
-            tracing::error!(job = %p.job, error = %e, "cannot open the job's GPU audit record");
-        }
+        // The pool's records and the audit record: one commit.
+        self.shared.commit_allocation(&node, &updates, now, &rec);
+        drop(node);
         if let (Some(mps), Some(_)) = (self.mps.as_mut(), quota_mb) {
             // Fail closed: an MPS job never runs outside MPS. What was
             // recorded above is taken back by `release`.

@@ -120,6 +120,35 @@ impl SharedGpus {
         }
     }
 
+    /// [`GpuShared::commit`] of an allocation, with the audit record it
+    /// opens saved in the same transaction. A store failure is logged, as
+    /// there (the job still starts; its audit record is missing).
+    pub fn commit_allocation(
+        &self,
+        node: &GpuNode,
+        updates: &[GpuUpdate],
+        now: UnixMillis,
+        audit: &joblet_store::AuditRecord,
+    ) {
+        for u in updates {
+            log_update(u);
+        }
+        let entries = node.pool.entries();
+        let saved = if updates.is_empty() {
+            self.store.audit_open(audit)
+        } else {
+            self.store
+                .record_gpus_and_open_audit(&entries, updates, now, audit)
+        };
+        if let Err(e) = saved {
+            tracing::error!(job = %audit.job_id, error = %e, "could not persist the GPU allocation's pool records and audit record");
+        }
+        if !updates.is_empty() {
+            // The engine is gone only while the daemon shuts down.
+            let _ = self.notify.send(updates.to_vec());
+        }
+    }
+
     /// Persists and logs what the pool decided, then tells the engine. A
     /// store failure is logged (the in-memory state is still right; the
     /// next change saves it again).
