@@ -31,7 +31,8 @@ pub(crate) struct Passed {
 /// every descriptor above them close-on-exec there, so the shim starts with
 /// exactly 0, 1, 2, 3 (and 4). The originals stay close-on-exec in this
 /// process. `idle`: the program starts in `SCHED_IDLE` (a warm shim, so not
-/// even its start competes with running jobs).
+/// even its start competes with running jobs); otherwise in the normal
+/// class, whatever the caller's (the daemon's threads run in `SCHED_BATCH`).
 pub(crate) fn inherit_fds(
     cmd: &mut Command,
     lock: BorrowedFd<'_>,
@@ -50,6 +51,8 @@ pub(crate) fn inherit_fds(
     let hook = move || -> std::io::Result<()> {
         if idle {
             crate::priority::enter_idle()?;
+        } else {
+            crate::priority::leave_idle_thread()?;
         }
         // SAFETY: dup2 touches no memory and is async-signal-safe; both
         // sources are above HIGH_FD, so neither target overwrites the other

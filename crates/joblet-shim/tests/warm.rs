@@ -58,6 +58,32 @@ async fn a_warm_shim_waits_idle_then_runs_its_job_normally() {
     assert_eq!(String::from_utf8_lossy(&out), "started\n0\n");
 }
 
+/// The daemon's threads run in SCHED_BATCH; a shim they start (and its
+/// job) still runs in the normal class.
+#[tokio::test]
+async fn a_shim_started_from_a_batch_thread_runs_its_job_normally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let spec = sh(tmp.path(), "cut -d' ' -f41 /proc/self/stat");
+    let (d, s) = (dir.clone(), spec.clone());
+    let h = tokio::task::spawn_blocking(move || {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` outlives the call; only this test thread changes.
+        let set = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+        assert_eq!(set, 0);
+        let h = start(&d, &s);
+        // The blocking pool reuses its threads: put this one back.
+        // SAFETY: as above.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+        h
+    })
+    .await
+    .unwrap();
+    let exit = finish(h).await;
+    assert_eq!(exit.outcome, Outcome::Exited, "{exit:?}");
+    assert_eq!(output(&dir), "0\n");
+}
+
 #[tokio::test]
 async fn a_discarded_warm_shim_leaves_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();

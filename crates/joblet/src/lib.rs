@@ -19,6 +19,7 @@ pub mod local;
 pub mod logs;
 pub mod outcome;
 pub mod sandbox;
+pub mod sched_class;
 pub mod server;
 pub mod state_dir;
 pub mod tls;

@@ -223,8 +223,14 @@ fn main() -> ExitCode {
             // Before any thread exists: it sets the fake NVML's environment.
             let sim = joblet::gpu::simulate::prepare(&cfg.gpu)?;
             init_tracing(&cfg.logging.level);
+            // Its threads do not preempt the client or a job when they wake
+            // (see joblet::sched_class).
+            if let Err(e) = joblet::sched_class::batch_current_thread() {
+                tracing::warn!(error = %e, "cannot move the daemon's main thread to SCHED_BATCH");
+            }
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
+                .on_thread_start(joblet::sched_class::batch_runtime_thread)
                 .build()
                 .context("starting the async runtime")?;
             rt.block_on(joblet::server::run(cfg, sim))

@@ -384,6 +384,8 @@ impl MpsDaemons {
             .map_err(dir_err)?;
         let start = out.seek(SeekFrom::End(0)).map_err(dir_err)?;
         let mut cmd = Command::new(program);
+        // Not the daemon's SCHED_BATCH: MPS serves the jobs' CUDA calls.
+        crate::sched_class::normal_in_child(&mut cmd);
         // The daemon itself (`-d`) gets the GPU's tmpfs as its /dev/shm;
         // commands only talk to it over the pipe directory.
         let in_namespace = arg == Some("-d");
