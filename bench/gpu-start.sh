@@ -14,24 +14,27 @@
 #   - `crun run` of `true` (static busybox bundle), plus `crun run` with
 #     /dev/nvidia0 in the spec and allowed in its device cgroup.
 #
-# Every command is timed the same way: wall time from spawn to exit (python3
-# `time.perf_counter()` around `subprocess.run`, stdio to /dev/null) after
-# GPU_BENCH_WARMUP untimed runs; median = sorted[n/2], p90 = sorted[n*9/10]
-# (as in joblet-bench and isolation-peers.sh). crun 1.8 refuses this host's
-# hybrid cgroup layout, so (as in isolation-peers.sh) its rows are timed
-# inside one private mount namespace with /sys/fs/cgroup/unified unmounted;
-# the wrapper is not counted.
+# Every command is timed the same way (bench/lib/runlib.py: wall time from
+# spawn to exit, stdio to /dev/null, after GPU_BENCH_WARMUP untimed runs;
+# median = sorted[n/2], p90 = sorted[n*9/10]) and all of them INTERLEAVED,
+# round by round, by bench/lib/interleave.py (as bench/start-latency.sh
+# does): this machine's speed drifts over minutes, which skewed ratios
+# between rows timed one after the other. Two ways, in one run:
+#   - paced: each start 50 ms after the last (an idle node: what one user's
+#     `rnx job run` meets; the daemon's warm sandboxes are ready);
+#   - back to back: runs of 10 in a row.
+# crun 1.8 refuses this host's hybrid cgroup layout, so the harness runs
+# inside one private mount namespace with /sys/fs/cgroup/unified unmounted
+# (rnx and srun only talk to their daemons from there); it is not counted.
 #
 # Usage: bench/gpu-start.sh [--no-build] [--no-slurm] [--no-joblet]   (as root)
 #   --no-build   use the binaries already in target/release
 #   --no-slurm   skip Slurm (no cluster is started)
 #   --no-joblet  skip the joblet daemon and its rows
-#   GPU_BENCH_RUNS    (default 50)  timed runs per command
+#   GPU_BENCH_ROUNDS  (default 40)  rounds: 40 paced and 400 back-to-back
+#                                   runs per command
 #   GPU_BENCH_WARMUP  (default 3)   untimed runs before them (>= 1; the first
 #                                   one's stderr becomes a failed row's reason)
-#   GPU_BENCH_PAUSE_MS (default 0)  untimed pause before each run of every row
-#                                   (50: each start on an idle machine, whose
-#                                   warm sandboxes are ready)
 #   GPU_BENCH_PROFILE (default fixtures/nvml-profiles/mock-nvml-config-a100.yaml,
 #                     8 GPUs) the daemon's gpu.simulate
 #   GPU_BENCH_DIR     (default ${TMPDIR:-/tmp}/joblet-bench-gpu) our scratch dir
@@ -58,7 +61,7 @@ for arg in "$@"; do
   esac
 done
 
-RUNS="${GPU_BENCH_RUNS:-50}"
+ROUNDS="${GPU_BENCH_ROUNDS:-40}"
 WARMUP="${GPU_BENCH_WARMUP:-3}"
 PROFILE="${GPU_BENCH_PROFILE:-$ROOT/fixtures/nvml-profiles/mock-nvml-config-a100.yaml}"
 DIR="${GPU_BENCH_DIR:-${TMPDIR:-/tmp}/joblet-bench-gpu}"
@@ -76,7 +79,7 @@ die() { log "ERROR: $*"; exit 1; }
 
 # --- preconditions -----------------------------------------------------------
 [ "$(id -u)" -eq 0 ] || die "must run as root (sandbox, crun, slurmd, mknod)"
-[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "GPU_BENCH_RUNS must be a positive number, got '$RUNS'"
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "GPU_BENCH_ROUNDS must be a positive number, got '$ROUNDS'"
 [[ "$WARMUP" =~ ^[1-9][0-9]*$ ]] || die "GPU_BENCH_WARMUP must be at least 1, got '$WARMUP'"
 command -v python3 >/dev/null 2>&1 || die "python3 is needed to time the runs (Debian: python3)"
 if [ "$JOBLET" = 1 ]; then
@@ -131,28 +134,15 @@ trap 'exit 130' INT TERM
 mkdir -p "$DIR"
 touch "$MARKER"
 
-# --- timing harness ----------------------------------------------------------
-# bench/lib/timeruns.py (shared with the other bench scripts) times each row.
-export BENCH_TIME_RUNS="$RUNS" BENCH_TIME_WARMUP="$WARMUP" BENCH_TIME_PAUSE_MS="${GPU_BENCH_PAUSE_MS:-0}"
-
-declare -A MEDIAN=()
+# --- what is timed ---------------------------------------------------------------
+# Each row: KEY<TAB>LABEL<TAB>argv as JSON; or a failed row: KEY<TAB>LABEL<TAB>-<TAB>reason.
 rows=()
-measure() { # KEY LABEL [RUNNER...] -- CMD...
-  local key="$1" label="$2" line status a
+add_row() { # KEY LABEL ARGV...
+  local key="$1" label="$2"
   shift 2
-  local runner=()
-  while [ "$1" != -- ]; do runner+=("$1"); shift; done
-  shift
-  log "timing $label ($WARMUP warm-up + $RUNS runs)"
-  line="$("${runner[@]}" python3 "$ROOT/bench/lib/timeruns.py" "$label" "$@" 2>"$DIR/harness.err" | tail -n 1)" || true
-  if [ -z "$line" ]; then # the runner failed before the harness
-    line="$label"$'\tfailed\t'"$(grep . "$DIR/harness.err" | tail -n 1 | cut -c1-160 || true)"
-  fi
-  IFS=$'\t' read -r _ status a _ <<<"$line"
-  [ "$status" != ok ] || MEDIAN[$key]="$a"
-  rows+=("$line")
+  rows+=("$key"$'\t'"$label"$'\t'"$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@")")
 }
-fail_row() { rows+=("$1"$'\tfailed\t'"$2"); }
+fail_row() { rows+=("$1"$'\t'"$2"$'\t-\t'"$3"); }
 
 # --- Slurm with an 8-GPU gres ------------------------------------------------
 SLURM_LABEL='Slurm `srun --gres=gpu:1 true` (cgroup v1, ConstrainDevices=yes)'
@@ -170,7 +160,7 @@ if [ "$SLURM" = 1 ]; then
   if out="$(bench/slurm-up.sh)"; then
     eval "$(grep '^export ' <<<"$out")"
   else
-    fail_row "$SLURM_LABEL" "bench/slurm-up.sh failed (see stderr)"
+    fail_row srun "$SLURM_LABEL" "bench/slurm-up.sh failed (see stderr)"
     SLURM=0
   fi
 fi
@@ -250,13 +240,13 @@ except Exception as e:
     log "daemon up (pid $DAEMON_PID): $gpu_seen"
     [ "$gpu_seen" = "$GPUS GPUs, simulated=true" ] ||
       log "WARNING: expected $GPUS simulated GPUs from $PROFILE, the node reports: $gpu_seen"
-    measure rnx_gpu "$RNX_GPU_LABEL" -- "$BIN/rnx" job run --follow --gpu=1 -- true
-    measure rnx "$RNX_LABEL" -- "$BIN/rnx" job run --follow -- true
+    add_row rnx_gpu "$RNX_GPU_LABEL" "$BIN/rnx" --config "$RNX_CONFIG" job run --follow --gpu=1 -- true
+    add_row rnx "$RNX_LABEL" "$BIN/rnx" --config "$RNX_CONFIG" job run --follow -- true
   else
     reason="daemon did not start: $(grep . "$STATE/joblet.log" | tail -n 1 | cut -c1-160 || true)"
     tail -n 20 "$STATE/joblet.log" >&2 || true
-    fail_row "$RNX_GPU_LABEL" "$reason"
-    fail_row "$RNX_LABEL" "$reason"
+    fail_row rnx_gpu "$RNX_GPU_LABEL" "$reason"
+    fail_row rnx "$RNX_LABEL" "$reason"
   fi
 fi
 
@@ -289,50 +279,89 @@ with open(os.path.join(bundle_dev, "config.json"), "w") as f:
 EOF
 fi
 if [ -n "$crun_err" ]; then
-  fail_row "$CRUN_LABEL" "$crun_err"
-  fail_row "$CRUN_DEV_LABEL" "$crun_err"
+  fail_row crun "$CRUN_LABEL" "$crun_err"
+  fail_row crun_dev "$CRUN_DEV_LABEL" "$crun_err"
 else
-  measure crun "$CRUN_LABEL" crun_ns -- crun run --bundle "$BUNDLE" "${PREFIX}{i}"
-  measure crun_dev "$CRUN_DEV_LABEL" crun_ns -- crun run --bundle "$BUNDLE_DEV" "${PREFIX}dev-{i}"
+  add_row crun "$CRUN_LABEL" crun run --bundle "$BUNDLE" "${PREFIX}{i}"
+  add_row crun_dev "$CRUN_DEV_LABEL" crun run --bundle "$BUNDLE_DEV" "${PREFIX}dev-{i}"
+fi
+if [ "$SLURM" = 1 ]; then
+  add_row srun "$SLURM_LABEL" srun -N1 -n1 --gres=gpu:1 true
 fi
 
-# --- Slurm timing (after the others, so its daemons' start-up has settled) ---
-if [ "$SLURM" = 1 ]; then
-  measure srun "$SLURM_LABEL" -- srun -N1 -n1 --gres=gpu:1 true
-fi
+# --- the run -------------------------------------------------------------------
+printf '%s\n' "${rows[@]}" >"$DIR/rows.tsv"
+python3 - "$DIR/rows.tsv" "$DIR/spec.json" "$ROUNDS" "$WARMUP" <<'PY'
+import json, sys
+rows, out, rounds, warmup = sys.argv[1:]
+cmds = []
+for line in open(rows).read().splitlines():
+    key, _label, argv, *_ = line.split("\t")
+    if argv != "-":
+        cmds.append({"key": key, "argv": json.loads(argv)})
+json.dump({"rounds": int(rounds), "block": 10, "pause_ms": 50, "settle_ms": 300,
+           "warmup": int(warmup), "commands": cmds}, open(out, "w"))
+PY
+log "timing $ROUNDS rounds (paced and back to back), interleaved"
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+crun_ns python3 "$ROOT/bench/lib/interleave.py" "$DIR/spec.json" >"$DIR/results.tsv"
 
 # --- report ----------------------------------------------------------------------
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r), $(date -u +%F); load: $(cut -d' ' -f1-3 /proc/loadavg); pause before each run: ${GPU_BENCH_PAUSE_MS:-0} ms"
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r), $(date -u +%F); load before: $load_before"
 echo
-echo "### GPU job start: \`true\` with one GPU ($RUNS runs each, after $WARMUP warm-up)"
+echo "### GPU job start: \`true\` with one GPU, interleaved ($ROUNDS paced and $((ROUNDS * 10)) back-to-back runs per command)"
 echo
-echo "| command | runs | median ms | p90 ms |"
-echo "|---|---:|---:|---:|"
 all_ok=1
-for row in "${rows[@]}"; do
-  IFS=$'\t' read -r label status a b <<<"$row"
-  if [ "$status" = ok ]; then
-    echo "| $label | $RUNS | $a | $b |"
-  else
-    echo "| $label | 0 | failed: ${a//|/\\|} | |"
-    all_ok=0
-  fi
-done
+python3 - "$DIR/rows.tsv" "$DIR/results.tsv" <<'PY' || all_ok=0
+import sys
+rows_file, results_file = sys.argv[1:]
+labels, failed = {}, {}
+for line in open(rows_file).read().splitlines():
+    key, label, argv, *rest = line.split("\t")
+    labels[key] = label
+    if argv == "-":
+        failed[key] = rest[0] if rest else "not run"
+got = {}
+for line in open(results_file).read().splitlines():
+    f = line.split("\t")
+    if f[2] == "ok":
+        got[(f[0], f[1])] = (float(f[3]), float(f[4]))
+    else:
+        failed[f[0]] = f[3]
+print("| command | paced: median ms (p90) | back to back: median ms (p90) |")
+print("|---|---:|---:|")
+ok = True
+for key, label in labels.items():
+    if key in failed or (key, "paced") not in got:
+        why = failed.get(key, "not run").replace("|", "\\|")
+        print(f"| {label} | failed: {why} | |")
+        ok = False
+        continue
+    cells = [f"{got[(key, w)][0]:.2f} ({got[(key, w)][1]:.2f})" for w in ("paced", "back-to-back")]
+    print(f"| {label} | {cells[0]} | {cells[1]} |")
+
+def ratio(a, b, way):
+    if (a, way) in got and (b, way) in got:
+        return f"{got[(a, way)][0] / got[(b, way)][0]:.2f}"
+    return "n/a"
+
+print()
+print("| ratio (medians) | paced | back to back | goal (issue 6) |")
+print("|---|---:|---:|---|")
+for label, a, b, goal in [
+    ("`rnx --gpu=1` ÷ `crun run`", "rnx_gpu", "crun", "≤ 0.8"),
+    ("Slurm `srun --gres=gpu:1` ÷ `rnx --gpu=1`", "srun", "rnx_gpu", "≥ 5"),
+    ("`rnx` (no GPU) ÷ `crun run` (reference)", "rnx", "crun", ""),
+]:
+    print(f"| {label} | {ratio(a, b, 'paced')} | {ratio(a, b, 'back-to-back')} | {goal} |")
+sys.exit(0 if ok else 1)
+PY
 [ "$HYBRID" = 0 ] || echo "
-crun rows are timed inside one private mount namespace with $UNIFIED unmounted (crun refuses this hybrid cgroup layout); the wrapper is not counted."
+Timed inside one private mount namespace with $UNIFIED unmounted (crun refuses this hybrid cgroup layout); the wrapper is not counted."
 if [ -n "$split_line" ]; then
   echo
   echo "$split_line"
 fi
-ratio() { # A B: A/B to 2 places, or n/a
-  if [ -n "${1:-}" ] && [ -n "${2:-}" ]; then python3 -c "print(f'{$1 / $2:.2f}')"; else echo "n/a"; fi
-}
-echo
-echo "| ratio (medians) | value | goal (issue 6) |"
-echo "|---|---:|---|"
-echo "| \`rnx --gpu=1\` ÷ \`crun run\` | $(ratio "${MEDIAN[rnx_gpu]:-}" "${MEDIAN[crun]:-}") | ≤ 0.8 |"
-echo "| Slurm \`srun --gres=gpu:1\` ÷ \`rnx --gpu=1\` | $(ratio "${MEDIAN[srun]:-}" "${MEDIAN[rnx_gpu]:-}") | ≥ 5 |"
-echo "| \`rnx\` (no GPU) ÷ \`crun run\` (reference) | $(ratio "${MEDIAN[rnx]:-}" "${MEDIAN[crun]:-}") | |"
 if [ "$SLURM" = 1 ] && [ "$split_ok" = 0 ]; then all_ok=0; fi
 log "done in ${SECONDS}s"
 [ "$all_ok" = 1 ] || { log "some rows failed or the Slurm device split was not confirmed (see above)"; exit 1; }
