@@ -32,6 +32,7 @@ mod launch;
 pub mod logread;
 mod pidfd;
 mod priority;
+pub use priority::set_own_policy;
 pub mod procstat;
 mod reap;
 pub mod runner;

@@ -24,6 +24,13 @@ pub(crate) fn leave_idle_thread() -> io::Result<()> {
     set_policy(0, libc::SCHED_OTHER)
 }
 
+/// Puts the calling thread in `policy` (`SCHED_OTHER`, `SCHED_BATCH`,
+/// `SCHED_IDLE`); its nice value is kept. Async-signal-safe. For the
+/// daemon's and the sandbox init's own choices of class.
+pub fn set_own_policy(policy: libc::c_int) -> io::Result<()> {
+    set_policy(0, policy)
+}
+
 /// Puts every thread of this process in the normal class.
 pub(crate) fn leave_idle_threads() -> io::Result<()> {
     promote_tasks("/proc/self/task")

@@ -23,7 +23,7 @@ use std::process::Command;
 /// Puts the calling thread in `SCHED_BATCH`. For the daemon's main thread
 /// and, via the runtime's `on_thread_start`, every runtime thread.
 pub fn batch_current_thread() -> io::Result<()> {
-    set_policy(libc::SCHED_BATCH)
+    joblet_shim::set_own_policy(libc::SCHED_BATCH)
 }
 
 /// [`batch_current_thread`] for the runtime's `on_thread_start`, which
@@ -39,23 +39,10 @@ pub fn batch_runtime_thread() {
 /// whatever the class of the thread that spawns it.
 pub fn normal_in_child(cmd: &mut Command) {
     // SAFETY: the hook runs in the forked child before exec and makes one
-    // async-signal-safe syscall on a stack value; it allocates nothing and
-    // takes no locks.
+    // async-signal-safe system call (`set_own_policy`); it allocates
+    // nothing and takes no locks.
     unsafe {
-        cmd.pre_exec(|| set_policy(libc::SCHED_OTHER));
-    }
-}
-
-/// `sched_setscheduler(0, policy)` for the calling thread; the nice value
-/// is kept. Async-signal-safe.
-fn set_policy(policy: libc::c_int) -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param that outlives the call; the
-    // kernel only reads it.
-    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+        cmd.pre_exec(|| joblet_shim::set_own_policy(libc::SCHED_OTHER));
     }
 }
 

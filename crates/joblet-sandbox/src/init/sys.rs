@@ -252,10 +252,7 @@ pub(crate) fn set_normal_priority(pid: i32) -> io::Result<()> {
 /// once the job's end is told (its exit, the namespaces' teardown), which
 /// should not take the CPU from the shim recording that end.
 pub(crate) fn set_idle_priority() -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param that outlives the call; the
-    // kernel only reads it.
-    check(unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) }.into()).map(drop)
+    joblet_shim::set_own_policy(libc::SCHED_IDLE)
 }
 
 /// While alive, the calling thread (if in `SCHED_OTHER`) is in
@@ -270,13 +267,9 @@ pub(crate) struct NoWakeupPreemption {
 
 impl NoWakeupPreemption {
     pub(crate) fn enter() -> Self {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: sched_getscheduler takes no memory; `param` is a valid
-        // sched_param that outlives the sched_setscheduler call.
-        let switched = unsafe {
-            libc::sched_getscheduler(0) == libc::SCHED_OTHER
-                && libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0
-        };
+        // SAFETY: sched_getscheduler takes no memory.
+        let normal = unsafe { libc::sched_getscheduler(0) } == libc::SCHED_OTHER;
+        let switched = normal && joblet_shim::set_own_policy(libc::SCHED_BATCH).is_ok();
         NoWakeupPreemption { switched }
     }
 }
@@ -284,11 +277,9 @@ impl NoWakeupPreemption {
 impl Drop for NoWakeupPreemption {
     fn drop(&mut self) {
         if self.switched {
-            let param = libc::sched_param { sched_priority: 0 };
-            // SAFETY: as in `enter`. Going back from SCHED_BATCH to
-            // SCHED_OTHER needs no privilege; should it fail, the thread
-            // only stays in SCHED_BATCH.
-            unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+            // Going back from SCHED_BATCH needs no privilege; should it
+            // fail, the thread only stays in SCHED_BATCH.
+            let _ = joblet_shim::set_own_policy(libc::SCHED_OTHER);
         }
     }
 }
