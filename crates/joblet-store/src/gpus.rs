@@ -149,35 +149,38 @@ impl Store {
         updates: &[GpuUpdate],
         now: UnixMillis,
     ) -> Result<(), StoreError> {
-        let path = &self.path;
-        let mut conn = self.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .during(path, || "begin a GPU update".into())?;
-        write_gpus(&tx, path, entries, updates, now)?;
-        tx.commit().during(path, || "commit a GPU update".into())
+        self.record_gpus_and_open_audit(entries, updates, now, None)
     }
 
-    /// [`Store::record_gpus`] and [`Store::audit_open`] in one transaction:
-    /// a GPU allocation's pool records and the audit record it opens are
-    /// saved together (one commit on the job's start path instead of two).
+    /// [`Store::record_gpus`], and with `audit` also [`Store::audit_open`]
+    /// in the same transaction: a GPU allocation's pool records and the
+    /// audit record it opens are saved together (one commit on the job's
+    /// start path instead of two).
     pub fn record_gpus_and_open_audit(
         &self,
         entries: &[&GpuEntry],
         updates: &[GpuUpdate],
         now: UnixMillis,
-        audit: &crate::audit::AuditRecord,
+        audit: Option<&crate::audit::AuditRecord>,
     ) -> Result<(), StoreError> {
         let path = &self.path;
+        let what = if audit.is_some() {
+            "a GPU allocation"
+        } else {
+            "a GPU update"
+        };
         let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .during(path, || "begin a GPU allocation".into())?;
+            .during(path, || format!("begin {what}"))?;
         write_gpus(&tx, path, entries, updates, now)?;
-        crate::audit::insert_open(&tx, path, audit)?;
-        tx.commit()
-            .during(path, || "commit a GPU allocation".into())?;
-        tracing::debug!(job = %audit.job_id, owner = %audit.owner, gpus = ?audit.gpu_uuids, "GPU audit record opened");
+        if let Some(rec) = audit {
+            crate::audit::insert_open(&tx, path, rec)?;
+        }
+        tx.commit().during(path, || format!("commit {what}"))?;
+        if let Some(rec) = audit {
+            tracing::debug!(job = %rec.job_id, owner = %rec.owner, gpus = ?rec.gpu_uuids, "GPU audit record opened");
+        }
         Ok(())
     }
 
@@ -340,7 +343,7 @@ mod tests {
         };
         let taken = pool.allocate("GPU-a", "job-1", 2).unwrap();
         store
-            .record_gpus_and_open_audit(&pool.entries(), &taken, 2, &audit)
+            .record_gpus_and_open_audit(&pool.entries(), &taken, 2, Some(&audit))
             .unwrap();
         assert_eq!(store.gpus().unwrap()[0].state, GpuState::Allocated);
         assert_eq!(store.job_gpus("job-1").unwrap(), Some(audit.clone()));
@@ -350,7 +353,7 @@ mod tests {
         // the event written before it in the transaction are rolled back.
         let released = pool.release("GPU-a", "job-1", 3).unwrap();
         let err = store
-            .record_gpus_and_open_audit(&pool.entries(), &released, 3, &audit)
+            .record_gpus_and_open_audit(&pool.entries(), &released, 3, Some(&audit))
             .unwrap_err();
         assert!(err.to_string().contains("audited once"), "{err}");
         assert_eq!(store.gpus().unwrap()[0].state, GpuState::Allocated);

@@ -130,41 +130,51 @@ impl SharedGpus {
         now: UnixMillis,
         audit: &joblet_store::AuditRecord,
     ) {
-        for u in updates {
-            log_update(u);
-        }
-        let entries = node.pool.entries();
-        let saved = if updates.is_empty() {
-            self.store.audit_open(audit)
-        } else {
-            self.store
-                .record_gpus_and_open_audit(&entries, updates, now, audit)
-        };
-        if let Err(e) = saved {
-            tracing::error!(job = %audit.job_id, error = %e, "could not persist the GPU allocation's pool records and audit record");
-        }
-        if !updates.is_empty() {
-            // The engine is gone only while the daemon shuts down.
-            let _ = self.notify.send(updates.to_vec());
-        }
+        self.commit_with(node, updates, now, Some(audit));
     }
 
     /// Persists and logs what the pool decided, then tells the engine. A
     /// store failure is logged (the in-memory state is still right; the
     /// next change saves it again).
     pub fn commit(&self, node: &GpuNode, updates: &[GpuUpdate], now: UnixMillis) {
-        if updates.is_empty() {
+        self.commit_with(node, updates, now, None);
+    }
+
+    fn commit_with(
+        &self,
+        node: &GpuNode,
+        updates: &[GpuUpdate],
+        now: UnixMillis,
+        audit: Option<&joblet_store::AuditRecord>,
+    ) {
+        if updates.is_empty() && audit.is_none() {
             return;
         }
         for u in updates {
             log_update(u);
         }
-        let entries = node.pool.entries();
-        if let Err(e) = self.store.record_gpus(&entries, updates, now) {
-            tracing::error!(error = %e, "could not persist GPU state changes");
+        let saved = match audit {
+            // Nothing changed in the pool (a shared GPU already allocated):
+            // only the audit record is new.
+            Some(rec) if updates.is_empty() => self.store.audit_open(rec),
+            _ => {
+                let entries = node.pool.entries();
+                self.store
+                    .record_gpus_and_open_audit(&entries, updates, now, audit)
+            }
+        };
+        if let Err(e) = saved {
+            match audit {
+                Some(rec) => {
+                    tracing::error!(job = %rec.job_id, error = %e, "could not persist the GPU allocation's pool records and audit record")
+                }
+                None => tracing::error!(error = %e, "could not persist GPU state changes"),
+            }
         }
-        // The engine is gone only while the daemon shuts down.
-        let _ = self.notify.send(updates.to_vec());
+        if !updates.is_empty() {
+            // The engine is gone only while the daemon shuts down.
+            let _ = self.notify.send(updates.to_vec());
+        }
     }
 }
 
