@@ -144,3 +144,17 @@ fn rnx_config_env_is_used() {
         "{stderr}"
     );
 }
+
+/// build.rs links the unwinder into rnx, so the loader has one library
+/// fewer to map at every command's start (x86-64 GNU/Linux).
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+fn rnx_does_not_load_libgcc_s() {
+    let bin = std::fs::read(env!("CARGO_BIN_EXE_rnx")).unwrap();
+    let needs = |name: &[u8]| bin.windows(name.len()).any(|w| w == name);
+    assert!(
+        needs(b"libc.so.6\0"),
+        "the check reads the dynamic string table"
+    );
+    assert!(!needs(b"libgcc_s.so.1\0"), "rnx still needs libgcc_s.so.1");
+}
