@@ -33,7 +33,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-use joblet_shim::{HostRunner, Runner, RunnerError, ShimSpec};
+use joblet_shim::{HostRunner, PreparedLeader, Runner, RunnerError, ShimSpec};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
@@ -462,6 +462,15 @@ impl Runner for SandboxRunner {
                 Err(e)
             }
         }
+    }
+
+    fn prepared_leader(&self) -> Option<PreparedLeader> {
+        let slot = self.warm_slot();
+        let pending = &slot.as_ref()?.pending;
+        Some(PreparedLeader {
+            pid: Pid::from_raw(pending.pid()),
+            end: pending.end_duplicate(),
+        })
     }
 
     fn early_exit(&self) -> Option<OwnedFd> {

@@ -13,16 +13,26 @@ use std::path::{Path, PathBuf};
 /// may lose the last of them, and the daemon then treats the job like any
 /// other it finds without a record (its processes died with the host).
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
-    let tmp = tmp_path(path);
+    write_pending(path, data)?;
+    publish(path)
+}
+
+/// The first half of [`write_atomic`]: `data` in the temporary sibling only,
+/// for [`publish`] to put in place later.
+pub(crate) fn write_pending(path: &Path, data: &[u8]) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o644)
-        .open(&tmp)?;
-    f.write_all(data)?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+        .open(tmp_path(path))?;
+    f.write_all(data)
+}
+
+/// The second half of [`write_atomic`]: renames the temporary sibling to
+/// `path`.
+pub(crate) fn publish(path: &Path) -> io::Result<()> {
+    std::fs::rename(tmp_path(path), path)
 }
 
 /// Creates the temporary sibling [`write_atomic`] will write for `path`,
@@ -65,6 +75,19 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("exit.json")]);
+    }
+
+    #[test]
+    fn a_pending_write_is_invisible_until_published() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("job.pid");
+        write_pending(&p, b"early").unwrap();
+        assert!(!p.exists());
+        write_pending(&p, b"late").unwrap();
+        publish(&p).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"late");
+        assert!(!tmp_path(&p).exists());
+        assert!(publish(&p).is_err(), "nothing pending any more");
     }
 
     #[test]

@@ -47,6 +47,6 @@ pub use inherited_fds::Fd3Error;
 pub use jobdir::JobDir;
 pub use launch::{launch, launch_warm, reattach, WarmShim};
 pub use logread::{output_bytes, LogReader};
-pub use runner::{HostRunner, Runner, RunnerError};
+pub use runner::{HostRunner, PreparedLeader, Runner, RunnerError};
 pub use shim::{run_shim, run_shim_with, run_warm_shim_with, ShimRunError};
 pub use spec::{Outcome, PidRecord, ShimExit, ShimSpec, WarmSpec};

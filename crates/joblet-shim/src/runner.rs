@@ -22,6 +22,14 @@ pub enum RunnerError {
     Isolation(String),
 }
 
+/// A prepared job leader (see [`Runner::prepared_leader`]).
+#[derive(Debug)]
+pub struct PreparedLeader {
+    pub pid: Pid,
+    /// The early word of the job's end, as `Runner::early_exit` gives it.
+    pub end: Option<OwnedFd>,
+}
+
 /// Starts a job's leader process.
 ///
 /// Contract: the returned process is a child of the calling process, leads
@@ -48,6 +56,15 @@ pub trait Runner {
 
     /// Tears down what `prepare` built, when no job came for it.
     fn discard(&self) {}
+
+    /// After a successful `prepare`: the process `spawn` will return for a
+    /// job that fits what was prepared, and a duplicate of the descriptor
+    /// `early_exit` will give then, so the shim can record the leader and
+    /// wait for the job's end before the job comes instead of on its path.
+    /// `None` (the default): nothing is known ahead.
+    fn prepared_leader(&self) -> Option<PreparedLeader> {
+        None
+    }
 
     /// Called once after a successful `spawn`: a descriptor that yields the
     /// job's raw wait status (4 bytes, native endian) as soon as every

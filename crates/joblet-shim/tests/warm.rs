@@ -132,3 +132,56 @@ async fn a_warm_shim_refuses_another_jobs_spec() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+/// A warm shim whose runner prepared the job's leader.
+fn prestarted(dir: &joblet_shim::JobDir) -> WarmShim {
+    init();
+    let spec = WarmSpec {
+        job_id: "test-job".into(),
+        runner: Some(serde_json::json!({"prestart": true})),
+    };
+    launch_warm(Path::new(SHIM_BIN), &shim_args(dir), dir, &spec).unwrap()
+}
+
+/// The job's output as text.
+fn output(dir: &joblet_shim::JobDir) -> String {
+    let out: Vec<u8> = records(dir, 0).into_iter().flat_map(|r| r.data).collect();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_prepared_leader_is_recorded_and_its_end_awaited_before_the_job_comes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let shim = prestarted(&dir);
+    wait_ready(&dir);
+    // The job tells its end (exit status 7) on the early pipe, then exits 0
+    // itself: only a thread the shim started ahead reads that pipe (the
+    // runner gives no early_exit of its own).
+    let spec = sh(
+        tmp.path(),
+        r"echo $$; printf '\000\007\000\000' >&3; exit 0",
+    );
+    let exit = finish(shim.claim(&spec).unwrap()).await;
+    assert_eq!(exit.exit_code, Some(7), "{exit:?}");
+    let leader: i32 = output(&dir).trim().parse().unwrap();
+    let rec = dir.read_job_pid().unwrap().expect("job.pid");
+    assert_eq!(rec.pid, leader, "job.pid names the prepared leader");
+    assert!(rec.start_time > 0, "{rec:?}");
+}
+
+#[tokio::test]
+async fn a_job_that_does_not_fit_the_prepared_leader_records_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let shim = prestarted(&dir);
+    wait_ready(&dir);
+    let mut spec = sh(tmp.path(), "echo $$; exit 3");
+    spec.env
+        .insert("JOBLET_SHIM_TEST_MISFIT".into(), "1".into());
+    let exit = finish(shim.claim(&spec).unwrap()).await;
+    assert_eq!(exit.exit_code, Some(3), "{exit:?}");
+    let leader: i32 = output(&dir).trim().parse().unwrap();
+    let rec = dir.read_job_pid().unwrap().expect("job.pid");
+    assert_eq!(rec.pid, leader, "job.pid names the job's own leader");
+}

@@ -88,6 +88,7 @@ pub fn spawn(
         go: Some(go_w),
         status: Some(File::from(status_r)),
         end: Some(end_r),
+        pid1: None,
         buf: Vec::new(),
         greeted: false,
         armed: true,
@@ -121,6 +122,8 @@ pub struct PendingInit {
     status: Option<File>,
     /// The read end of the pipe on which the job's end is told.
     end: Option<OwnedFd>,
+    /// A warm init's pid 1 (in our pid namespace), found once it is ready.
+    pid1: Option<i32>,
     /// Status bytes read but not yet a whole line.
     buf: Vec<u8>,
     greeted: bool,
@@ -178,7 +181,19 @@ impl PendingInit {
     /// pid 1 waits for the job. On error the init is not usable; drop it.
     pub fn enter(&mut self, limit: Duration) -> Result<(), InitError> {
         let go_failed = self.send(&[GO], false)?;
-        self.wait_status(Until::Ready, limit, go_failed)
+        self.wait_status(Until::Ready, limit, go_failed)?;
+        // Looked up now, so that `start` need not on the job's path.
+        self.pid1 = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid))
+            .ok()
+            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()));
+        Ok(())
+    }
+
+    /// A duplicate of the pipe [`Started::end`] will be, for a caller that
+    /// waits for the job's end before the job starts; `None` once it was
+    /// handed over (or cannot be duplicated).
+    pub fn end_duplicate(&self) -> Option<OwnedFd> {
+        self.end.as_ref()?.try_clone().ok()
     }
 
     /// Gives a warm init that [`PendingInit::enter`]ed its job, whose config
@@ -197,10 +212,7 @@ impl PendingInit {
         // outer process ends like the job, and pid 1 (which resets itself
         // too, but must first get the CPU to read the config) starts it, in
         // the normal one. Failing here only costs speed.
-        let pid1 = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid))
-            .ok()
-            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()));
-        for pid in std::iter::once(self.pid).chain(pid1) {
+        for pid in std::iter::once(self.pid).chain(self.pid1) {
             if let Err(e) = sys::set_normal_priority(pid) {
                 tracing::warn!(pid, "resetting the sandbox init's priority: {e}");
             }

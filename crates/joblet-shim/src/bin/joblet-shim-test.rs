@@ -1,7 +1,10 @@
 //! Test helper binary for joblet-shim's integration tests.
 //!
 //! - `shim --job-dir DIR [--warm]`: the shim itself (what `joblet-shim`
-//!   does; `--warm`: a warm shim, with the host runner). A cold shim's
+//!   does; `--warm`: a warm shim, whose runner is the host runner unless
+//!   the warm spec's runner settings say `{"prestart": true}`: then
+//!   `prepare` starts the job's leader ahead, like a warm sandbox, see
+//!   `PrestartRunner`). A cold shim's
 //!   runner is the host runner with two test hooks, set from the job's env:
 //!   `JOBLET_SHIM_TEST_CLEANUP_MS` makes the cleanup after its exit record
 //!   take that long; `JOBLET_SHIM_TEST_EARLY_EXIT=1` gives the job the write
@@ -21,7 +24,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use joblet_shim::{
-    launch, run_shim_with, run_warm_shim_with, HostRunner, JobDir, Runner, RunnerError, ShimSpec,
+    launch, run_shim_with, run_warm_shim_with, HostRunner, JobDir, PreparedLeader, Runner,
+    RunnerError, ShimSpec,
 };
 use nix::fcntl::OFlag;
 use nix::unistd::Pid;
@@ -87,6 +91,110 @@ impl Runner for TestRunner {
     }
 }
 
+/// A warm runner that starts the job's leader in `prepare`, before the job
+/// is known, the way a warm sandbox forks its job process ahead: a shell
+/// that reads the job's script (`sh -c SCRIPT`'s SCRIPT) from a pipe and
+/// execs it, with the write end of an early-exit pipe as its fd 3 (like a
+/// sandbox init telling the job's end). It offers that leader through
+/// `prepared_leader` and, to show the shim used it, gives no `early_exit`
+/// of its own. A job whose env has `JOBLET_SHIM_TEST_MISFIT=1` does not fit:
+/// the prepared leader is killed and the job runs on the host runner.
+#[derive(Default)]
+struct PrestartRunner {
+    leader: Mutex<Option<Prestarted>>,
+}
+
+struct Prestarted {
+    child: std::process::Child,
+    script: std::process::ChildStdin,
+    end: OwnedFd,
+}
+
+impl PrestartRunner {
+    fn take(&self) -> Option<Prestarted> {
+        self.leader.lock().unwrap().take()
+    }
+}
+
+impl Runner for PrestartRunner {
+    fn prepare(
+        &self,
+        warm: &serde_json::Value,
+        stdout: std::os::fd::BorrowedFd<'_>,
+        stderr: std::os::fd::BorrowedFd<'_>,
+    ) -> Result<(), RunnerError> {
+        if warm.get("prestart") != Some(&serde_json::Value::Bool(true)) {
+            return Ok(());
+        }
+        let fail = |e: std::io::Error| RunnerError::Isolation(format!("prestart: {e}"));
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| fail(e.into()))?;
+        let w_fd = w.as_raw_fd();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args([
+            "-c",
+            r#"IFS= read -r line; exec /bin/sh -c "$line" </dev/null"#,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(stdout.try_clone_to_owned().map_err(fail)?)
+        .stderr(stderr.try_clone_to_owned().map_err(fail)?)
+        .process_group(0);
+        // SAFETY: dup2 is async-signal-safe and touches no memory; the new
+        // fd 3 has close-on-exec cleared.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(w_fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(fail)?;
+        drop(w);
+        let script = child.stdin.take().expect("piped stdin");
+        *self.leader.lock().unwrap() = Some(Prestarted {
+            child,
+            script,
+            end: r,
+        });
+        Ok(())
+    }
+
+    fn prepared_leader(&self) -> Option<PreparedLeader> {
+        let leader = self.leader.lock().unwrap();
+        let p = leader.as_ref()?;
+        Some(PreparedLeader {
+            pid: Pid::from_raw(p.child.id() as i32),
+            end: p.end.try_clone().ok(),
+        })
+    }
+
+    fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError> {
+        let Some(mut p) = self.take() else {
+            return HostRunner.spawn(spec, stdout, stderr);
+        };
+        if spec.env.get("JOBLET_SHIM_TEST_MISFIT").map(String::as_str) == Some("1") {
+            // The shim's reaper may reap it first.
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            return HostRunner.spawn(spec, stdout, stderr);
+        }
+        let script = spec.args.last().cloned().unwrap_or_default();
+        use std::io::Write;
+        writeln!(p.script, "{script}").map_err(|e| RunnerError::Spawn {
+            command: spec.command.clone(),
+            source: e,
+        })?;
+        Ok(Pid::from_raw(p.child.id() as i32))
+    }
+
+    fn discard(&self) {
+        if let Some(mut p) = self.take() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let (mode, dir, warm) = match args.as_slice() {
@@ -105,7 +213,7 @@ fn main() -> ExitCode {
             .with_ansi(false)
             .init();
         let result = if warm {
-            run_warm_shim_with(&dir, &HostRunner).map(drop)
+            run_warm_shim_with(&dir, &PrestartRunner::default()).map(drop)
         } else {
             run_shim_with(&dir, &TestRunner::default()).map(drop)
         };

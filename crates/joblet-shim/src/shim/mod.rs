@@ -12,6 +12,7 @@
 //! exiting, and only then let the runner clean up (`Runner::cleanup`). A
 //! warm shim ([`run_warm_shim_with`]) does the same once its job comes.
 
+mod ahead;
 mod control;
 mod early;
 mod outcome;
@@ -36,6 +37,7 @@ use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::SigSet;
 use nix::unistd::Pid;
 
+use self::ahead::Ahead;
 use crate::atomic::{prepare_atomic, tmp_path, write_atomic};
 use crate::inherited_fds::{self, Fd3Error};
 use crate::jobdir::JobDir;
@@ -150,10 +152,14 @@ pub fn run_warm_shim_with(
             return Err(e);
         }
     };
+    let mut ahead = None;
     if let Some(settings) = &warm.runner {
         let t0 = Instant::now();
         match runner.prepare(settings, ready.out_w.as_fd(), ready.err_w.as_fd()) {
             Ok(()) => {
+                ahead = runner
+                    .prepared_leader()
+                    .map(|leader| Ahead::start(&dir, leader, ready.events_tx.clone()));
                 prepared.store(true, Ordering::SeqCst);
                 tracing::info!(
                     elapsed_us = t0.elapsed().as_micros() as u64,
@@ -193,7 +199,7 @@ pub fn run_warm_shim_with(
         }
     };
     tracing::info!(job_id = %spec.job_id, command = %spec.command, "warm shim starting its job");
-    let run = run_job(&dir, spec, ready, runner);
+    let run = run_job(&dir, spec, ready, runner, ahead);
     close_job(&dir, &run, notify, runner);
     drop(lock);
     Ok(Some(run.exit))
@@ -260,7 +266,7 @@ pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, Sh
         let spec = read_spec()?.ok_or(ShimRunError::NoSpec)?;
         tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
         let ready = setup(&dir, signals)?;
-        Ok(run_job(&dir, spec, ready, runner))
+        Ok(run_job(&dir, spec, ready, runner, None))
     });
     let run = match result {
         Ok(run) => run,
@@ -433,8 +439,15 @@ struct JobRun {
     unreaped: Option<Pid>,
 }
 
-/// Spawns and supervises the job; returns its exit record.
-fn run_job(dir: &JobDir, spec: ShimSpec, ready: Ready, runner: &dyn Runner) -> JobRun {
+/// Spawns and supervises the job; returns its exit record. `ahead`: what
+/// a warm shim did for its prepared leader before the job came.
+fn run_job(
+    dir: &JobDir,
+    spec: ShimSpec,
+    ready: Ready,
+    runner: &dyn Runner,
+    ahead: Option<Ahead>,
+) -> JobRun {
     let Ready {
         out_w,
         err_w,
@@ -457,20 +470,27 @@ fn run_job(dir: &JobDir, spec: ShimSpec, ready: Ready, runner: &dyn Runner) -> J
             };
         }
     };
-    if let Some(fd) = runner.early_exit() {
-        if let Err(e) = early::watch(fd, events_tx) {
-            tracing::warn!("cannot start the job-end thread: {e}; waiting for the leader instead");
+    let ahead = ahead.and_then(|a| a.for_leader(pid));
+    if !ahead.as_ref().is_some_and(|a| a.watching) {
+        if let Some(fd) = runner.early_exit() {
+            if let Err(e) = early::watch(fd, events_tx) {
+                tracing::warn!(
+                    "cannot start the job-end thread: {e}; waiting for the leader instead"
+                );
+            }
         }
     }
     let started = now_unix_ms();
     tracing::info!("job leader started: pid {pid}");
-    match procstat::pid_record(Path::new(PROC_ROOT), pid.as_raw()) {
-        Ok(rec) => {
-            if let Err(e) = write_json(&dir.job_pid_path(), &rec) {
-                tracing::error!("{e}");
+    if !ahead.as_ref().is_some_and(|a| a.publish_record(dir)) {
+        match procstat::pid_record(Path::new(PROC_ROOT), pid.as_raw()) {
+            Ok(rec) => {
+                if let Err(e) = write_json(&dir.job_pid_path(), &rec) {
+                    tracing::error!("{e}");
+                }
             }
+            Err(e) => tracing::error!("cannot record the job's pid {pid}: {e}"),
         }
-        Err(e) => tracing::error!("cannot record the job's pid {pid}: {e}"),
     }
     reaper.set_leader(pid);
 
