@@ -1,7 +1,10 @@
 //! The daemon's handle on a running shim: wait for it to exit and read the
 //! job's exit record.
 
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+
+use tokio::io::unix::AsyncFd;
 
 use nix::errno::Errno;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
@@ -19,9 +22,10 @@ pub struct ShimHandle {
     pub(crate) pid: i32,
     pub(crate) pidfd: OwnedFd,
     pub(crate) dir: JobDir,
-    /// The read end of the shim's exit notification pipe (a shim this
-    /// process launched): it reaches end of file once `exit.json` is in
-    /// place, before the shim removes the job's cgroup and exits.
+    /// The read end (non-blocking) of the shim's exit notification pipe (a
+    /// shim this process launched): the shim writes the job's exit record
+    /// there and closes it as soon as the job has ended, before it writes
+    /// `exit.json`, removes the job's cgroup and exits.
     pub(crate) notify: Option<OwnedFd>,
 }
 
@@ -39,9 +43,10 @@ impl ShimHandle {
     /// with IO enabled. [`ShimError::Lost`] if the shim died without writing
     /// `exit.json` (killed with SIGKILL, crashed).
     ///
-    /// A shim this process launched tells of the job's end as soon as its
-    /// `exit.json` is in place (the notification pipe): the record is
-    /// returned then, and the shim is reaped in the background once it has
+    /// A shim this process launched tells of the job's end as soon as the
+    /// job has ended, with the exit record on the notification pipe: the
+    /// record is returned then (from `exit.json` when the pipe closed
+    /// without one), and the shim is reaped in the background once it has
     /// removed the job's cgroup and exited.
     pub async fn wait(self) -> Result<ShimExit, ShimError> {
         let pid = self.pid;
@@ -49,12 +54,16 @@ impl ShimHandle {
         let afd = pidfd::register(self.pidfd).map_err(wait_err)?;
         if let Some(notify) = self.notify {
             let notify = pidfd::register(notify).map_err(wait_err)?;
-            // End of file (the shim closed it, or died) or the shim's exit.
-            tokio::select! {
-                r = notify.readable() => drop(r.map_err(wait_err)?),
-                r = afd.readable() => drop(r.map_err(wait_err)?),
-            }
-            if let Some(exit) = read_exit(&self.dir)? {
+            // The record and end of file (the shim closed it, or died), or
+            // the shim's exit.
+            let told = tokio::select! {
+                r = read_told(&notify) => r.map_err(wait_err)?,
+                r = afd.readable() => {
+                    drop(r.map_err(wait_err)?);
+                    None
+                }
+            };
+            if let Some(exit) = told.map_or_else(|| read_exit(&self.dir), |e| Ok(Some(e)))? {
                 tokio::spawn(async move {
                     if let Ok(guard) = afd.readable().await {
                         drop(guard);
@@ -74,6 +83,35 @@ impl ShimHandle {
     }
 }
 
+/// The most a shim's exit record on the notification pipe may take.
+const MAX_TOLD: usize = 1 << 20;
+
+/// Reads the notification pipe to its end: the exit record the shim wrote
+/// there, or `None` when it wrote none that parses (an older shim, or one
+/// that died), for the caller to look for `exit.json`.
+async fn read_told(notify: &AsyncFd<OwnedFd>) -> io::Result<Option<ShimExit>> {
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let mut guard = notify.readable().await?;
+        match guard.try_io(|fd| nix::unistd::read(fd.get_ref(), &mut buf).map_err(io::Error::from))
+        {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) if bytes.len() + n <= MAX_TOLD => bytes.extend_from_slice(&buf[..n]),
+            Ok(Ok(_)) => return Ok(None),
+            Ok(Err(e)) => return Err(e),
+            Err(_would_block) => continue,
+        }
+    }
+    Ok(serde_json::from_slice(&bytes)
+        .map_err(|e| {
+            if !bytes.is_empty() {
+                tracing::warn!("the shim's exit record on its pipe does not parse: {e}");
+            }
+        })
+        .ok())
+}
+
 /// Reaps an exited shim through its pidfd (if it is this process's child).
 fn reap(pid: i32, afd: &tokio::io::unix::AsyncFd<OwnedFd>) {
     match waitid(
@@ -90,4 +128,52 @@ fn reap(pid: i32, afd: &tokio::io::unix::AsyncFd<OwnedFd>) {
 /// still running, or it died without finishing).
 pub fn read_exit(dir: &JobDir) -> Result<Option<ShimExit>, ShimError> {
     read_json(&dir.exit_path())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Outcome;
+    use std::io::Write;
+
+    fn pipe() -> (AsyncFd<OwnedFd>, std::fs::File) {
+        let (r, w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .unwrap();
+        (pidfd::register(r).unwrap(), std::fs::File::from(w))
+    }
+
+    #[tokio::test]
+    async fn the_record_on_the_pipe_is_read_to_its_end() {
+        let exit = ShimExit {
+            outcome: Outcome::Exited,
+            exit_code: Some(3),
+            signal: None,
+            message: "exited with code 3".into(),
+            started_unix_ms: Some(1),
+            ended_unix_ms: 2,
+            log_bytes: 0,
+        };
+        let (r, mut w) = pipe();
+        let bytes = serde_json::to_vec(&exit).unwrap();
+        // In two writes, as a reader may see them.
+        w.write_all(&bytes[..5]).unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            w.write_all(&bytes[5..]).unwrap();
+        });
+        assert_eq!(read_told(&r).await.unwrap(), Some(exit));
+        writer.join().unwrap();
+    }
+
+    #[tokio::test]
+    async fn nothing_or_a_broken_record_sends_the_caller_to_exit_json() {
+        let (r, w) = pipe();
+        drop(w);
+        assert_eq!(read_told(&r).await.unwrap(), None);
+        let (r, mut w) = pipe();
+        w.write_all(b"{\"outcome\":").unwrap();
+        drop(w);
+        assert_eq!(read_told(&r).await.unwrap(), None);
+    }
 }

@@ -186,6 +186,15 @@ fn start(
             program: program.to_owned(),
             source: e.into(),
         })?;
+    // Ours is read from the daemon's event loop (`ShimHandle::wait`).
+    nix::fcntl::fcntl(
+        &notify_r,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .map_err(|e| ShimError::Spawn {
+        program: program.to_owned(),
+        source: e.into(),
+    })?;
     let passed = inherited_fds::inherit_fds(&mut cmd, lock.as_fd(), Some(notify_w.as_fd()), idle)
         .map_err(|source| ShimError::Spawn {
         program: program.to_owned(),

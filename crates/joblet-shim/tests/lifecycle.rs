@@ -43,13 +43,27 @@ async fn echo_to_stdout_and_stderr() {
     assert_eq!(of(Stream::Stdout), b"out\n");
     assert_eq!(of(Stream::Stderr), b"err\n");
 
+    // The record comes first, on the launcher's pipe; exit.json, the
+    // control socket's removal and the cleanup follow; the shim then exits.
+    assert!(wait_gone(pid, Duration::from_secs(10)), "shim {pid} stayed");
     assert_eq!(read_exit(&dir).unwrap(), Some(exit));
     assert_eq!(dir.read_shim_pid().unwrap().unwrap().pid, pid);
     assert!(dir.read_job_pid().unwrap().is_some());
     assert!(!dir.control_sock_path().exists());
-    // The record comes before the shim's cleanup; the shim then exits.
-    assert!(wait_gone(pid, Duration::from_secs(10)), "shim {pid} stayed");
     assert!(reattach(&dir).unwrap().is_none());
+}
+
+#[tokio::test]
+async fn the_launcher_hears_the_end_on_its_pipe_before_exit_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    // The job puts a directory where exit.json goes, so the shim cannot
+    // write it: only the record on the notification pipe tells the end.
+    let script = format!("mkdir {}; exit 4", dir.exit_path().display());
+    let exit = finish(start(&dir, &sh(tmp.path(), &script))).await;
+    assert_eq!(exit.outcome, Outcome::Exited, "{exit:?}");
+    assert_eq!(exit.exit_code, Some(4), "{exit:?}");
+    assert!(dir.exit_path().is_dir());
 }
 
 #[tokio::test]

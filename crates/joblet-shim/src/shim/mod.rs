@@ -22,7 +22,7 @@ mod signals;
 mod supervise;
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
@@ -278,6 +278,7 @@ pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, Sh
                 &JobRun {
                     exit,
                     unreaped: None,
+                    control: None,
                 },
                 notify,
                 runner,
@@ -437,6 +438,9 @@ struct JobRun {
     /// The job's leader when its end was told before its exit: reaped by
     /// [`close_job`].
     unreaped: Option<Pid>,
+    /// The control socket's server, when the job ran: [`close_job`] removes
+    /// the socket and lets the answer that ended the job go out.
+    control: Option<control::Control>,
 }
 
 /// Spawns and supervises the job; returns its exit record. `ahead`: what
@@ -467,6 +471,7 @@ fn run_job(
             return JobRun {
                 exit: failed_to_start(e.to_string(), None, written.bytes),
                 unreaped: None,
+                control: None,
             };
         }
     };
@@ -528,9 +533,6 @@ fn run_job(
     if let Some(err) = written.error {
         message.push_str(&format!(" (output incomplete: {err})"));
     }
-    tracing::info!("job ended: {message}");
-    let _ = std::fs::remove_file(dir.control_sock_path());
-    control.quiesce();
     JobRun {
         exit: ShimExit {
             outcome,
@@ -542,19 +544,30 @@ fn run_job(
             log_bytes: written.bytes,
         },
         unreaped: ended.unreaped,
+        control: Some(control),
     }
 }
 
-/// After the job: records its end (`exit.json`), tells the daemon (closes
-/// the notification pipe), reaps a leader still exiting, and only then lets
-/// the runner clean up.
+/// After the job: tells the daemon its end (the record on the notification
+/// pipe, which it then closes), records it in `exit.json`, removes the
+/// control socket, reaps a leader still exiting, and only then lets the
+/// runner clean up. The daemon that launched the shim thus records the
+/// end before any file is written; `exit.json` is for a daemon that
+/// restarted meanwhile (or that finds the pipe closed empty).
 fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, runner: &dyn Runner) {
-    // The daemon treats a shim gone without exit.json as lost, so a failure
-    // here can only be logged.
+    if let Some(fd) = notify {
+        tell_daemon(fd, &run.exit);
+    }
+    // A daemon that restarts treats a shim gone without exit.json as lost,
+    // so a failure here can only be logged.
     if let Err(source) = write_exit(dir, &run.exit) {
         tracing::error!("cannot write {}: {source}", dir.exit_path().display());
     }
-    drop(notify);
+    if let Some(control) = &run.control {
+        tracing::info!("job ended: {}", run.exit.message);
+        let _ = std::fs::remove_file(dir.control_sock_path());
+        control.quiesce();
+    }
     remove_unused_tmp(dir);
     if let Some(pid) = run.unreaped {
         if let Err(e) = reap::reap(pid.as_raw()) {
@@ -562,6 +575,18 @@ fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, runner: &dyn R
         }
     }
     runner.cleanup();
+}
+
+/// Writes the job's exit record on the daemon's notification pipe and closes
+/// it. The daemon reads it to the end of the pipe; one it cannot use (a
+/// write cut short) sends it to `exit.json`.
+fn tell_daemon(notify: OwnedFd, exit: &ShimExit) {
+    let told = serde_json::to_vec(exit)
+        .map_err(io::Error::other)
+        .and_then(|bytes| File::from(notify).write_all(&bytes));
+    if let Err(e) = told {
+        tracing::warn!("cannot hand the exit record to the daemon: {e}; it reads exit.json");
+    }
 }
 
 fn failed_to_start(message: String, started: Option<i64>, log_bytes: u64) -> ShimExit {
