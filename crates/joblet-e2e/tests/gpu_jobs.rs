@@ -352,3 +352,43 @@ fn impossible_gpu_requests_get_seed_001s_errors() {
     let list = node.rnx_json(&["job", "list"]);
     assert_eq!(list.as_array().map(Vec::len), Some(0), "{list}");
 }
+
+/// A GPU allocation is saved whole (ledger entry, pool records, audit
+/// record) or its job does not start: with the audit table refusing new
+/// records, an 8-GPU job fails before it runs, holds no allocation, and
+/// its GPUs take the next job.
+#[test]
+fn a_job_whose_allocation_cannot_be_saved_whole_never_runs() {
+    let node = start_gpu("");
+    let db = rusqlite::Connection::open(node.state_dir().join("joblet.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER e2e_refuse_audit BEFORE INSERT ON gpu_audit \
+         BEGIN SELECT RAISE(ABORT, 'audit log refused by the test'); END;",
+    )
+    .unwrap();
+    let refused = node.run(&["--gpu=8", "--", "sh", "-c", "touch ran"]);
+    let st = node.wait_done(&refused, T);
+    assert_eq!(st["state"], "FAILED", "{st}");
+    let reason = st["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("cannot record the GPU allocation")
+            && reason.contains("audit log refused by the test"),
+        "{st}"
+    );
+    let work = node.state_dir().join("jobs").join(&refused).join("work");
+    assert!(!work.join("ran").exists(), "the job ran");
+    let held: i64 = db
+        .query_row("SELECT count(*) FROM gpu_allocations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(held, 0, "the ledger kept the refused allocation");
+
+    db.execute_batch("DROP TRIGGER e2e_refuse_audit").unwrap();
+    let next = node.run(&["--gpu=8", "--", "true"]);
+    let st = node.wait_done(&next, T);
+    assert_eq!(
+        st["state"], "COMPLETED",
+        "the GPUs were not given back: {st}"
+    );
+    assert!(audit(&node).iter().all(|r| r["job_id"] != refused.as_str()));
+}

@@ -5,7 +5,7 @@
 
 use joblet_core::UnixMillis;
 use joblet_sched::model::{JobRequest, Placement};
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::{SqlContext, Store, StoreError};
 
@@ -14,6 +14,46 @@ fn bad(job: &str, what: impl Into<String>) -> StoreError {
         job: job.to_string(),
         what: what.into(),
     }
+}
+
+/// The ledger entry of a job's allocation, on `conn` (a transaction's,
+/// or autocommitted). A job that already holds one is refused.
+pub(crate) fn insert(
+    conn: &Connection,
+    path: &std::path::Path,
+    req: &JobRequest,
+    placement: &Placement,
+    started_ms: UnixMillis,
+) -> Result<(), StoreError> {
+    let job = &placement.job;
+    if &req.job != job {
+        return Err(bad(
+            job,
+            format!(
+                "the request is for job {} but the placement for {job}",
+                req.job
+            ),
+        ));
+    }
+    let request_json = serde_json::to_string(req)
+        .map_err(|e| bad(job, format!("cannot encode the request: {e}")))?;
+    let placement_json = serde_json::to_string(placement)
+        .map_err(|e| bad(job, format!("cannot encode the placement: {e}")))?;
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM gpu_allocations WHERE job_id = ?1")
+        .and_then(|mut stmt| stmt.query_row([job], |_| Ok(())).optional())
+        .during(path, || format!("look up the allocation of job {job}"))?
+        .is_some();
+    if exists {
+        return Err(bad(job, "it already holds an allocation"));
+    }
+    conn.prepare_cached(
+        "INSERT INTO gpu_allocations (job_id, request_json, placement_json, started_ms) \
+         VALUES (?1, ?2, ?3, ?4)",
+    )
+    .and_then(|mut stmt| stmt.execute(params![job, request_json, placement_json, started_ms]))
+    .during(path, || format!("record the allocation of job {job}"))?;
+    Ok(())
 }
 
 impl Store {
@@ -25,37 +65,8 @@ impl Store {
         placement: &Placement,
         started_ms: UnixMillis,
     ) -> Result<(), StoreError> {
-        let job = &placement.job;
-        if &req.job != job {
-            return Err(bad(
-                job,
-                format!(
-                    "the request is for job {} but the placement for {job}",
-                    req.job
-                ),
-            ));
-        }
-        let request_json = serde_json::to_string(req)
-            .map_err(|e| bad(job, format!("cannot encode the request: {e}")))?;
-        let placement_json = serde_json::to_string(placement)
-            .map_err(|e| bad(job, format!("cannot encode the placement: {e}")))?;
-        let path = &self.path;
         let conn = self.lock();
-        let exists = conn
-            .prepare_cached("SELECT 1 FROM gpu_allocations WHERE job_id = ?1")
-            .and_then(|mut stmt| stmt.query_row([job], |_| Ok(())).optional())
-            .during(path, || format!("look up the allocation of job {job}"))?
-            .is_some();
-        if exists {
-            return Err(bad(job, "it already holds an allocation"));
-        }
-        conn.prepare_cached(
-            "INSERT INTO gpu_allocations (job_id, request_json, placement_json, started_ms) \
-             VALUES (?1, ?2, ?3, ?4)",
-        )
-        .and_then(|mut stmt| stmt.execute(params![job, request_json, placement_json, started_ms]))
-        .during(path, || format!("record the allocation of job {job}"))?;
-        Ok(())
+        insert(&conn, &self.path, req, placement, started_ms)
     }
 
     /// Removes a job's allocation; true if it held one (so a release is

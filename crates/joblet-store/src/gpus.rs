@@ -139,6 +139,16 @@ fn write_gpus(
     Ok(())
 }
 
+/// A GPU allocation as it is saved when its job is placed
+/// ([`Store::record_gpus_and_allocation`]): the ledger's request and
+/// placement, and the audit record it opens.
+#[derive(Debug, Clone, Copy)]
+pub struct NewAllocation<'a> {
+    pub request: &'a joblet_sched::model::JobRequest,
+    pub placement: &'a joblet_sched::model::Placement,
+    pub audit: &'a crate::audit::AuditRecord,
+}
+
 impl Store {
     /// Saves the current records of `entries` and appends `updates` to the
     /// history, in one transaction: what is logged and what is stored never
@@ -149,22 +159,24 @@ impl Store {
         updates: &[GpuUpdate],
         now: UnixMillis,
     ) -> Result<(), StoreError> {
-        self.record_gpus_and_open_audit(entries, updates, now, None)
+        self.record_gpus_and_allocation(entries, updates, now, None)
     }
 
-    /// [`Store::record_gpus`], and with `audit` also [`Store::audit_open`]
-    /// in the same transaction: a GPU allocation's pool records and the
-    /// audit record it opens are saved together (one commit on the job's
-    /// start path instead of two).
-    pub fn record_gpus_and_open_audit(
+    /// [`Store::record_gpus`], and with `allocation` also its ledger entry
+    /// ([`Store::record_allocation`]) and the audit record it opens
+    /// ([`Store::audit_open`]), in one transaction: a GPU allocation is
+    /// saved whole or not at all (one commit on the job's start path
+    /// instead of three). `entries` may be empty (a shared GPU already
+    /// allocated: only the allocation is new).
+    pub fn record_gpus_and_allocation(
         &self,
         entries: &[&GpuEntry],
         updates: &[GpuUpdate],
         now: UnixMillis,
-        audit: Option<&crate::audit::AuditRecord>,
+        allocation: Option<&NewAllocation<'_>>,
     ) -> Result<(), StoreError> {
         let path = &self.path;
-        let what = if audit.is_some() {
+        let what = if allocation.is_some() {
             "a GPU allocation"
         } else {
             "a GPU update"
@@ -174,12 +186,13 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .during(path, || format!("begin {what}"))?;
         write_gpus(&tx, path, entries, updates, now)?;
-        if let Some(rec) = audit {
-            crate::audit::insert_open(&tx, path, rec)?;
+        if let Some(a) = allocation {
+            crate::allocations::insert(&tx, path, a.request, a.placement, now)?;
+            crate::audit::insert_open(&tx, path, a.audit)?;
         }
         tx.commit().during(path, || format!("commit {what}"))?;
-        if let Some(rec) = audit {
-            tracing::debug!(job = %rec.job_id, owner = %rec.owner, gpus = ?rec.gpu_uuids, "GPU audit record opened");
+        if let Some(a) = allocation {
+            tracing::debug!(job = %a.audit.job_id, owner = %a.audit.owner, gpus = ?a.audit.gpu_uuids, "GPU allocation recorded, audit record opened");
         }
         Ok(())
     }
@@ -319,10 +332,10 @@ mod tests {
         assert!(store.gpu_history("GPU-zzz", 10).unwrap().is_empty());
     }
 
-    /// An allocation's pool records and its audit record are saved
-    /// together, or (the job's record is already open) neither is.
+    /// An allocation's ledger entry, pool records and audit record are
+    /// saved together, or (the job holds an allocation already) none is.
     #[test]
-    fn an_allocation_and_its_audit_record_commit_together() {
+    fn an_allocation_its_pool_records_and_audit_record_commit_together() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
         let mut pool = GpuPool::new();
@@ -341,23 +354,72 @@ mod tests {
             ended: None,
             reason: None,
         };
+        use joblet_sched::model::{GpuRef, JobRequest, Placement, Sharing, WorkloadClass};
+        let request = JobRequest {
+            job: "job-1".into(),
+            owner: "alice".into(),
+            queue: "default".into(),
+            gpu_count: 1,
+            gpu_memory_mb: 0,
+            sharing: Sharing::Exclusive,
+            mig_profile: None,
+            min_compute_capability: None,
+            class: WorkloadClass::Training,
+            priority: 0,
+            allow_cross_numa: true,
+            allow_cross_node: false,
+            preemptible: false,
+            time_limit_ms: None,
+        };
+        let placement = Placement {
+            job: "job-1".into(),
+            units: vec![GpuRef {
+                node: 0,
+                index: 0,
+                mig: None,
+            }],
+            memory_mb: 40_960,
+            sharing: Sharing::Exclusive,
+            class: WorkloadClass::Training,
+        };
+        let allocation = NewAllocation {
+            request: &request,
+            placement: &placement,
+            audit: &audit,
+        };
         let taken = pool.allocate("GPU-a", "job-1", 2).unwrap();
         store
-            .record_gpus_and_open_audit(&pool.entries(), &taken, 2, Some(&audit))
+            .record_gpus_and_allocation(&pool.entries(), &taken, 2, Some(&allocation))
             .unwrap();
         assert_eq!(store.gpus().unwrap()[0].state, GpuState::Allocated);
         assert_eq!(store.job_gpus("job-1").unwrap(), Some(audit.clone()));
+        assert_eq!(
+            store.allocations().unwrap(),
+            vec![(request.clone(), placement.clone(), 2)]
+        );
         let events = store.gpu_history("GPU-a", 10).unwrap().len();
 
-        // Opening the same job's record again fails: the pool records and
-        // the event written before it in the transaction are rolled back.
+        // Recording the same job's allocation again fails at its ledger
+        // entry: the pool records and the event written before it in the
+        // transaction are rolled back, and no second audit record opens.
         let released = pool.release("GPU-a", "job-1", 3).unwrap();
         let err = store
-            .record_gpus_and_open_audit(&pool.entries(), &released, 3, Some(&audit))
+            .record_gpus_and_allocation(&pool.entries(), &released, 3, Some(&allocation))
+            .unwrap_err();
+        assert!(err.to_string().contains("already holds"), "{err}");
+        assert_eq!(store.gpus().unwrap()[0].state, GpuState::Allocated);
+        assert_eq!(store.gpu_history("GPU-a", 10).unwrap().len(), events);
+        assert_eq!(store.allocations().unwrap().len(), 1);
+
+        // The ledger entry gone (a release), a second audit record for the
+        // job is what fails: still nothing of the transaction stays.
+        assert!(store.release_allocation("job-1").unwrap());
+        let err = store
+            .record_gpus_and_allocation(&pool.entries(), &released, 3, Some(&allocation))
             .unwrap_err();
         assert!(err.to_string().contains("audited once"), "{err}");
         assert_eq!(store.gpus().unwrap()[0].state, GpuState::Allocated);
-        assert_eq!(store.gpu_history("GPU-a", 10).unwrap().len(), events);
+        assert!(store.allocations().unwrap().is_empty());
     }
 
     #[test]

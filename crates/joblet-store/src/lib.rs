@@ -52,7 +52,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 pub use audit::AuditRecord;
 pub use error::StoreError;
-pub use gpus::GpuEventRecord;
+pub use gpus::{GpuEventRecord, NewAllocation};
 pub use migrations::SCHEMA_VERSION;
 pub use records::{JobRecord, TransitionExtra, TransitionRecord};
 

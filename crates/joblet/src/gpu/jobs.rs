@@ -314,18 +314,16 @@ impl GpuJobs {
         out
     }
 
-    /// Persists the placement (ledger + audit) and reserves its GPUs in the
-    /// pool; only then may the job start.
+    /// Reserves the placement's GPUs in the pool and persists it (ledger
+    /// entry, pool records, audit record: one commit); only then may the
+    /// job start. On an error the engine fails the job, and
+    /// [`GpuJobs::release`] gives back what the pool holds for it.
     fn allocate(&mut self, p: &Placement, now: UnixMillis) -> Result<Allocated, String> {
         let req = self
             .requests
             .get(&p.job)
             .cloned()
             .ok_or_else(|| format!("internal: no request recorded for job {}", p.job))?;
-        let store = self.shared.store();
-        store
-            .record_allocation(&req, p, now)
-            .map_err(|e| format!("cannot record the GPU allocation: {e}"))?;
         let mut node = self.shared.lock();
         let mut gpus = Vec::new();
         for unit in &p.units {
@@ -407,9 +405,17 @@ impl GpuJobs {
             ended: None,
             reason: None,
         };
-        // The pool's records and the audit record: one commit.
-        self.shared.commit_allocation(&node, &updates, now, &rec);
+        // The ledger, the pool's records and the audit record: one commit.
+        let allocation = joblet_store::NewAllocation {
+            request: &req,
+            placement: p,
+            audit: &rec,
+        };
+        let saved = self
+            .shared
+            .commit_allocation(&node, &updates, now, &allocation);
         drop(node);
+        saved.map_err(|e| Self::undo(&p.job, &format!("cannot record the GPU allocation: {e}")))?;
         if let (Some(mps), Some(_)) = (self.mps.as_mut(), quota_mb) {
             // Fail closed: an MPS job never runs outside MPS. What was
             // recorded above is taken back by `release`.

@@ -120,24 +120,28 @@ impl SharedGpus {
         }
     }
 
-    /// [`GpuShared::commit`] of an allocation, with the audit record it
-    /// opens saved in the same transaction. A store failure is logged, as
-    /// there (the job still starts; its audit record is missing).
+    /// [`GpuShared::commit`] of an allocation, with its ledger entry and
+    /// the audit record it opens saved in the same transaction. A store
+    /// failure is returned: nothing of the allocation was saved, and the
+    /// job must not start (the caller fails it, which releases what the
+    /// pool holds for it).
     pub fn commit_allocation(
         &self,
         node: &GpuNode,
         updates: &[GpuUpdate],
         now: UnixMillis,
-        audit: &joblet_store::AuditRecord,
-    ) {
-        self.commit_with(node, updates, now, Some(audit));
+        allocation: &joblet_store::NewAllocation<'_>,
+    ) -> Result<(), joblet_store::StoreError> {
+        self.commit_with(node, updates, now, Some(allocation))
     }
 
     /// Persists and logs what the pool decided, then tells the engine. A
     /// store failure is logged (the in-memory state is still right; the
     /// next change saves it again).
     pub fn commit(&self, node: &GpuNode, updates: &[GpuUpdate], now: UnixMillis) {
-        self.commit_with(node, updates, now, None);
+        if let Err(e) = self.commit_with(node, updates, now, None) {
+            tracing::error!(error = %e, "could not persist GPU state changes");
+        }
     }
 
     fn commit_with(
@@ -145,36 +149,32 @@ impl SharedGpus {
         node: &GpuNode,
         updates: &[GpuUpdate],
         now: UnixMillis,
-        audit: Option<&joblet_store::AuditRecord>,
-    ) {
-        if updates.is_empty() && audit.is_none() {
-            return;
+        allocation: Option<&joblet_store::NewAllocation<'_>>,
+    ) -> Result<(), joblet_store::StoreError> {
+        if updates.is_empty() && allocation.is_none() {
+            return Ok(());
         }
         for u in updates {
             log_update(u);
         }
-        let saved = match audit {
-            // Nothing changed in the pool (a shared GPU already allocated):
-            // only the audit record is new.
-            Some(rec) if updates.is_empty() => self.store.audit_open(rec),
-            _ => {
-                let entries = node.pool.entries();
-                self.store
-                    .record_gpus_and_open_audit(&entries, updates, now, audit)
-            }
+        // Nothing changed in the pool (a shared GPU already allocated):
+        // only the allocation is new, no GPU record is rewritten.
+        let entries = if updates.is_empty() {
+            Vec::new()
+        } else {
+            node.pool.entries()
         };
-        if let Err(e) = saved {
-            match audit {
-                Some(rec) => {
-                    tracing::error!(job = %rec.job_id, error = %e, "could not persist the GPU allocation's pool records and audit record")
-                }
-                None => tracing::error!(error = %e, "could not persist GPU state changes"),
-            }
+        let saved = self
+            .store
+            .record_gpus_and_allocation(&entries, updates, now, allocation);
+        if let (Err(e), Some(a)) = (&saved, allocation) {
+            tracing::error!(job = %a.audit.job_id, error = %e, "could not persist the GPU allocation (ledger, pool records, audit record)");
         }
         if !updates.is_empty() {
             // The engine is gone only while the daemon shuts down.
             let _ = self.notify.send(updates.to_vec());
         }
+        saved
     }
 }
 
