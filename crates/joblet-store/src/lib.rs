@@ -118,26 +118,7 @@ fn apply_transition(
     extra: TransitionExtra,
 ) -> Result<(), StoreError> {
     let id = job.id.clone();
-    let from = job.state;
-    job.state = from
-        .transition(to)
-        .map_err(|source| StoreError::Transition {
-            id: id.clone(),
-            source,
-        })?;
-    job.reason = extra.reason.unwrap_or_default();
-    if let Some(code) = extra.exit_code {
-        job.exit_code = Some(code);
-    }
-    if let Some(pid) = extra.shim_pid {
-        job.shim_pid = Some(pid);
-    }
-    if to == JobState::Running {
-        job.started_ms = Some(now);
-    }
-    if to.is_terminal() {
-        job.ended_ms = Some(now);
-    }
+    let from = advance(job, to, now, extra)?;
     tx.prepare_cached(
         "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, started_ms = ?5, \
          ended_ms = ?6, shim_pid = ?7 WHERE id = ?1",
@@ -154,6 +135,59 @@ fn apply_transition(
         ])
     })
     .during(path, || format!("update job {id}"))?;
+    record_transition(tx, path, job, Some(from), now)?;
+    if to.is_terminal() {
+        tx.prepare_cached("DELETE FROM job_secrets WHERE job_id = ?1")
+            .and_then(|mut stmt| stmt.execute([id.as_str()]))
+            .during(path, || format!("delete the secrets of job {id}"))?;
+    }
+    tracing::debug!(job = %id, %from, %to, reason = %job.reason, "job transition");
+    Ok(())
+}
+
+/// Moves `job` to `to` in memory if the state machine allows it: its state,
+/// `reason` (`extra.reason` or `""`), `exit_code`/`shim_pid` when given,
+/// `started_ms` when `to` is RUNNING, `ended_ms` when `to` is final.
+/// Returns the state it left.
+fn advance(
+    job: &mut JobRecord,
+    to: JobState,
+    now: UnixMillis,
+    extra: TransitionExtra,
+) -> Result<JobState, StoreError> {
+    let from = job.state;
+    job.state = from
+        .transition(to)
+        .map_err(|source| StoreError::Transition {
+            id: job.id.clone(),
+            source,
+        })?;
+    job.reason = extra.reason.unwrap_or_default();
+    if let Some(code) = extra.exit_code {
+        job.exit_code = Some(code);
+    }
+    if let Some(pid) = extra.shim_pid {
+        job.shim_pid = Some(pid);
+    }
+    if to == JobState::Running {
+        job.started_ms = Some(now);
+    }
+    if to.is_terminal() {
+        job.ended_ms = Some(now);
+    }
+    Ok(from)
+}
+
+/// Appends `job`'s move from `from` (`None`: its creation) to its current
+/// state, with its current reason, to its transitions.
+fn record_transition(
+    tx: &Connection,
+    path: &Path,
+    job: &JobRecord,
+    from: Option<JobState>,
+    now: UnixMillis,
+) -> Result<(), StoreError> {
+    let id = &job.id;
     tx.prepare_cached(
         "INSERT INTO job_transitions (job_id, from_state, to_state, at_ms, reason) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -161,19 +195,13 @@ fn apply_transition(
     .and_then(|mut stmt| {
         stmt.execute(params![
             id.as_str(),
-            from.as_str(),
-            to.as_str(),
+            from.map(|f| f.as_str()),
+            job.state.as_str(),
             now,
             job.reason
         ])
     })
     .during(path, || format!("record the transition of job {id}"))?;
-    if to.is_terminal() {
-        tx.prepare_cached("DELETE FROM job_secrets WHERE job_id = ?1")
-            .and_then(|mut stmt| stmt.execute([id.as_str()]))
-            .during(path, || format!("delete the secrets of job {id}"))?;
-    }
-    tracing::debug!(job = %id, %from, %to, reason = %job.reason, "job transition");
     Ok(())
 }
 
@@ -315,41 +343,12 @@ impl Store {
             .prepare_cached("UPDATE job_seq SET last = last + 1 WHERE id = 1 RETURNING last")
             .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
             .during(path, || format!("number job {id}"))?;
-        let state = JobState::Pending;
-        tx.prepare_cached(
-            "INSERT INTO jobs (id, seq, owner, spec_json, state, reason, created_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, '', ?6)",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                id.as_str(),
-                seq,
-                owner,
-                spec_json,
-                state.as_str(),
-                now
-            ])
-        })
-        .during(path, || format!("insert job {id}"))?;
-        tx.prepare_cached(
-            "INSERT INTO job_transitions (job_id, from_state, to_state, at_ms, reason) \
-             VALUES (?1, NULL, ?2, ?3, '')",
-        )
-        .and_then(|mut stmt| stmt.execute(params![id.as_str(), state.as_str(), now]))
-        .during(path, || format!("record the creation of job {id}"))?;
-        if let Some((nonce, ciphertext)) = &sealed {
-            tx.execute(
-                "INSERT INTO job_secrets (job_id, nonce, ciphertext) VALUES (?1, ?2, ?3)",
-                params![id.as_str(), &nonce[..], ciphertext],
-            )
-            .during(path, || format!("store the sealed secrets of job {id}"))?;
-        }
         let mut job = JobRecord {
             id: id.clone(),
             seq,
             owner: owner.to_owned(),
             spec: spec.clone(),
-            state,
+            state: JobState::Pending,
             reason: String::new(),
             exit_code: None,
             created_ms: now,
@@ -357,8 +356,50 @@ impl Store {
             ended_ms: None,
             shim_pid: None,
         };
-        if let Some((to, extra)) = then {
-            apply_transition(&tx, path, &mut job, to, now, extra)?;
+        // Created PENDING; a first move (to QUEUED, say) is checked and
+        // applied in memory, so the row is written once, as it ends up.
+        let moved = match then {
+            Some((to, extra)) => Some(advance(&mut job, to, now, extra)?),
+            None => None,
+        };
+        tx.prepare_cached(
+            "INSERT INTO jobs (id, seq, owner, spec_json, state, reason, created_ms, \
+             exit_code, started_ms, ended_ms, shim_pid) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                id.as_str(),
+                seq,
+                owner,
+                spec_json,
+                job.state.as_str(),
+                job.reason,
+                now,
+                job.exit_code,
+                job.started_ms,
+                job.ended_ms,
+                job.shim_pid
+            ])
+        })
+        .during(path, || format!("insert job {id}"))?;
+        let created = JobRecord {
+            state: JobState::Pending,
+            reason: String::new(),
+            ..job.clone()
+        };
+        record_transition(&tx, path, &created, None, now)?;
+        if let Some(from) = moved {
+            record_transition(&tx, path, &job, Some(from), now)?;
+            tracing::debug!(job = %id, %from, to = %job.state, reason = %job.reason, "job transition");
+        }
+        // A job created in a final state has no secrets to keep.
+        if let Some((nonce, ciphertext)) = sealed.filter(|_| !job.state.is_terminal()) {
+            tx.execute(
+                "INSERT INTO job_secrets (job_id, nonce, ciphertext) VALUES (?1, ?2, ?3)",
+                params![id.as_str(), &nonce[..], ciphertext],
+            )
+            .during(path, || format!("store the sealed secrets of job {id}"))?;
         }
         tx.commit()
             .during(path, || format!("commit the creation of job {id}"))?;
