@@ -108,6 +108,19 @@ pub enum GpuUpdate {
     },
 }
 
+impl GpuUpdate {
+    /// The GPU it is about.
+    pub fn uuid(&self) -> &str {
+        match self {
+            GpuUpdate::Transition { uuid, .. }
+            | GpuUpdate::Paused { uuid, .. }
+            | GpuUpdate::Resumed { uuid, .. }
+            | GpuUpdate::Noted { uuid, .. }
+            | GpuUpdate::EndJobs { uuid, .. } => uuid,
+        }
+    }
+}
+
 /// An admin command that does not apply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AdminError {

@@ -157,13 +157,13 @@ impl SharedGpus {
         for u in updates {
             log_update(u);
         }
-        // Nothing changed in the pool (a shared GPU already allocated):
-        // only the allocation is new, no GPU record is rewritten.
-        let entries = if updates.is_empty() {
-            Vec::new()
-        } else {
-            node.pool.entries()
-        };
+        // An allocation rewrites only the records of the GPUs it changed
+        // (each has an update; none when it joined a shared GPU already
+        // allocated): it is on the job's start path.
+        let mut entries = node.pool.entries();
+        if allocation.is_some() {
+            entries.retain(|e| updates.iter().any(|u| u.uuid() == e.uuid));
+        }
         let saved = self
             .store
             .record_gpus_and_allocation(&entries, updates, now, allocation);
