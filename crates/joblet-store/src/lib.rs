@@ -54,9 +54,9 @@ pub use audit::AuditRecord;
 pub use error::StoreError;
 pub use gpus::{GpuEventRecord, NewAllocation};
 pub use migrations::SCHEMA_VERSION;
-pub use records::{JobRecord, TransitionExtra, TransitionRecord};
+pub use records::{JobProgress, JobRecord, TransitionExtra, TransitionRecord};
 
-use records::{RawJob, RawTransition, JOB_COLUMNS};
+use records::{progress_from_row, RawJob, RawTransition, JOB_COLUMNS, PROGRESS_COLUMNS};
 use secrets::SealingKey;
 
 /// How long an operation waits for a lock held by another connection before failing.
@@ -106,19 +106,19 @@ fn job_exists(conn: &Connection, path: &Path, id: &JobId) -> Result<bool, StoreE
         .is_some())
 }
 
-/// Moves `job` (read in transaction `tx`) to `to` if the state machine allows it, and
-/// writes that: the job's row, the transition, and on a final state the end of its sealed
-/// secrets. See [`Store::transition`].
+/// Moves job `id` (whose progress `job` was read in transaction `tx`) to `to` if the state
+/// machine allows it, and writes that: the job's row, the transition, and on a final state
+/// the end of its sealed secrets. See [`Store::transition`].
 fn apply_transition(
     tx: &Connection,
     path: &Path,
-    job: &mut JobRecord,
+    id: &JobId,
+    job: &mut JobProgress,
     to: JobState,
     now: UnixMillis,
     extra: TransitionExtra,
 ) -> Result<(), StoreError> {
-    let id = job.id.clone();
-    let from = advance(job, to, now, extra)?;
+    let from = advance(id, job, to, now, extra)?;
     tx.prepare_cached(
         "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, started_ms = ?5, \
          ended_ms = ?6, shim_pid = ?7 WHERE id = ?1",
@@ -135,7 +135,7 @@ fn apply_transition(
         ])
     })
     .during(path, || format!("update job {id}"))?;
-    record_transition(tx, path, job, Some(from), now)?;
+    record_transition(tx, path, id, job, Some(from), now)?;
     if to.is_terminal() {
         tx.prepare_cached("DELETE FROM job_secrets WHERE job_id = ?1")
             .and_then(|mut stmt| stmt.execute([id.as_str()]))
@@ -150,7 +150,8 @@ fn apply_transition(
 /// `started_ms` when `to` is RUNNING, `ended_ms` when `to` is final.
 /// Returns the state it left.
 fn advance(
-    job: &mut JobRecord,
+    id: &JobId,
+    job: &mut JobProgress,
     to: JobState,
     now: UnixMillis,
     extra: TransitionExtra,
@@ -159,7 +160,7 @@ fn advance(
     job.state = from
         .transition(to)
         .map_err(|source| StoreError::Transition {
-            id: job.id.clone(),
+            id: id.clone(),
             source,
         })?;
     job.reason = extra.reason.unwrap_or_default();
@@ -183,11 +184,11 @@ fn advance(
 fn record_transition(
     tx: &Connection,
     path: &Path,
-    job: &JobRecord,
+    id: &JobId,
+    job: &JobProgress,
     from: Option<JobState>,
     now: UnixMillis,
 ) -> Result<(), StoreError> {
-    let id = &job.id;
     tx.prepare_cached(
         "INSERT INTO job_transitions (job_id, from_state, to_state, at_ms, reason) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -203,6 +204,23 @@ fn record_transition(
     })
     .during(path, || format!("record the transition of job {id}"))?;
     Ok(())
+}
+
+/// Job `id`'s [`JobProgress`], inside a transaction or not.
+fn read_progress(
+    conn: &Connection,
+    path: &Path,
+    id: &JobId,
+) -> Result<Option<JobProgress>, StoreError> {
+    conn.prepare_cached(&format!(
+        "SELECT {PROGRESS_COLUMNS} FROM jobs WHERE id = ?1"
+    ))
+    .and_then(|mut stmt| {
+        stmt.query_row([id.as_str()], |row| progress_from_row(id.as_str(), row))
+            .optional()
+    })
+    .during(path, || format!("read job {id}"))?
+    .transpose()
 }
 
 /// `?, ?, ?` with `n` placeholders.
@@ -358,8 +376,14 @@ impl Store {
         };
         // Created PENDING; a first move (to QUEUED, say) is checked and
         // applied in memory, so the row is written once, as it ends up.
+        let created = job.progress();
         let moved = match then {
-            Some((to, extra)) => Some(advance(&mut job, to, now, extra)?),
+            Some((to, extra)) => {
+                let mut p = created.clone();
+                let from = advance(id, &mut p, to, now, extra)?;
+                job.set_progress(p);
+                Some(from)
+            }
             None => None,
         };
         tx.prepare_cached(
@@ -383,14 +407,9 @@ impl Store {
             ])
         })
         .during(path, || format!("insert job {id}"))?;
-        let created = JobRecord {
-            state: JobState::Pending,
-            reason: String::new(),
-            ..job.clone()
-        };
-        record_transition(&tx, path, &created, None, now)?;
+        record_transition(&tx, path, id, &created, None, now)?;
         if let Some(from) = moved {
-            record_transition(&tx, path, &job, Some(from), now)?;
+            record_transition(&tx, path, id, &job.progress(), Some(from), now)?;
             tracing::debug!(job = %id, %from, to = %job.state, reason = %job.reason, "job transition");
         }
         // A job created in a final state has no secrets to keep.
@@ -429,10 +448,40 @@ impl Store {
             .during(path, || format!("read job {id}"))?
             .ok_or_else(|| StoreError::NotFound(id.clone()))?
             .into_record()?;
-        apply_transition(&tx, path, &mut job, to, now, extra)?;
+        let mut p = job.progress();
+        apply_transition(&tx, path, id, &mut p, to, now, extra)?;
         tx.commit()
             .during(path, || format!("commit the transition of job {id}"))?;
+        job.set_progress(p);
         Ok(job)
+    }
+
+    /// [`Store::transition`] for a caller that has the job's record already:
+    /// reads and returns only its [`JobProgress`] (not its spec).
+    pub fn transition_of(
+        &self,
+        id: &JobId,
+        to: JobState,
+        now: UnixMillis,
+        extra: TransitionExtra,
+    ) -> Result<JobProgress, StoreError> {
+        let path = &self.path;
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .during(path, || format!("begin a transition of job {id}"))?;
+        let mut p =
+            read_progress(&tx, path, id)?.ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        apply_transition(&tx, path, id, &mut p, to, now, extra)?;
+        tx.commit()
+            .during(path, || format!("commit the transition of job {id}"))?;
+        Ok(p)
+    }
+
+    /// Where job `id` stands (its spec unread); `None` if there is no such job.
+    pub fn progress(&self, id: &JobId) -> Result<Option<JobProgress>, StoreError> {
+        let conn = self.lock();
+        read_progress(&conn, &self.path, id)
     }
 
     /// Decrypts and deletes job `id`'s sealed secrets; an empty map if it has none (or they

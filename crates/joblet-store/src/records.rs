@@ -45,6 +45,70 @@ pub struct TransitionExtra {
     pub shim_pid: Option<i32>,
 }
 
+/// Where a job stands, without its spec: the fields its transitions set.
+/// What [`crate::Store::transition_of`] and [`crate::Store::progress`]
+/// read, so that the engine's own moves and a log follower's look at a
+/// job do not parse the spec it already has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobProgress {
+    pub state: JobState,
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    pub started_ms: Option<UnixMillis>,
+    pub ended_ms: Option<UnixMillis>,
+    pub shim_pid: Option<i32>,
+}
+
+impl JobRecord {
+    /// Its [`JobProgress`].
+    pub fn progress(&self) -> JobProgress {
+        JobProgress {
+            state: self.state,
+            reason: self.reason.clone(),
+            exit_code: self.exit_code,
+            started_ms: self.started_ms,
+            ended_ms: self.ended_ms,
+            shim_pid: self.shim_pid,
+        }
+    }
+
+    pub(crate) fn set_progress(&mut self, p: JobProgress) {
+        self.state = p.state;
+        self.reason = p.reason;
+        self.exit_code = p.exit_code;
+        self.started_ms = p.started_ms;
+        self.ended_ms = p.ended_ms;
+        self.shim_pid = p.shim_pid;
+    }
+}
+
+/// The `jobs` columns [`JobProgress`] is read from, in order.
+pub(crate) const PROGRESS_COLUMNS: &str =
+    "state, reason, exit_code, started_ms, ended_ms, shim_pid";
+
+/// A [`JobProgress`] from a row of [`PROGRESS_COLUMNS`] of job `id`.
+pub(crate) fn progress_from_row(
+    id: &str,
+    row: &Row<'_>,
+) -> rusqlite::Result<Result<JobProgress, StoreError>> {
+    let state: String = row.get(0)?;
+    let (reason, exit_code, started_ms, ended_ms, shim_pid) = (
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+    );
+    Ok(parse_state(id, &state).map(|state| JobProgress {
+        state,
+        reason,
+        exit_code,
+        started_ms,
+        ended_ms,
+        shim_pid,
+    }))
+}
+
 /// The `jobs` columns in the order [`RawJob::from_row`] reads them.
 pub(crate) const JOB_COLUMNS: &str = "id, seq, owner, spec_json, state, reason, exit_code, \
      created_ms, started_ms, ended_ms, shim_pid";

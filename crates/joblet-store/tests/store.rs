@@ -691,3 +691,75 @@ fn a_job_is_created_and_queued_in_one_transaction_or_not_at_all() {
     assert!(store.take_secrets(&id(2)).is_err());
     assert_eq!(store.count().unwrap(), 1);
 }
+
+#[test]
+fn a_transition_by_progress_alone_matches_the_full_record() {
+    let env = Env::new();
+    let store = env.open();
+    let job = store
+        .create_job_and_transition(
+            &id(7),
+            "alice",
+            &spec("sh"),
+            &no_secrets(),
+            100,
+            (JobState::Queued, extra("")),
+        )
+        .unwrap();
+    assert_eq!(store.progress(&id(7)).unwrap(), Some(job.progress()));
+    let running = store
+        .transition_of(&id(7), JobState::Running, 110, TransitionExtra::default())
+        .unwrap();
+    assert_eq!(running.state, JobState::Running);
+    assert_eq!(running.started_ms, Some(110));
+    let done = store
+        .transition_of(
+            &id(7),
+            JobState::Completed,
+            120,
+            TransitionExtra {
+                reason: Some("exited with code 0".into()),
+                exit_code: Some(0),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let rec = store.get(&id(7)).unwrap().unwrap();
+    assert_eq!(rec.progress(), done);
+    assert_eq!(
+        (rec.state, rec.exit_code, rec.ended_ms, rec.reason.as_str()),
+        (
+            JobState::Completed,
+            Some(0),
+            Some(120),
+            "exited with code 0"
+        )
+    );
+    assert_eq!(rec.spec, spec("sh"));
+    let history: Vec<_> = store
+        .transitions(&id(7))
+        .unwrap()
+        .into_iter()
+        .map(|t| t.to)
+        .collect();
+    assert_eq!(
+        history,
+        [
+            JobState::Pending,
+            JobState::Queued,
+            JobState::Running,
+            JobState::Completed
+        ]
+    );
+    // A move the state machine refuses writes nothing.
+    let err = store
+        .transition_of(&id(7), JobState::Running, 130, TransitionExtra::default())
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Transition { .. }), "{err}");
+    assert_eq!(store.progress(&id(7)).unwrap(), Some(done));
+    assert!(matches!(
+        store.transition_of(&id(8), JobState::Queued, 1, TransitionExtra::default()),
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(store.progress(&id(8)).unwrap(), None);
+}

@@ -50,8 +50,9 @@ pub fn stream(
     tokio::spawn(async move {
         loop {
             // Read the state before the file: if the job was already final,
-            // everything it wrote is in the file by now.
-            let rec = match store.get(&id) {
+            // everything it wrote is in the file by now. (Its progress only:
+            // the spec is not needed here.)
+            let rec = match store.progress(&id) {
                 Ok(Some(r)) => r,
                 Ok(None) => {
                     let _ = tx

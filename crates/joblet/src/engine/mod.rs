@@ -666,8 +666,9 @@ impl Engine {
             stop_grace_ms: self.cfg.stop_grace.as_millis() as u64,
             runner,
         };
-        self.transition(id, JobState::Running, now_ms(), "")
-            .map_err(|e| fail(e.to_string()))?;
+        self.store
+            .transition_of(id, JobState::Running, now_ms(), TransitionExtra::default())
+            .map_err(|e| fail(store_error(e).to_string()))?;
         let launched = match self.warm.claim(id) {
             Some(shim) => match shim.claim(&spec) {
                 Ok(handle) => Ok(handle),
@@ -756,7 +757,7 @@ impl Engine {
             exit_code: fin.exit_code,
             ..Default::default()
         };
-        match self.store.transition(id, fin.state, now, extra) {
+        match self.store.transition_of(id, fin.state, now, extra) {
             Ok(_) => {
                 tracing::info!(job = %id, state = %fin.state, exit_code = ?fin.exit_code, reason = %fin.reason, "job finished")
             }
