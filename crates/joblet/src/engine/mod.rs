@@ -180,6 +180,9 @@ pub struct Engine {
     gpu_time_reason: HashMap<JobId, String>,
     /// GPU decisions made during recovery, carried out when the loop starts.
     pending_gpu: Vec<GpuAction>,
+    /// The record of the job just submitted, while its submission is being
+    /// handled: a job that starts at once needs not read it back.
+    submitted: Option<JobRecord>,
     /// Sandboxes built ahead of their jobs.
     warm: warm::WarmPool,
     tx: mpsc::Sender<Msg>,
@@ -209,6 +212,7 @@ impl Engine {
             overrides: HashMap::new(),
             gpu_time_reason: HashMap::new(),
             pending_gpu: Vec::new(),
+            submitted: None,
             warm: warm::WarmPool::new(if cfg.sandbox.is_some() {
                 cfg.warm_pool
             } else {
@@ -414,10 +418,12 @@ impl Engine {
                     // it, so submitters never wait for a shim to fork.
                     match self.submit(owner, *spec, secrets, work) {
                         Ok((rec, actions)) => {
+                            self.submitted = Some(rec.clone());
                             let _ = reply.send(Ok(rec));
                             self.apply(actions);
                             let gpu = std::mem::take(&mut self.pending_gpu);
                             self.apply_gpu(gpu);
+                            self.submitted = None;
                         }
                         Err(e) => {
                             let _ = reply.send(Err(e));
@@ -582,11 +588,15 @@ impl Engine {
             exit_code: None,
             reason,
         };
-        let rec = self
-            .store
-            .get(id)
-            .map_err(|e| fail(format!("cannot read job record: {e}")))?
-            .ok_or_else(|| fail("job record vanished".into()))?;
+        // Just submitted (as it was committed), or read back.
+        let rec = match self.submitted.take().filter(|r| &r.id == id) {
+            Some(rec) => rec,
+            None => self
+                .store
+                .get(id)
+                .map_err(|e| fail(format!("cannot read job record: {e}")))?
+                .ok_or_else(|| fail("job record vanished".into()))?,
+        };
         // A job without secret variables has nothing sealed: no transaction.
         let secrets = if rec.spec.secret_env_keys.is_empty() {
             BTreeMap::new()
