@@ -63,19 +63,8 @@ impl Runner for TestRunner {
             command: spec.command.clone(),
             source: e,
         };
-        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| fail(e.into()))?;
-        let w_fd = w.as_raw_fd();
         let mut cmd = HostRunner::command(spec, stdout, stderr);
-        // SAFETY: dup2 is async-signal-safe and touches no memory; the new
-        // fd 3 has close-on-exec cleared.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(w_fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        let (r, w) = early_pipe(&mut cmd).map_err(fail)?;
         let child = cmd.spawn().map_err(fail)?;
         drop(w);
         *self.early.lock().unwrap() = Some(r);
@@ -89,6 +78,25 @@ impl Runner for TestRunner {
     fn cleanup(&self) {
         std::thread::sleep(*self.cleanup.lock().unwrap());
     }
+}
+
+/// An early-exit pipe (`Runner::early_exit`) whose write end `cmd`'s
+/// process gets as its fd 3; the caller drops the write end once it has
+/// spawned, and keeps the read end.
+fn early_pipe(cmd: &mut std::process::Command) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    let w_fd = w.as_raw_fd();
+    // SAFETY: dup2 is async-signal-safe and touches no memory; the new
+    // fd 3 has close-on-exec cleared.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(w_fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok((r, w))
 }
 
 /// A warm runner that starts the job's leader in `prepare`, before the job
@@ -127,8 +135,6 @@ impl Runner for PrestartRunner {
             return Ok(());
         }
         let fail = |e: std::io::Error| RunnerError::Isolation(format!("prestart: {e}"));
-        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| fail(e.into()))?;
-        let w_fd = w.as_raw_fd();
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.args([
             "-c",
@@ -138,16 +144,7 @@ impl Runner for PrestartRunner {
         .stdout(stdout.try_clone_to_owned().map_err(fail)?)
         .stderr(stderr.try_clone_to_owned().map_err(fail)?)
         .process_group(0);
-        // SAFETY: dup2 is async-signal-safe and touches no memory; the new
-        // fd 3 has close-on-exec cleared.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(w_fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        let (r, w) = early_pipe(&mut cmd).map_err(fail)?;
         let mut child = cmd.spawn().map_err(fail)?;
         drop(w);
         let script = child.stdin.take().expect("piped stdin");
