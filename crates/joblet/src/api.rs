@@ -154,6 +154,28 @@ fn grace(secs: Option<i64>) -> Result<Option<Duration>, ApiError> {
 }
 
 impl Api {
+    /// A RunJob or RunJobFollow request from an admin, checked: its owner,
+    /// spec and secret env.
+    fn accept_run(
+        &self,
+        req: Request<pb::RunJobRequest>,
+    ) -> Result<
+        (
+            String,
+            joblet_core::JobSpec,
+            std::collections::BTreeMap<String, String>,
+        ),
+        ApiError,
+    > {
+        let who = require_admin(&req, "run jobs")?;
+        let raw = joblet_proto::job_request_from_pb(req.into_inner());
+        if !raw.uploads.is_empty() {
+            return Err(joblet_core::FieldError::new("uploads", "RunJob carries no file data: send jobs with uploads through SubmitJob (rnx --upload does)").into());
+        }
+        let (spec, secrets) = self.accept(&raw)?;
+        Ok((who.name, spec, secrets))
+    }
+
     /// Checks a job request the same way for RunJob and SubmitJob.
     fn accept(
         &self,
@@ -230,16 +252,28 @@ impl joblet_proto::JobService for Api {
         &self,
         req: Request<pb::RunJobRequest>,
     ) -> Result<Response<pb::RunJobResponse>, Status> {
-        let who = require_admin(&req, "run jobs")?;
-        let raw = joblet_proto::job_request_from_pb(req.into_inner());
-        if !raw.uploads.is_empty() {
-            return Err(ApiError::from(joblet_core::FieldError::new("uploads", "RunJob carries no file data: send jobs with uploads through SubmitJob (rnx --upload does)")).into());
-        }
-        let (spec, secrets) = self.accept(&raw)?;
-        let rec = self.engine.submit(who.name, spec, secrets, None).await?;
+        let (owner, spec, secrets) = self.accept_run(req)?;
+        let rec = self.engine.submit(owner, spec, secrets, None).await?;
         Ok(Response::new(pb::RunJobResponse {
             job: Some(self.job_pb(&rec, false)?),
         }))
+    }
+
+    type RunJobFollowStream = ReceiverStream<Result<pb::LogEvent, Status>>;
+
+    async fn run_job_follow(
+        &self,
+        req: Request<pb::RunJobRequest>,
+    ) -> Result<Response<Self::RunJobFollowStream>, Status> {
+        let (owner, spec, secrets) = self.accept_run(req)?;
+        // Before the job exists: its end cannot be announced unheard.
+        let ended = self.engine.subscribe_ended();
+        let rec = self.engine.submit(owner, spec, secrets, None).await?;
+        let accepted = pb::LogEvent {
+            event: Some(pb::log_event::Event::Accepted(self.job_pb(&rec, false)?)),
+        };
+        let stream = logs::follow_new_job(self.store.clone(), ended, &self.dirs, rec.id, accepted)?;
+        Ok(Response::new(stream))
     }
 
     async fn get_job_status(&self, req: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {

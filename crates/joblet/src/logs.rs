@@ -10,7 +10,7 @@ use joblet_core::JobId;
 use joblet_proto::{pb, state_to_pb, ApiError};
 use joblet_shim::LogReader;
 use joblet_store::Store;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
@@ -42,107 +42,144 @@ pub fn stream(
     from_seq: u64,
     follow: bool,
 ) -> Result<ReceiverStream<Result<pb::LogEvent, Status>>, ApiError> {
-    let path = log_path(dirs, &id);
-    let mut reader = LogReader::open(&path, from_seq)
-        .map_err(|e| ApiError::Internal(format!("cannot open the log of job {id}: {e}")))?;
+    let reader = open_reader(dirs, &id, from_seq)?;
     let (tx, rx) = mpsc::channel(16);
-    let mut ended = engine.subscribe_ended();
-    tokio::spawn(async move {
+    let ended = engine.subscribe_ended();
+    tokio::spawn(copy(store, ended, reader, id, follow, tx, false));
+    Ok(ReceiverStream::new(rx))
+}
+
+/// RunJobFollow's stream for a job just submitted: `accepted` first, then
+/// its output until it ends, as [`stream`] with `follow` sends it.
+/// `ended` must have been subscribed before the job was submitted, so that
+/// its end cannot be announced unheard. Nothing is read before the first
+/// announcement or poll: a new job has no output yet, and its start should
+/// not wait for a reader.
+pub fn follow_new_job(
+    store: Arc<Store>,
+    ended: broadcast::Receiver<JobId>,
+    dirs: &StateDir,
+    id: JobId,
+    accepted: pb::LogEvent,
+) -> Result<ReceiverStream<Result<pb::LogEvent, Status>>, ApiError> {
+    let reader = open_reader(dirs, &id, 0)?;
+    let (tx, rx) = mpsc::channel(16);
+    // The channel is new and empty: this cannot fail.
+    let _ = tx.try_send(Ok(accepted));
+    tokio::spawn(copy(store, ended, reader, id, true, tx, true));
+    Ok(ReceiverStream::new(rx))
+}
+
+fn open_reader(dirs: &StateDir, id: &JobId, from_seq: u64) -> Result<LogReader, ApiError> {
+    LogReader::open(&log_path(dirs, id), from_seq)
+        .map_err(|e| ApiError::Internal(format!("cannot open the log of job {id}: {e}")))
+}
+
+/// Sends the job's output from the reader's offset on `tx`; with `follow`,
+/// until the job ends, closing with its JobEnded event. `wait_first`: wait
+/// for the job's end or the next poll before the first read.
+async fn copy(
+    store: Arc<Store>,
+    mut ended: broadcast::Receiver<JobId>,
+    mut reader: LogReader,
+    id: JobId,
+    follow: bool,
+    tx: mpsc::Sender<Result<pb::LogEvent, Status>>,
+    wait_first: bool,
+) {
+    let mut wait = wait_first;
+    loop {
+        if wait {
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = tx.closed() => return,
+                _ = wait_for(&mut ended, &id) => {}
+            }
+        }
+        // Read the state before the file: if the job was already final,
+        // everything it wrote is in the file by now. (Its progress only:
+        // the spec is not needed here.)
+        let rec = match store.progress(&id) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                let _ = tx
+                    .send(Err(Status::not_found(format!("job {id} was deleted"))))
+                    .await;
+                return;
+            }
+            Err(e) => {
+                let _ = tx
+                    .send(Err(Status::internal(format!("cannot read job {id}: {e}"))))
+                    .await;
+                return;
+            }
+        };
+        let mut sent_any = false;
         loop {
-            // Read the state before the file: if the job was already final,
-            // everything it wrote is in the file by now. (Its progress only:
-            // the spec is not needed here.)
-            let rec = match store.progress(&id) {
-                Ok(Some(r)) => r,
-                Ok(None) => {
-                    let _ = tx
-                        .send(Err(Status::not_found(format!("job {id} was deleted"))))
-                        .await;
-                    return;
-                }
+            let records = match reader.read_available(BATCH) {
+                Ok(r) => r,
                 Err(e) => {
                     let _ = tx
-                        .send(Err(Status::internal(format!("cannot read job {id}: {e}"))))
+                        .send(Err(Status::internal(format!(
+                            "cannot read the log of job {id}: {e}"
+                        ))))
                         .await;
                     return;
                 }
             };
-            let mut sent_any = false;
-            loop {
-                let records = match reader.read_available(BATCH) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ = tx
-                            .send(Err(Status::internal(format!(
-                                "cannot read the log of job {id}: {e}"
-                            ))))
-                            .await;
-                        return;
-                    }
+            if records.is_empty() {
+                break;
+            }
+            sent_any = true;
+            for r in records {
+                let chunk = pb::LogChunk {
+                    seq: r.seq,
+                    stream: match r.stream {
+                        Stream::Stdout => pb::LogStream::Stdout,
+                        Stream::Stderr => pb::LogStream::Stderr,
+                    } as i32,
+                    data: r.data,
+                    unix_ms: r.unix_ms,
                 };
-                if records.is_empty() {
-                    break;
-                }
-                sent_any = true;
-                for r in records {
-                    let chunk = pb::LogChunk {
-                        seq: r.seq,
-                        stream: match r.stream {
-                            Stream::Stdout => pb::LogStream::Stdout,
-                            Stream::Stderr => pb::LogStream::Stderr,
-                        } as i32,
-                        data: r.data,
-                        unix_ms: r.unix_ms,
-                    };
-                    if tx
-                        .send(Ok(pb::LogEvent {
-                            event: Some(pb::log_event::Event::Chunk(chunk)),
-                        }))
-                        .await
-                        .is_err()
-                    {
-                        return; // client went away
-                    }
-                }
-            }
-            if rec.state.is_terminal() || !follow {
-                if rec.state.is_terminal() {
-                    let end = pb::JobEnded {
-                        state: state_to_pb(rec.state) as i32,
-                        exit_code: rec.exit_code,
-                        reason: rec.reason.clone(),
-                        total_bytes: reader.next_seq(),
-                    };
-                    let _ = tx
-                        .send(Ok(pb::LogEvent {
-                            event: Some(pb::log_event::Event::Ended(end)),
-                        }))
-                        .await;
-                }
-                return;
-            }
-            if !sent_any {
-                tokio::select! {
-                    _ = tokio::time::sleep(POLL) => {}
-                    _ = tx.closed() => return,
-                    _ = wait_for(&mut ended, &id) => {}
+                if tx
+                    .send(Ok(pb::LogEvent {
+                        event: Some(pb::log_event::Event::Chunk(chunk)),
+                    }))
+                    .await
+                    .is_err()
+                {
+                    return; // client went away
                 }
             }
         }
-    });
-    Ok(ReceiverStream::new(rx))
+        if rec.state.is_terminal() || !follow {
+            if rec.state.is_terminal() {
+                let end = pb::JobEnded {
+                    state: state_to_pb(rec.state) as i32,
+                    exit_code: rec.exit_code,
+                    reason: rec.reason.clone(),
+                    total_bytes: reader.next_seq(),
+                };
+                let _ = tx
+                    .send(Ok(pb::LogEvent {
+                        event: Some(pb::log_event::Event::Ended(end)),
+                    }))
+                    .await;
+            }
+            return;
+        }
+        wait = !sent_any;
+    }
 }
 
 /// Resolves when `id` is announced as finished (or announcements were missed).
-async fn wait_for(rx: &mut tokio::sync::broadcast::Receiver<JobId>, id: &JobId) {
+async fn wait_for(rx: &mut broadcast::Receiver<JobId>, id: &JobId) {
     loop {
         match rx.recv().await {
             Ok(done) if &done == id => return,
             Ok(_) => continue,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                std::future::pending::<()>().await
-            }
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
         }
     }
 }

@@ -81,10 +81,19 @@ pub struct GrpcLogs {
     pub client: Client,
     pub job_id: String,
     pub follow: bool,
+    /// A stream opened already from byte 0 (RunJobFollow's, past its
+    /// `accepted` event): the first open from byte 0 takes it.
+    pub first: Option<EventStream>,
 }
 
 impl LogSource for GrpcLogs {
     async fn open(&mut self, from_seq: u64) -> Result<EventStream, Status> {
+        if from_seq == 0 {
+            if let Some(stream) = self.first.take() {
+                return Ok(stream);
+            }
+        }
+        self.first = None;
         let request = pb::GetJobLogsRequest {
             job_id: self.job_id.clone(),
             from_seq,
@@ -239,6 +248,8 @@ async fn drain<O: Write, E: Write>(
                 sink.flush().map_err(FollowError::Output)?;
             }
             Event::Ended(ended) => return Ok(StreamEnd::Ended(ended)),
+            // RunJobFollow's first event, taken before the copy starts.
+            Event::Accepted(_) => continue,
         }
     }
     Ok(StreamEnd::Closed)

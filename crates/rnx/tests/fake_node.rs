@@ -46,8 +46,10 @@ struct Fake {
     restart: Arc<tokio::sync::Notify>,
     /// Cut the connection during the first followed log stream.
     break_first_follow: bool,
-    /// `(from_seq, follow)` of each GetJobLogs call.
-    log_calls: Mutex<Vec<(u64, bool)>>,
+    /// `(call, from_seq, follow)` of each GetJobLogs or RunJobFollow call.
+    log_calls: Mutex<Vec<(&'static str, u64, bool)>>,
+    /// Answer RunJobFollow as a node older than it does (Unimplemented).
+    no_run_follow: bool,
     last_run: Mutex<Option<pb::RunJobRequest>>,
     /// The job and the file bytes of the last SubmitJob.
     last_upload: Mutex<Option<(pb::RunJobRequest, Vec<u8>)>>,
@@ -122,6 +124,49 @@ fn total() -> u64 {
     LOG.iter().map(|(_, d)| d.len() as u64).sum()
 }
 
+impl Fake {
+    /// The job's output from `from_seq` (then its end when following), as
+    /// GetJobLogs and RunJobFollow stream it; recorded in `log_calls`.
+    fn log_events(&self, call: &'static str, from_seq: u64, follow: bool) -> Events {
+        let first_follow = {
+            let mut calls = self.log_calls.lock().unwrap();
+            calls.push((call, from_seq, follow));
+            follow && calls.iter().filter(|(_, _, f)| *f).count() == 1
+        };
+        if first_follow && self.break_first_follow {
+            // Send two chunks, then go away as a restarting daemon would:
+            // stop listening and cut every connection.
+            let sockets = self.sockets.clone();
+            let restart = self.restart.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                restart.notify_one();
+                for s in sockets.lock().unwrap().drain(..) {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+            });
+            return Box::pin(
+                futures::stream::iter(chunks_from(from_seq, 2)).chain(futures::stream::pending()),
+            );
+        }
+        let mut events = chunks_from(from_seq, usize::MAX);
+        if follow {
+            events.push(Ok(pb::LogEvent {
+                event: Some(Event::Ended(pb::JobEnded {
+                    state: pb::JobState::Failed as i32,
+                    exit_code: self.exit_code,
+                    reason: match self.exit_code {
+                        Some(c) => format!("exited with code {c}"),
+                        None => "failed to start: python: no such file or directory".into(),
+                    },
+                    total_bytes: total(),
+                })),
+            }));
+        }
+        Box::pin(futures::stream::iter(events))
+    }
+}
+
 #[tonic::async_trait]
 impl JobService for Fake {
     async fn submit_job(
@@ -155,6 +200,23 @@ impl JobService for Fake {
         }))
     }
 
+    type RunJobFollowStream = Events;
+
+    async fn run_job_follow(
+        &self,
+        request: Request<pb::RunJobRequest>,
+    ) -> Result<Response<Events>, Status> {
+        if self.no_run_follow {
+            return Err(Status::unimplemented(""));
+        }
+        *self.last_run.lock().unwrap() = Some(request.into_inner());
+        let accepted = futures::stream::iter([Ok(pb::LogEvent {
+            event: Some(Event::Accepted(job(pb::JobState::Queued))),
+        })]);
+        let output = self.log_events("RunJobFollow", 0, true);
+        Ok(Response::new(Box::pin(accepted.chain(output))))
+    }
+
     async fn get_job_status(&self, r: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {
         find(&r.into_inner().job_id).map(Response::new)
     }
@@ -176,42 +238,11 @@ impl JobService for Fake {
     ) -> Result<Response<Events>, Status> {
         let r = r.into_inner();
         find(&r.job_id)?;
-        let first_follow = {
-            let mut calls = self.log_calls.lock().unwrap();
-            calls.push((r.from_seq, r.follow));
-            r.follow && calls.iter().filter(|(_, f)| *f).count() == 1
-        };
-        if first_follow && self.break_first_follow {
-            // Send two chunks, then go away as a restarting daemon would:
-            // stop listening and cut every connection.
-            let sockets = self.sockets.clone();
-            let restart = self.restart.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                restart.notify_one();
-                for s in sockets.lock().unwrap().drain(..) {
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                }
-            });
-            let events =
-                futures::stream::iter(chunks_from(r.from_seq, 2)).chain(futures::stream::pending());
-            return Ok(Response::new(Box::pin(events)));
-        }
-        let mut events = chunks_from(r.from_seq, usize::MAX);
-        if r.follow {
-            events.push(Ok(pb::LogEvent {
-                event: Some(Event::Ended(pb::JobEnded {
-                    state: pb::JobState::Failed as i32,
-                    exit_code: self.exit_code,
-                    reason: match self.exit_code {
-                        Some(c) => format!("exited with code {c}"),
-                        None => "failed to start: python: no such file or directory".into(),
-                    },
-                    total_bytes: total(),
-                })),
-            }));
-        }
-        Ok(Response::new(Box::pin(futures::stream::iter(events))))
+        Ok(Response::new(self.log_events(
+            "GetJobLogs",
+            r.from_seq,
+            r.follow,
+        )))
     }
 
     async fn stop_job(&self, r: Request<pb::StopJobRequest>) -> Result<Response<pb::Job>, Status> {
@@ -591,27 +622,38 @@ async fn log_without_follow_keeps_streams_apart() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn follow_survives_a_dropped_connection_exactly_once() {
-    let node = start(Fake {
-        break_first_follow: true,
-        exit_code: Some(7),
-        ..Default::default()
-    })
-    .await;
-    let out = node
-        .rnx(&["job", "run", "--follow", "python", "train.py"])
+    // A node with RunJobFollow starts and streams the job in one call; an
+    // older one gets RunJob, then GetJobLogs. Either way the output is
+    // resumed with GetJobLogs after the two chunks already written (8 + 14
+    // bytes).
+    for (no_run_follow, first) in [(false, "RunJobFollow"), (true, "GetJobLogs")] {
+        let node = start(Fake {
+            break_first_follow: true,
+            exit_code: Some(7),
+            no_run_follow,
+            ..Default::default()
+        })
         .await;
-    // The job's exit code is rnx's.
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), text(&expected(pb::LogStream::Stdout)));
-    let stderr = text(&out.stderr);
-    assert_eq!(stderr.matches(LOST).count(), 1, "{stderr}");
-    assert_eq!(
-        stderr.replace(LOST, ""),
-        text(&expected(pb::LogStream::Stderr))
-    );
-    let calls = node.fake.log_calls.lock().unwrap().clone();
-    // Resumed after the two chunks already written (8 + 14 bytes).
-    assert_eq!(calls, vec![(0, true), (22, true)]);
+        let out = node
+            .rnx(&["job", "run", "--follow", "python", "train.py"])
+            .await;
+        // The job's exit code is rnx's.
+        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), text(&expected(pb::LogStream::Stdout)));
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.matches(LOST).count(), 1, "{stderr}");
+        assert_eq!(
+            stderr.replace(LOST, ""),
+            text(&expected(pb::LogStream::Stderr))
+        );
+        let calls = node.fake.log_calls.lock().unwrap().clone();
+        assert_eq!(calls, vec![(first, 0, true), ("GetJobLogs", 22, true)]);
+        let sent = node.fake.last_run.lock().unwrap().clone().unwrap();
+        assert_eq!(
+            (sent.command.as_str(), sent.args),
+            ("python", vec!["train.py".to_owned()])
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

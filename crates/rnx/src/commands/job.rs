@@ -57,18 +57,62 @@ async fn send(ctx: &mut Ctx, run: &RunSettings) -> Result<pb::RunJobResponse, Er
         .map_err(|s| Error::from_status(&address, s))
 }
 
-pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
-    let job = send(&mut ctx, &run).await?.job.ok_or(Error::BadResponse {
+/// The job as the node accepted it.
+async fn send_job(ctx: &mut Ctx, run: &RunSettings) -> Result<pb::Job, Error> {
+    send(ctx, run).await?.job.ok_or(Error::BadResponse {
         call: "RunJob",
         missing: "job",
-    })?;
+    })
+}
+
+/// RunJobFollow: the job as accepted, and the rest of the call's stream
+/// (its output). `None` when the node does not have the call (it is older
+/// than this rnx): nothing was run, and RunJob + GetJobLogs will do.
+async fn start_following(
+    ctx: &mut Ctx,
+    run: &RunSettings,
+) -> Result<Option<(pb::Job, follow::EventStream)>, Error> {
+    let address = ctx.node.address.clone();
+    let mut stream = match ctx.client.run_job_follow(request_to_pb(&run.request)).await {
+        Ok(response) => response.into_inner(),
+        Err(s) if s.code() == tonic::Code::Unimplemented => {
+            tracing::debug!(
+                message = s.message(),
+                "node has no RunJobFollow; using RunJob"
+            );
+            return Ok(None);
+        }
+        Err(s) => return Err(Error::from_status(&address, s)),
+    };
+    match stream.message().await {
+        Ok(Some(pb::LogEvent {
+            event: Some(pb::log_event::Event::Accepted(job)),
+        })) => Ok(Some((job, Box::pin(stream)))),
+        Ok(_) => Err(Error::BadResponse {
+            call: "RunJobFollow",
+            missing: "the accepted job as its first event",
+        }),
+        Err(s) => Err(Error::from_status(&address, s)),
+    }
+}
+
+pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
+    // Following a job without uploads is one call: its start and output.
+    let started = match run.follow {
+        Some(_) if run.uploads.is_empty() => start_following(&mut ctx, &run).await?,
+        _ => None,
+    };
+    let (job, first) = match started {
+        Some((job, stream)) => (job, Some(stream)),
+        None => (send_job(&mut ctx, &run).await?, None),
+    };
     let Some(policy) = run.follow else {
         printer(&ctx)
             .job_started(&JobView::from(&job))
             .map_err(Error::Output)?;
         return Ok(exit::SUCCESS);
     };
-    let ended = copy_output(ctx, &job.id, Some(policy)).await?;
+    let ended = copy_output(ctx, &job.id, Some(policy), first).await?;
     let Some(ended) = ended else {
         return Err(Error::BadResponse {
             call: "GetJobLogs",
@@ -104,17 +148,20 @@ fn reason_or_unknown(reason: &str) -> &str {
     }
 }
 
-/// Streams the job's output to stdout/stderr; the end event when the node sent one.
+/// Streams the job's output to stdout/stderr; the end event when the node
+/// sent one. `first`: a stream of its output from byte 0 opened already.
 async fn copy_output(
     ctx: Ctx,
     job_id: &str,
     follow: Option<ReconnectPolicy>,
+    first: Option<follow::EventStream>,
 ) -> Result<Option<pb::JobEnded>, Error> {
     let address = ctx.node.address.clone();
     let mut source = GrpcLogs {
         client: ctx.client,
         job_id: job_id.to_owned(),
         follow: follow.is_some(),
+        first,
     };
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
@@ -180,7 +227,7 @@ pub async fn list(mut ctx: Ctx, states: &[JobState], limit: i64) -> Result<u8, E
 }
 
 pub async fn log(ctx: Ctx, id: &str, follow: Option<ReconnectPolicy>) -> Result<u8, Error> {
-    copy_output(ctx, id, follow).await?;
+    copy_output(ctx, id, follow, None).await?;
     Ok(exit::SUCCESS)
 }
 
