@@ -244,13 +244,17 @@ fn reap(job: i32, exit_w: OwnedFd, end: OwnedFd) -> ! {
                 // dies), so no child left means no process left.
                 let _ = sys::kill_raw(-1, libc::SIGKILL);
                 while sys::wait_any().is_ok() {}
+                // What is left here (the two writes, this exit, and the
+                // outer process's, which tears the namespaces down) gives
+                // way to the shim: in SCHED_IDLE before the write that wakes
+                // it, the shim's reader takes this CPU at once instead of
+                // waiting for this exit (~0.2 ms) when the kernel wakes it
+                // here.
+                let _ = sys::set_idle_priority();
                 // SIGPIPE is ignored here (Rust's runtime did it), so a
                 // reader gone away only costs an EPIPE.
                 let _ = File::from(end).write_all(&status.to_ne_bytes());
                 let _ = File::from(exit_w).write_all(&status.to_ne_bytes());
-                // The end is told: this exit (and the outer process's, which
-                // tears the namespaces down) gives way to the shim.
-                let _ = sys::set_idle_priority();
                 if libc::WIFEXITED(status) {
                     std::process::exit(libc::WEXITSTATUS(status));
                 }
