@@ -21,12 +21,14 @@
 //! its namespaces and shared tree, the cgroup with the node's default
 //! limits and the device filter of a CPU job, the init moved in, its pid 1
 //! forked and waiting. [`Runner::spawn`] then writes the job's limits,
-//! widens the device filter by the job's extra devices (a GPU's nodes: v1
-//! `devices.allow` lines and entries in the eBPF program's device table) or,
-//! when the job's rules are not the placeholder's plus exact devices, swaps
-//! in a filter of its own (never allowing more than either in between), and
-//! hands pid 1 the job's config; a job that does not fit the warm sandbox
-//! (another network mode, say) gets a fresh one.
+//! hands pid 1 the job's config (it builds the job's part of the tree
+//! meanwhile, and starts nothing yet), widens the device filter by the
+//! job's extra devices (a GPU's nodes: v1 `devices.allow` lines and entries
+//! in the eBPF program's device table) or, when the job's rules are not the
+//! placeholder's plus exact devices, swaps in a filter of its own (never
+//! allowing more than either in between), and only then tells pid 1 to go;
+//! a job that does not fit the warm sandbox (another network mode, say)
+//! gets a fresh one.
 
 use std::ffi::OsString;
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -302,6 +304,7 @@ impl SandboxRunner {
             ..
         } = warm;
         let t0 = std::time::Instant::now();
+        let mut pending = pending;
         let started = (|| {
             // Written and read back when the sandbox was built.
             if job.limits != settings.limits {
@@ -309,6 +312,12 @@ impl SandboxRunner {
                     .set_limits(&layout, &self.roots, &job.limits)
                     .map_err(|e| isolation("cgroup", e))?;
             }
+            // Pid 1 builds the job's part of the tree (within the job's
+            // limits) while the device filter is widened here; it starts
+            // nothing before `go`.
+            pending
+                .send_job(config)
+                .map_err(|e| RunnerError::Isolation(e.to_string()))?;
             let mut filter = filter;
             let filter = if job.devices == settings.devices
                 || Self::extend_devices(&cgroup, &mut filter, &settings.devices, &job.devices)?
@@ -326,7 +335,7 @@ impl SandboxRunner {
                 new
             };
             let started = pending
-                .start(config, init::RELEASE_TIMEOUT)
+                .go(init::RELEASE_TIMEOUT)
                 .map_err(|e| RunnerError::Isolation(e.to_string()))?;
             Ok((started, filter))
         })();

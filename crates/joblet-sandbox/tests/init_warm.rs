@@ -325,3 +325,77 @@ fn the_job_process_waits_unprivileged_and_filtered_before_the_job_comes() {
     assert_eq!(v["pid"], 2, "{v}");
     assert_eq!(v["ppid"], 1, "{v}");
 }
+
+/// The pid 1 of `pending`'s outer process, and pid 1's only child (the job
+/// process forked ahead).
+fn pid1_and_job(pending: &joblet_sandbox::init::PendingInit) -> (i32, i32) {
+    let outer = pending.pid();
+    let pid1: i32 = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let job: i32 = fs::read_to_string(format!("/proc/{pid1}/task/{pid1}/children"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (pid1, job)
+}
+
+/// The job's config goes to pid 1 ahead (`send_job`), so it builds the
+/// job's tree while the shim finishes the cgroup; the job runs only after
+/// `go`, and never when the shim gives up in between (drops the init).
+#[test]
+fn a_job_sent_ahead_runs_only_after_go_and_never_if_abandoned() {
+    let work = work_dir();
+    let probe_path = install_probe(work.path());
+    let mut base = config(work.path(), "/bin/false", &[]);
+    base.warm = true;
+    let job = config(work.path(), &probe_path, &["--try-write", "/work/out"]);
+
+    let (pending, logs) = spawn(&base);
+    let mut pending = pending.unwrap();
+    pending.enter(Duration::from_secs(10)).unwrap();
+    let (_, waiting) = pid1_and_job(&pending);
+    pending.send_job(&job).unwrap();
+    sleep(Duration::from_millis(300));
+    // The probe reports on its stdout once it ran.
+    assert_eq!(logs.stdout(), "", "the job ran before go");
+    assert!(alive(waiting));
+    assert_ne!(
+        fs::read_link(format!("/proc/{waiting}/exe")).unwrap(),
+        PathBuf::from(&probe_path),
+        "the job process exec'd its command before go"
+    );
+    let pid = pending
+        .go(Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}; stderr: {}", logs.stderr()))
+        .pid;
+    let status = wait(pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status:#x}, stderr: {}",
+        logs.stderr()
+    );
+    let v: Value = serde_json::from_str(&logs.stdout()).unwrap();
+    assert_eq!(v["pid"], 2, "{v}");
+
+    // Abandoned after the config went ahead: nothing of the job runs.
+    let (pending, logs) = spawn(&base);
+    let mut pending = pending.unwrap();
+    pending.enter(Duration::from_secs(10)).unwrap();
+    let (pid1, waiting) = pid1_and_job(&pending);
+    pending.send_job(&job).unwrap();
+    sleep(Duration::from_millis(100));
+    drop(pending);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid1) || alive(waiting) {
+        assert!(
+            Instant::now() < deadline,
+            "pid 1 {pid1} or the job process {waiting} outlived its abandoned sandbox"
+        );
+        sleep(Duration::from_millis(10));
+    }
+    assert_eq!(logs.stdout(), "", "an abandoned job ran");
+}

@@ -37,7 +37,13 @@
 //! ready and waits on the release pipe for the job's config
 //! ([`PendingInit::start`]); with it, it checks that the sandbox fits
 //! ([`InitConfig::warm_mismatch`]), leaves `SCHED_IDLE`, builds the job's
-//! part and goes on with step 3's binds as a cold pid 1 does.
+//! part and goes on with step 3's binds as a cold pid 1 does, then waits
+//! for a go byte on the same pipe before the job process gets its config:
+//! the caller sends the config as soon as the job's limits are written
+//! ([`PendingInit::send_job`]) and the go once its device filter is too
+//! ([`PendingInit::go`]), so pid 1's build overlaps the filter's; end of
+//! file instead of the go (the caller gave up) ends pid 1 and the job
+//! process without running anything.
 //!
 //! The job's end is told twice: pid 1, once it has reaped the job and
 //! killed and reaped whatever the job left, writes the job's raw wait

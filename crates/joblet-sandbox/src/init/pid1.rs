@@ -61,10 +61,11 @@ fn exited(pidfd: &OwnedFd) -> Result<bool, SetupError> {
 /// config from `claim` (framed, see `frame`) and checks that the sandbox
 /// built from `warm` fits it. End of file before a config means the
 /// sandbox was discarded: pid 1 exits quietly, taking the namespaces (and
-/// the job process forked ahead) with it. Returns the config and its JSON.
-fn take_job(warm: &InitConfig, mut claim: File) -> Result<(InitConfig, Vec<u8>), SetupError> {
+/// the job process forked ahead) with it. Returns the config and its JSON;
+/// `claim` stays open for [`wait_for_go`].
+fn take_job(warm: &InitConfig, claim: &mut File) -> Result<(InitConfig, Vec<u8>), SetupError> {
     report::ready();
-    let json = match frame::read(&mut claim) {
+    let json = match frame::read(claim) {
         Ok(Some(json)) => json,
         Ok(None) => std::process::exit(0),
         Err(e) => {
@@ -74,7 +75,6 @@ fn take_job(warm: &InitConfig, mut claim: File) -> Result<(InitConfig, Vec<u8>),
             ))
         }
     };
-    drop(claim);
     let job: InitConfig = serde_json::from_slice(&json)
         .stage(Stage::Config, || "parsing the job's config JSON".into())?;
     job.validate()
@@ -94,6 +94,28 @@ fn take_job(warm: &InitConfig, mut claim: File) -> Result<(InitConfig, Vec<u8>),
     // Built in SCHED_IDLE while waiting; the job runs normally.
     sys::set_normal_priority(0).stage(Stage::Config, || "resetting the scheduling class".into())?;
     Ok((job, json))
+}
+
+/// The shim's word that the job's cgroup limits and device filter are in
+/// place (the go byte after the config, see `PendingInit::go`); only then
+/// may the job process run. End of file instead: the shim gave up on the
+/// job (it could not apply them) and kills the sandbox; pid 1 exits
+/// first, taking the job process forked ahead with it.
+fn wait_for_go(mut claim: File) -> Result<(), SetupError> {
+    let mut byte = [0u8; 1];
+    loop {
+        match claim.read(&mut byte) {
+            Ok(0) => std::process::exit(EXIT_SETUP_FAILED),
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(SetupError::new(
+                    Stage::Config,
+                    format!("waiting for the word to start the job: {e}"),
+                ))
+            }
+        }
+    }
 }
 
 /// A warm sandbox's job process, forked before its job came (see
@@ -175,7 +197,7 @@ fn setup(
             rootfs::finish()?;
             fork_job(config, filters)?
         }
-        Some(claim) => {
+        Some(mut claim) => {
             // A CPU job's masks (the node's driver files) go on ahead:
             // most jobs keep them.
             let premasked = if config.binds.is_empty() {
@@ -187,10 +209,11 @@ fn setup(
                 None
             };
             let prestarted = Prestarted::fork(config, filters)?;
-            let (job, json) = take_job(config, claim)?;
+            let (job, json) = take_job(config, &mut claim)?;
             outer::prepare_job(&job, Some(config))?;
             rootfs::build_job(&job, premasked)?;
             rootfs::finish()?;
+            wait_for_go(claim)?;
             prestarted.go(&json)?
         }
     };

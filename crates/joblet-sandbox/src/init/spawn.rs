@@ -89,6 +89,7 @@ pub fn spawn(
         status: Some(File::from(status_r)),
         end: Some(end_r),
         pid1: None,
+        go_failed: None,
         buf: Vec::new(),
         greeted: false,
         armed: true,
@@ -124,6 +125,10 @@ pub struct PendingInit {
     end: Option<OwnedFd>,
     /// A warm init's pid 1 (in our pid namespace), found once it is ready.
     pid1: Option<i32>,
+    /// Why sending the job's config to a warm pid 1 failed (it had
+    /// exited), kept for [`PendingInit::go`] to report if the status pipe
+    /// says nothing better.
+    go_failed: Option<io::Error>,
     /// Status bytes read but not yet a whole line.
     buf: Vec<u8>,
     greeted: bool,
@@ -201,6 +206,18 @@ impl PendingInit {
     /// refuses it otherwise), and waits like [`PendingInit::release`]. The
     /// cgroup's limits and device filter must be the job's by now.
     pub fn start(mut self, job: &InitConfig, limit: Duration) -> Result<Started, InitError> {
+        self.send_job(job)?;
+        self.go(limit)
+    }
+
+    /// The first half of [`PendingInit::start`]: hands a warm init's pid 1
+    /// the job's config, so it builds the job's part of the tree (its
+    /// devices' nodes, binds, masks, `/work`) while the caller finishes the
+    /// cgroup's limits and device filter. Nothing of the job runs before
+    /// [`PendingInit::go`]; dropping the init instead kills it. The
+    /// cgroup's limits must be the job's by now (the tree's pages are
+    /// charged to them).
+    pub fn send_job(&mut self, job: &InitConfig) -> Result<(), InitError> {
         job.validate()?;
         let json = serde_json::to_vec(job).map_err(|e| {
             InitError::Pipe(io::Error::other(format!(
@@ -217,7 +234,19 @@ impl PendingInit {
                 tracing::warn!(pid, "resetting the sandbox init's priority: {e}");
             }
         }
-        let go_failed = self.send(&framed, true)?;
+        self.go_failed = self.send(&framed, false)?;
+        Ok(())
+    }
+
+    /// The second half of [`PendingInit::start`], once the cgroup's limits
+    /// and device filter are the job's: lets pid 1 start the job with the
+    /// config [`PendingInit::send_job`] sent, and waits like
+    /// [`PendingInit::release`].
+    pub fn go(mut self, limit: Duration) -> Result<Started, InitError> {
+        let go_failed = match self.go_failed.take() {
+            Some(e) => Some(e),
+            None => self.send(&[GO], true)?,
+        };
         let quiet = sys::NoWakeupPreemption::enter();
         self.wait_status(Until::Exec, limit, go_failed)?;
         drop(quiet);
