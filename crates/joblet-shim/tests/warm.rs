@@ -27,6 +27,25 @@ fn policy(pid: i32) -> u32 {
     after.split(' ').nth(38).unwrap().parse().unwrap()
 }
 
+/// The scheduling policy of thread `tid` of process `pid`.
+fn policy_of(pid: i32, tid: i32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(38).unwrap().parse().unwrap()
+}
+
+/// The threads of process `pid`: tid and name.
+fn threads(pid: i32) -> Vec<(i32, String)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| {
+            let tid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+            Some((tid, comm.trim_end().to_owned()))
+        })
+        .collect()
+}
+
 /// Waits until the warm shim has set itself up (it writes shim.pid then).
 fn wait_ready(dir: &joblet_shim::JobDir) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -46,7 +65,30 @@ async fn a_warm_shim_waits_idle_then_runs_its_job_normally() {
     let shim = warm(&dir);
     wait_ready(&dir);
     let pid = dir.read_shim_pid().unwrap().unwrap().pid;
-    assert_eq!(policy(pid), 5, "a warm shim waits in SCHED_IDLE");
+    // Ready, the main thread waits for the claim in the normal class (the
+    // daemon's write wakes it, and it starts the job at once); every other
+    // thread stays in SCHED_IDLE until the job runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let threads = loop {
+        let threads = threads(pid);
+        let watching = threads.iter().any(|(_, comm)| comm == "claim-watch");
+        if policy(pid) == 0 && !watching {
+            break threads;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the warm shim's main thread never left SCHED_IDLE to wait for its claim: {threads:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(threads.len() > 1, "{threads:?}");
+    for (tid, comm) in threads.iter().filter(|(tid, _)| *tid != pid) {
+        assert_eq!(
+            policy_of(pid, *tid),
+            5,
+            "the warm shim's thread {comm} waits in SCHED_IDLE"
+        );
+    }
     assert!(!dir.exit_path().exists());
 
     let spec = sh(tmp.path(), "echo started; cut -d' ' -f41 /proc/self/stat");

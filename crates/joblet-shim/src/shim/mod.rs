@@ -137,14 +137,13 @@ pub fn run_warm_shim_with(
     if let Err(e) = priority::enter_idle() {
         tracing::warn!("cannot put the warm shim in SCHED_IDLE: {e}");
     }
-    let prepared = Arc::new(AtomicBool::new(false));
     let result = process_state().and_then(|signals| {
         let warm = read_warm_spec()?;
         let ready = setup(&dir, signals)?;
-        let claim = spawn_claim_reader(prepared.clone())?;
-        Ok((warm, ready, claim))
+        let watch = ClaimWatch::start()?;
+        Ok((warm, ready, watch))
     });
-    let (warm, ready, claim) = match result {
+    let (warm, ready, watch) = match result {
         Ok(v) => v,
         Err(e) => {
             tracing::error!("{e}");
@@ -160,7 +159,6 @@ pub fn run_warm_shim_with(
                 ahead = runner
                     .prepared_leader()
                     .map(|leader| Ahead::start(&dir, leader, ready.events_tx.clone()));
-                prepared.store(true, Ordering::SeqCst);
                 tracing::info!(
                     elapsed_us = t0.elapsed().as_micros() as u64,
                     "warm sandbox prepared; waiting for the job"
@@ -170,12 +168,15 @@ pub fn run_warm_shim_with(
             Err(e) => tracing::warn!("cannot prepare a warm sandbox: {e}"),
         }
     }
-    let claimed = claim.recv().unwrap_or_else(|_| {
-        Err(ShimRunError::ReadSpec {
-            source: io::Error::other("the claim reader thread ended without a result"),
-        })
-    });
-    let spec = match claimed.and_then(|buf| parse_spec(&buf)) {
+    // This thread now waits for the claim itself, in the normal class: the
+    // daemon's write wakes the thread that starts the job, with no hand-off
+    // on the way. The shim's other threads leave SCHED_IDLE once the job
+    // runs (`run_job`).
+    watch.stop();
+    if let Err(e) = priority::leave_idle_main() {
+        tracing::warn!("the shim's main thread stays in SCHED_IDLE: {e}");
+    }
+    let spec = match read_stdin().and_then(|buf| parse_spec(&buf)) {
         Ok(Some(spec)) if spec.job_id == warm.job_id => spec,
         Ok(Some(spec)) => {
             let e = ShimRunError::WrongJob {
@@ -199,7 +200,7 @@ pub fn run_warm_shim_with(
         }
     };
     tracing::info!(job_id = %spec.job_id, command = %spec.command, "warm shim starting its job");
-    let run = run_job(&dir, spec, ready, runner, ahead);
+    let run = run_job(&dir, spec, ready, runner, ahead, true);
     close_job(&dir, &run, notify, runner);
     drop(lock);
     Ok(Some(run.exit))
@@ -266,7 +267,7 @@ pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, Sh
         let spec = read_spec()?.ok_or(ShimRunError::NoSpec)?;
         tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
         let ready = setup(&dir, signals)?;
-        Ok(run_job(&dir, spec, ready, runner, None))
+        Ok(run_job(&dir, spec, ready, runner, None, false))
     });
     let run = match result {
         Ok(run) => run,
@@ -445,12 +446,16 @@ struct JobRun {
 
 /// Spawns and supervises the job; returns its exit record. `ahead`: what
 /// a warm shim did for its prepared leader before the job came.
+/// `leave_idle`: the shim's threads are still in a warm shim's `SCHED_IDLE`
+/// (moved to the normal class once the job runs: until then they only
+/// wait, and the job's start should not wait for them).
 fn run_job(
     dir: &JobDir,
     spec: ShimSpec,
     ready: Ready,
     runner: &dyn Runner,
     ahead: Option<Ahead>,
+    leave_idle: bool,
 ) -> JobRun {
     let Ready {
         out_w,
@@ -475,6 +480,11 @@ fn run_job(
             };
         }
     };
+    if leave_idle {
+        if let Err(e) = priority::leave_idle_threads() {
+            tracing::warn!("the shim's threads stay in SCHED_IDLE: {e}");
+        }
+    }
     let ahead = ahead.and_then(|a| a.for_leader(pid));
     if !ahead.as_ref().is_some_and(|a| a.watching) {
         if let Some(fd) = runner.early_exit() {
@@ -655,50 +665,72 @@ fn parse_spec(buf: &[u8]) -> Result<Option<ShimSpec>, ShimRunError> {
         .map_err(|source| ShimRunError::ParseSpec { source })
 }
 
-/// A warm shim's reader of its job's spec: a thread in the normal
-/// scheduling class, so a claim is noticed at once even while the main
-/// thread is still building the sandbox in `SCHED_IDLE`. On the claim it
-/// first moves the main thread into the normal class and hands the bytes
-/// over, then the shim's other threads and, while the sandbox is not yet
-/// `prepared`, everything the shim started (on a busy machine idle-class
-/// processes could otherwise wait long for the CPU). A prepared sandbox's
-/// processes are moved by the runner as it starts the job, so the walk
-/// over them would only take CPU time from that start.
-fn spawn_claim_reader(
-    prepared: Arc<AtomicBool>,
-) -> Result<mpsc::Receiver<Result<Vec<u8>, ShimRunError>>, ShimRunError> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("claim".into())
-        .spawn(move || {
-            if let Err(e) = priority::leave_idle_thread() {
-                tracing::warn!("the claim reader stays in SCHED_IDLE: {e}");
-            }
-            let read = read_stdin();
-            let claimed = matches!(&read, Ok(buf) if !buf.is_empty());
-            if claimed {
-                // The main thread first: it starts the job now.
-                if let Err(e) = priority::leave_idle_main() {
-                    tracing::warn!("the shim's main thread stays in SCHED_IDLE: {e}");
-                }
-            }
-            let _ = tx.send(read);
-            if claimed {
-                let promoted = if prepared.load(Ordering::SeqCst) {
-                    priority::leave_idle_threads()
-                } else {
-                    priority::leave_idle_tree()
-                };
-                if let Err(e) = promoted {
-                    tracing::warn!("cannot take the warm sandbox out of SCHED_IDLE: {e}");
-                }
-            }
-        })
-        .map_err(|source| ShimRunError::Thread {
-            what: "claim",
+/// A warm shim's watch for a claim that comes while its sandbox is still
+/// being built: a thread in the normal class polls stdin (it reads
+/// nothing) and, when the job's spec arrives, moves the shim's threads and
+/// everything the shim started into the normal class, so that the rest of
+/// the build does not wait behind other work on a busy machine. Stopped
+/// once the sandbox is built: the main thread then reads the claim itself.
+struct ClaimWatch {
+    /// Dropped to stop the thread (it sees the pipe hang up).
+    stop: OwnedFd,
+}
+
+impl ClaimWatch {
+    fn start() -> Result<ClaimWatch, ShimRunError> {
+        let thread_err = |source| ShimRunError::Thread {
+            what: "claim watch",
             source,
-        })?;
-    Ok(rx)
+        };
+        let (stop_r, stop_w) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| thread_err(e.into()))?;
+        std::thread::Builder::new()
+            .name("claim-watch".into())
+            .spawn(move || {
+                if let Err(e) = priority::leave_idle_thread() {
+                    tracing::warn!("the claim watch stays in SCHED_IDLE: {e}");
+                }
+                if claim_waiting(&stop_r) {
+                    if let Err(e) = priority::leave_idle_tree() {
+                        tracing::warn!("cannot take the warm sandbox out of SCHED_IDLE: {e}");
+                    }
+                }
+            })
+            .map_err(thread_err)?;
+        Ok(ClaimWatch { stop: stop_w })
+    }
+
+    fn stop(self) {
+        drop(self.stop);
+    }
+}
+
+/// Waits until stdin has bytes to read (true) or `stop` hangs up, stdin
+/// reaches its end, or polling fails (false).
+fn claim_waiting(stop: &OwnedFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let stdin = io::stdin();
+    loop {
+        let mut fds = [
+            PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+        if fds[1].any().unwrap_or(true) {
+            return false;
+        }
+        if let Some(ready) = fds[0].revents() {
+            if !ready.is_empty() {
+                // A pipe polls readable only with bytes in it; its end
+                // alone (the daemon discarded the shim) is a hang-up.
+                return ready.contains(PollFlags::POLLIN);
+            }
+        }
+    }
 }
 
 /// Reads a warm shim's first line. Stdin stays open (buffered by `Stdin`)
