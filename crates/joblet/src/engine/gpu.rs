@@ -4,12 +4,20 @@
 //! GPUs are handed back.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use joblet_core::gpu::GpuUpdate;
-use joblet_core::{JobId, JobState};
+use joblet_core::{JobId, JobState, UnixMillis};
 use joblet_shim::JobDir;
 
 use super::{now_ms, Engine, Msg};
+
+/// How long after a GPU job's end its release check starts. The check
+/// samples every GPU of the node at once (NVML), which on a small node
+/// took the CPU from the job's client hearing of the end (~0.2 ms of a
+/// 2-core node's start-to-end); the driver also needs a moment to free the
+/// job's memory. The GPUs stay allocated meanwhile.
+const RELEASE_SETTLE: Duration = Duration::from_millis(5);
 use crate::gpu::jobs::GpuAction;
 use crate::outcome::Final;
 
@@ -97,21 +105,22 @@ impl Engine {
 
     /// Starts the release check of a finished GPU job's GPUs; the result
     /// comes back as [`Msg::Released`]. The GPUs stay allocated meanwhile.
-    pub(super) fn begin_release(&mut self, id: &JobId) {
+    /// `ended`: when the job's end was recorded (read from its record when
+    /// not given). The check waits [`RELEASE_SETTLE`] first.
+    pub(super) fn begin_release(&mut self, id: &JobId, ended: Option<UnixMillis>) {
         let Some(g) = &self.gpu else { return };
         let targets = g.scrub_targets(id.as_str());
         let shared = g.shared.clone();
         let s = &g.settings;
         let (policy, timeout, can_verify, bins) =
             (s.scrub, s.scrub_timeout, s.can_verify, s.bin_dirs.clone());
-        let ended = self
-            .record(id)
-            .ok()
-            .and_then(|r| r.ended_ms)
+        let ended = ended
+            .or_else(|| self.record(id).ok().and_then(|r| r.ended_ms))
             .unwrap_or_else(now_ms);
         let tx = self.tx.clone();
         let id = id.clone();
         tokio::spawn(async move {
+            tokio::time::sleep(RELEASE_SETTLE).await;
             let dirty = crate::gpu::scrub::verify(
                 &shared, &targets, policy, timeout, ended, can_verify, &bins,
             )
@@ -161,13 +170,13 @@ impl Engine {
                     let Ok(id) = JobId::parse(&job) else { continue };
                     if let Err(fin) = self.start_job(&id, Some(&allocated)) {
                         self.finish(&id, fin, now);
-                        self.begin_release(&id);
+                        self.begin_release(&id, Some(now));
                     }
                 }
                 GpuAction::StartFailed { job, reason } => {
                     let Ok(id) = JobId::parse(&job) else { continue };
                     self.finish(&id, fail(reason), now);
-                    self.begin_release(&id);
+                    self.begin_release(&id, Some(now));
                 }
                 GpuAction::Reject { job, reason } => {
                     let Ok(id) = JobId::parse(&job) else { continue };

@@ -340,7 +340,7 @@ impl Engine {
             }
         }
         for id in to_release {
-            self.begin_release(&id);
+            self.begin_release(&id, None);
         }
         Ok(())
     }
@@ -458,9 +458,10 @@ impl Engine {
                     };
                     self.gpu_time_reason.remove(&id);
                     let fin = self.overrides.remove(&id).unwrap_or(fin);
-                    self.finish(&id, fin, now_ms());
+                    let ended = now_ms();
+                    self.finish(&id, fin, ended);
                     if self.gpu.as_ref().is_some_and(|g| g.holds(id.as_str())) {
-                        self.begin_release(&id);
+                        self.begin_release(&id, Some(ended));
                     } else {
                         let actions = self.sched.handle(Event::Exited { job: id }, now_ms());
                         self.apply(actions);
