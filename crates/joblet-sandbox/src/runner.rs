@@ -120,6 +120,9 @@ struct Active {
     /// Where the init tells the job's end ([`init::Started::end`]), until
     /// the shim takes it.
     end: Option<OwnedFd>,
+    /// Holds the init's exit (the namespaces' teardown) back until the
+    /// shim has recorded the job's end ([`init::Started::teardown`]).
+    teardown: Option<OwnedFd>,
     /// The cgroup holds its own reference to the program; keeping the
     /// handle documents that the filter lives as long as the job.
     _filter: Option<AttachedFilter>,
@@ -340,7 +343,7 @@ impl SandboxRunner {
             Ok((started, filter))
         })();
         match started {
-            Ok((init::Started { pid, end }, filter)) => {
+            Ok((init::Started { pid, end, teardown }, filter)) => {
                 tracing::debug!(
                     elapsed_us = t0.elapsed().as_micros() as u64,
                     "warm sandbox released: the job has exec'd"
@@ -350,6 +353,7 @@ impl SandboxRunner {
                     Active {
                         cgroup,
                         end: Some(end),
+                        teardown: Some(teardown),
                         _filter: filter,
                     },
                 ))
@@ -454,12 +458,13 @@ impl Runner for SandboxRunner {
         // `pending` on an error below kills it.
         let (pending, _, cgroup) = self.spawn_with_cgroup(&config, &job, stdout, stderr)?;
         match self.start(&job, &cgroup, pending) {
-            Ok((init::Started { pid, end }, filter)) => {
+            Ok((init::Started { pid, end, teardown }, filter)) => {
                 tracing::info!(job = %spec.job_id, pid, "sandboxed job started");
                 let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
                 *active = Some(Active {
                     cgroup,
                     end: Some(end),
+                    teardown: Some(teardown),
                     _filter: filter,
                 });
                 Ok(Pid::from_raw(pid))
@@ -489,6 +494,17 @@ impl Runner for SandboxRunner {
             .as_mut()?
             .end
             .take()
+    }
+
+    fn end_told(&self) {
+        if let Some(active) = self
+            .active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            active.teardown = None;
+        }
     }
 
     fn finish(&self) -> Option<String> {

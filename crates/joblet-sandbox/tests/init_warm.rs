@@ -399,3 +399,58 @@ fn a_job_sent_ahead_runs_only_after_go_and_never_if_abandoned() {
     }
     assert_eq!(logs.stdout(), "", "an abandoned job ran");
 }
+
+/// `waitpid(pid, WNOHANG)`: the raw status once `pid` has exited.
+fn try_wait(pid: i32) -> Option<i32> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid writable int.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    assert!(r >= 0, "waitpid: {}", std::io::Error::last_os_error());
+    (r == pid).then_some(status)
+}
+
+/// After a job that ended normally, the leader (the outer process) tells
+/// its end on `end` at once but holds its own exit (the namespaces'
+/// teardown) back while `teardown` is open: until the caller has recorded
+/// the end, or a second at most.
+#[test]
+fn the_leader_exits_only_once_the_end_is_recorded() {
+    use std::io::Read;
+    let work = work_dir();
+    let mut base = config(work.path(), "/bin/false", &[]);
+    base.warm = true;
+    let job = config(work.path(), "/bin/sh", &["-c", "exit 3"]);
+    for release in [true, false] {
+        let (pending, logs) = spawn(&base);
+        let mut pending = pending.unwrap();
+        pending.enter(Duration::from_secs(10)).unwrap();
+        let started = pending
+            .start(&job, Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("did not start: {e}; stderr: {}", logs.stderr()));
+        let mut raw = [0u8; 4];
+        fs::File::from(started.end).read_exact(&mut raw).unwrap();
+        let told = i32::from_ne_bytes(raw);
+        assert!(libc::WIFEXITED(told) && libc::WEXITSTATUS(told) == 3);
+        sleep(Duration::from_millis(300));
+        assert_eq!(
+            try_wait(started.pid),
+            None,
+            "the leader exited before the end was recorded"
+        );
+        let held = Instant::now();
+        if release {
+            drop(started.teardown);
+        } else {
+            std::mem::forget(started.teardown);
+        }
+        let status = wait(started.pid);
+        assert_eq!(status, told, "the leader ends like the job");
+        if release {
+            assert!(
+                held.elapsed() < Duration::from_millis(400),
+                "the leader waited {:?} after the end was recorded",
+                held.elapsed()
+            );
+        }
+    }
+}

@@ -86,6 +86,13 @@ pub trait Runner {
         None
     }
 
+    /// Called once the job's end is recorded, before the shim waits for the
+    /// leader's exit (or at once, when the shim will only learn the end
+    /// from that exit): a runner whose leader holds heavy teardown work back
+    /// until the end is recorded (a sandbox's namespaces) lets it go on.
+    /// The default does nothing.
+    fn end_told(&self) {}
+
     /// Called once after the job's exit record is written (and the daemon
     /// told) and its leader reaped: releases what `spawn` set up (cgroups,
     /// filters).

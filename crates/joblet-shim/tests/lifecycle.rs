@@ -581,8 +581,10 @@ fn proc_state(pid: i32) -> Option<char> {
 
 /// A runner's early word of the job's end (a sandbox init tells it before
 /// its own exit tears the namespaces down) is what the exit record says,
-/// and it is written at once, while the leader still runs; the shim reaps
-/// the leader afterwards, and only then cleans up and exits.
+/// and it is written at once, while the leader still runs; the shim then
+/// lets the leader go on (`Runner::end_told`: the test leader waits for it
+/// on fd 4, as a sandbox's outer process waits to tear down), reaps it,
+/// and only then cleans up and exits.
 #[tokio::test]
 async fn an_early_word_of_the_jobs_end_is_recorded_while_the_leader_still_runs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -597,7 +599,7 @@ async fn an_early_word_of_the_jobs_end_is_recorded_while_the_leader_still_runs()
         tmp.path(),
         &format!(
             "echo $$ > leader; echo hi; exec >/dev/null 2>&1; \
-             printf '{told}' >&3; exec 3>&-; sleep 4; exit 9"
+             printf '{told}' >&3; exec 3>&-; cat <&4; sleep 1; exit 9"
         ),
     );
     spec.env

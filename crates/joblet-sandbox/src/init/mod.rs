@@ -50,7 +50,11 @@
 //! status on a third pipe ([`Started::end`]); the outer process then exits
 //! like the job. Its exit comes later: it tears down the namespaces
 //! (unmounting the job's tree waits for an RCU grace period), which is no
-//! part of the job's run.
+//! part of the job's run. After a job that ended normally, the outer
+//! process waits for that until the caller closes [`Started::teardown`]
+//! (it has recorded the end; a second at most): the teardown is kernel
+//! work no scheduling class preempts, and would otherwise share the CPUs
+//! with the caller recording the end.
 //!
 //! Setup failures are reported to the caller over a close-on-exec pipe, so
 //! `release` either returns an error naming the [`Stage`] (and the job
@@ -95,3 +99,8 @@ pub(crate) const STATUS_FD: i32 = 4;
 /// process of the job is gone, before the outer process's exit tears the
 /// namespaces down.
 pub(crate) const END_FD: i32 = 5;
+/// The descriptor whose end of file lets the outer process exit after a
+/// job that ended normally, and so tear the namespaces down (a burst of
+/// kernel work that no scheduling class can preempt): the caller holds the
+/// write end ([`Started::teardown`]) until it has recorded the job's end.
+pub(crate) const TEARDOWN_FD: i32 = 6;

@@ -8,9 +8,10 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, IntoRawFd, OwnedFd};
 
 use nix::fcntl::OFlag;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::unistd::sethostname;
@@ -20,7 +21,7 @@ use super::config::{InitConfig, NetMode};
 use super::error::Stage;
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
-use super::{pid1, privileges, rootfs, seccomp, END_FD, GO_FD, STATUS_FD};
+use super::{pid1, privileges, rootfs, seccomp, END_FD, GO_FD, STATUS_FD, TEARDOWN_FD};
 
 /// Signals passed on outer -> pid 1 -> the job's process group.
 pub(crate) const FORWARDED: [Signal; 6] = [
@@ -80,6 +81,11 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     let end = sys::take_inherited_fd(END_FD).stage(Stage::Config, || {
         format!("descriptor {END_FD} (end pipe) is not open; start the init through spawn()")
     })?;
+    let teardown = sys::take_inherited_fd(TEARDOWN_FD).stage(Stage::Config, || {
+        format!(
+            "descriptor {TEARDOWN_FD} (teardown pipe) is not open; start the init through spawn()"
+        )
+    })?;
     let config = read_config()?;
     let null = File::open("/dev/null").stage(Stage::Config, || "opening /dev/null".into())?;
     nix::unistd::dup2_stdin(&null)
@@ -123,6 +129,7 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
     match forked {
         Forked::Child => {
             drop(exit_r);
+            drop(teardown);
             // A warm init's pid 1 reads the job's config from the release
             // pipe; a cold one has it already.
             let claim = config.warm.then_some(go);
@@ -142,7 +149,7 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
             // this process has exited and torn the namespaces down.
             let _ = nix::unistd::dup2_stdout(std::io::stdin());
             let _ = nix::unistd::dup2_stderr(std::io::stdin());
-            supervise(child, exit_r)
+            supervise(child, exit_r, teardown)
         }
     }
 }
@@ -216,7 +223,7 @@ fn read_config() -> Result<InitConfig, SetupError> {
 }
 
 /// Forwards signals to pid 1 until it ends, then ends like the job.
-fn supervise(pid1: i32, exit_r: OwnedFd) -> ! {
+fn supervise(pid1: i32, exit_r: OwnedFd, teardown: OwnedFd) -> ! {
     // Failing to install forwarding leaves the default actions, which end
     // this process and so (through PDEATHSIG) the sandbox: fail closed.
     let _ = sys::install_forwarding(pid1, &forwarded_raw());
@@ -232,10 +239,31 @@ fn supervise(pid1: i32, exit_r: OwnedFd) -> ! {
     // pid 1 sends the job's raw wait status before it exits.
     let mut raw = [0u8; 4];
     let status = match File::from(exit_r).read(&mut raw) {
-        Ok(4) => i32::from_ne_bytes(raw),
+        Ok(4) => {
+            // The job ended and pid 1 told it: the shim records that end
+            // before this exit tears the namespaces down.
+            wait_for_teardown(&teardown);
+            i32::from_ne_bytes(raw)
+        }
         _ => pid1_status,
     };
     end_like(status)
+}
+
+/// How long (ms) the outer process waits at most for its caller's word that
+/// the job's end is recorded.
+const TEARDOWN_WAIT_MS: u16 = 1000;
+
+/// Waits until every writer of `teardown` is gone (the caller recorded the
+/// job's end, see `Started::teardown`), at most [`TEARDOWN_WAIT_MS`].
+fn wait_for_teardown(teardown: &OwnedFd) {
+    let mut fds = [PollFd::new(teardown.as_fd(), PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, PollTimeout::from(TEARDOWN_WAIT_MS)) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => return,
+        }
+    }
 }
 
 /// Exits with the code, or dies of the signal, in a raw wait status.

@@ -16,7 +16,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use super::config::InitConfig;
 use super::error::InitError;
 use super::report::{decode, StatusLine, HELLO};
-use super::{frame, sys, END_FD, GO_FD, STATUS_FD};
+use super::{frame, sys, END_FD, GO_FD, STATUS_FD, TEARDOWN_FD};
 
 /// How long [`PendingInit::release`] waits for the sandbox to be built
 /// and the job's `execve` to happen.
@@ -54,6 +54,8 @@ pub fn spawn(
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
     let (end_r, end_w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
+    let (teardown_r, teardown_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
 
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -68,6 +70,7 @@ pub fn spawn(
             (go_r.as_raw_fd(), GO_FD),
             (status_w.as_raw_fd(), STATUS_FD),
             (end_w.as_raw_fd(), END_FD),
+            (teardown_r.as_raw_fd(), TEARDOWN_FD),
         ],
     );
     let mut child = cmd.spawn().map_err(|source| InitError::Spawn {
@@ -77,6 +80,7 @@ pub fn spawn(
     drop(go_r);
     drop(status_w);
     drop(end_w);
+    drop(teardown_r);
     // Pids are positive pid_t values, so the cast is exact.
     let pid = child.id() as i32;
     let stdin = child.stdin.take();
@@ -88,6 +92,7 @@ pub fn spawn(
         go: Some(go_w),
         status: Some(File::from(status_r)),
         end: Some(end_r),
+        teardown: Some(teardown_w),
         pid1: None,
         go_failed: None,
         buf: Vec::new(),
@@ -123,6 +128,8 @@ pub struct PendingInit {
     status: Option<File>,
     /// The read end of the pipe on which the job's end is told.
     end: Option<OwnedFd>,
+    /// The write end of the pipe that holds the outer process's exit back.
+    teardown: Option<OwnedFd>,
     /// A warm init's pid 1 (in our pid namespace), found once it is ready.
     pid1: Option<i32>,
     /// Why sending the job's config to a warm pid 1 failed (it had
@@ -146,6 +153,11 @@ pub struct Started {
     /// first tears down the job's namespaces). End of file without it: the
     /// leader was killed first, and its own exit status is all there is.
     pub end: OwnedFd,
+    /// Holds back the leader's exit after a job that ended normally, and
+    /// with it the namespaces' teardown: close it once the job's end is
+    /// recorded (the leader goes on by itself after a second, should the
+    /// caller never close it).
+    pub teardown: OwnedFd,
 }
 
 /// What [`PendingInit::wait_status`] waits for.
@@ -259,7 +271,15 @@ impl PendingInit {
             pid: self.pid,
             source: io::Error::other("the end pipe is already taken"),
         })?;
-        Ok(Started { pid: self.pid, end })
+        let teardown = self.teardown.take().ok_or_else(|| InitError::Release {
+            pid: self.pid,
+            source: io::Error::other("the teardown pipe is already taken"),
+        })?;
+        Ok(Started {
+            pid: self.pid,
+            end,
+            teardown,
+        })
     }
 
     /// Writes `bytes` to the release pipe (closing it if `close`). An init

@@ -8,7 +8,9 @@
 //!   runner is the host runner with two test hooks, set from the job's env:
 //!   `JOBLET_SHIM_TEST_CLEANUP_MS` makes the cleanup after its exit record
 //!   take that long; `JOBLET_SHIM_TEST_EARLY_EXIT=1` gives the job the write
-//!   end of the runner's early-exit pipe (`Runner::early_exit`) as fd 3;
+//!   end of the runner's early-exit pipe (`Runner::early_exit`) as fd 3,
+//!   and as fd 4 the read end of a pipe whose write end the runner closes
+//!   in `Runner::end_told`;
 //! - `launch-detached --job-dir DIR`: reads a `ShimSpec` from stdin, launches
 //!   a shim running this same binary, prints its pid and exits at once, like
 //!   a daemon dying right after a launch.
@@ -35,11 +37,13 @@ use nix::unistd::Pid;
 /// whose cgroup takes a while to remove), and with
 /// `JOBLET_SHIM_TEST_EARLY_EXIT=1` an early-exit pipe whose write end is the
 /// job's fd 3 (like a sandbox init that tells the job's end before its own
-/// exit).
+/// exit), and a pipe whose read end is the job's fd 4 and whose write end
+/// `end_told` closes (like the sandbox init's teardown pipe).
 #[derive(Default)]
 struct TestRunner {
     cleanup: Mutex<Duration>,
     early: Mutex<Option<OwnedFd>>,
+    teardown: Mutex<Option<OwnedFd>>,
 }
 
 impl Runner for TestRunner {
@@ -65,14 +69,32 @@ impl Runner for TestRunner {
         };
         let mut cmd = HostRunner::command(spec, stdout, stderr);
         let (r, w) = early_pipe(&mut cmd).map_err(fail)?;
+        let (held_r, held_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| fail(e.into()))?;
+        let held_fd = held_r.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe and touches no memory; the new
+        // fd 4 has close-on-exec cleared.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(held_fd, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let child = cmd.spawn().map_err(fail)?;
         drop(w);
+        drop(held_r);
         *self.early.lock().unwrap() = Some(r);
+        *self.teardown.lock().unwrap() = Some(held_w);
         Ok(Pid::from_raw(child.id() as i32))
     }
 
     fn early_exit(&self) -> Option<OwnedFd> {
         self.early.lock().unwrap().take()
+    }
+
+    fn end_told(&self) {
+        self.teardown.lock().unwrap().take();
     }
 
     fn cleanup(&self) {

@@ -52,6 +52,11 @@ use crate::spec::{Outcome, ShimExit, ShimSpec, WarmSpec};
 const DRAIN: Duration = Duration::from_secs(2);
 /// Largest spec accepted on stdin.
 const MAX_SPEC: u64 = 16 << 20;
+/// How long after telling the daemon a job's end the shim lets a leader
+/// that is still exiting go on with its teardown ([`Runner::end_told`]):
+/// the daemon records the end and tells the client within about a
+/// millisecond on the machine of BENCHMARKS.md.
+const TEARDOWN_DEFER: Duration = Duration::from_millis(2);
 
 /// Errors that keep the shim from doing its job. Except for the lock and
 /// "already ran" errors, the shim records them in `exit.json` as
@@ -486,14 +491,20 @@ fn run_job(
         }
     }
     let ahead = ahead.and_then(|a| a.for_leader(pid));
-    if !ahead.as_ref().is_some_and(|a| a.watching) {
+    let mut early_end = ahead.as_ref().is_some_and(|a| a.watching);
+    if !early_end {
         if let Some(fd) = runner.early_exit() {
-            if let Err(e) = early::watch(fd, events_tx) {
-                tracing::warn!(
+            match early::watch(fd, events_tx) {
+                Ok(()) => early_end = true,
+                Err(e) => tracing::warn!(
                     "cannot start the job-end thread: {e}; waiting for the leader instead"
-                );
+                ),
             }
         }
+    }
+    if !early_end {
+        // The end will come from the leader's exit: nothing may hold it.
+        runner.end_told();
     }
     let started = now_unix_ms();
     tracing::info!("job leader started: pid {pid}");
@@ -568,6 +579,7 @@ fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, runner: &dyn R
     if let Some(fd) = notify {
         tell_daemon(fd, &run.exit);
     }
+    let told = Instant::now();
     // A daemon that restarts treats a shim gone without exit.json as lost,
     // so a failure here can only be logged.
     if let Err(source) = write_exit(dir, &run.exit) {
@@ -580,10 +592,17 @@ fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, runner: &dyn R
     }
     remove_unused_tmp(dir);
     if let Some(pid) = run.unreaped {
+        // A leader still exiting (a sandbox's outer process) waits for
+        // `end_told` to tear the job's namespaces down: kernel work that no
+        // scheduling class preempts, which would otherwise take the CPU
+        // from the daemon and the client hearing of the end just told.
+        std::thread::sleep(TEARDOWN_DEFER.saturating_sub(told.elapsed()));
+        runner.end_told();
         if let Err(e) = reap::reap(pid.as_raw()) {
             tracing::warn!("reaping job leader {pid}: {e}");
         }
     }
+    runner.end_told();
     runner.cleanup();
 }
 
