@@ -51,8 +51,10 @@ fn main() -> ExitCode {
 fn shim(job_dir: PathBuf, warm: bool) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // `shim.log`: plain text, no colour codes.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(false)
         .with_writer(std::io::stderr)
         .init();
     let exe = match std::env::current_exe() {
