@@ -40,5 +40,10 @@ pub fn run(cli: Cli) -> Result<u8, Error> {
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    runtime.block_on(commands::run(settings))
+    let result = runtime.block_on(commands::run(settings));
+    // The process exits next: its connection and the runtime's memory go
+    // with it, without a shutdown of every task first (the output is
+    // flushed by now, and by `main`'s return for the rest).
+    std::mem::forget(runtime);
+    result
 }
