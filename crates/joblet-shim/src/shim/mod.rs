@@ -204,7 +204,7 @@ pub fn run_warm_shim_with(
             return Err(finish_failed(&dir, lock, e));
         }
     };
-    tracing::info!(job_id = %spec.job_id, command = %spec.command, "warm shim starting its job");
+    tracing::debug!(job_id = %spec.job_id, command = %spec.command, "warm shim starting its job");
     let run = run_job(&dir, spec, ready, runner, ahead, true);
     close_job(&dir, &run, notify, runner);
     drop(lock);

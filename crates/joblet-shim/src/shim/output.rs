@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::Duration;
 
 use joblet_core::joblog::{self, Stream};
@@ -31,8 +31,9 @@ pub(super) struct Written {
 /// The running capture.
 pub(super) struct Capture {
     tx: SyncSender<Msg>,
-    done: Receiver<()>,
-    writer: JoinHandle<Written>,
+    /// The writer's result, sent once `output.log` is written and closed
+    /// (its thread then only exits, which the job's end needs not wait for).
+    done: Receiver<Written>,
 }
 
 /// Chunks in flight between readers and the writer; bounded so that a slow
@@ -44,13 +45,12 @@ const QUEUE: usize = 32;
 pub(super) fn start(log: File, stdout: OwnedFd, stderr: OwnedFd) -> io::Result<Capture> {
     let (tx, rx) = mpsc::sync_channel(QUEUE);
     let (done_tx, done) = mpsc::channel();
-    let writer = thread::Builder::new()
+    thread::Builder::new()
         .name("output-writer".into())
         .spawn(move || {
             let w = write_loop(log, rx);
             // The receiver may be gone if the shim is already exiting.
-            let _ = done_tx.send(());
-            w
+            let _ = done_tx.send(w);
         })?;
     for (stream, fd, name) in [
         (Stream::Stdout, stdout, "stdout-reader"),
@@ -61,7 +61,7 @@ pub(super) fn start(log: File, stdout: OwnedFd, stderr: OwnedFd) -> io::Result<C
             .name(name.into())
             .spawn(move || read_loop(stream, File::from(fd), tx))?;
     }
-    Ok(Capture { tx, done, writer })
+    Ok(Capture { tx, done })
 }
 
 impl Capture {
@@ -69,8 +69,9 @@ impl Capture {
     /// to be written, then stops the writer (abandoning readers still blocked
     /// on a pipe some escaped process holds open) and reports what it wrote.
     pub(super) fn finish(self, drain: Duration) -> Written {
-        match self.done.recv_timeout(drain) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => {}
+        let written = match self.done.recv_timeout(drain) {
+            Ok(w) => Ok(w),
+            Err(RecvTimeoutError::Disconnected) => Err(()),
             Err(RecvTimeoutError::Timeout) => {
                 tracing::warn!(
                     "job output did not reach end-of-file within {drain:?} after the job ended \
@@ -78,10 +79,10 @@ impl Capture {
                 );
                 // Queued chunks are written before the writer sees Finish.
                 let _ = self.tx.send(Msg::Finish);
+                self.done.recv().map_err(|_| ())
             }
-        }
-        drop(self.tx);
-        self.writer.join().unwrap_or_else(|_| Written {
+        };
+        written.unwrap_or_else(|()| Written {
             bytes: 0,
             error: Some("the output writer thread panicked".into()),
         })
