@@ -14,7 +14,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
-use crate::engine::EngineHandle;
+use crate::engine::{Ended, EngineHandle};
+use crate::outcome::Final;
 use crate::state_dir::StateDir;
 
 /// How often a follower looks for new output while the job runs.
@@ -57,7 +58,7 @@ pub fn stream(
 /// not wait for a reader.
 pub fn follow_new_job(
     store: Arc<Store>,
-    ended: broadcast::Receiver<JobId>,
+    ended: broadcast::Receiver<Ended>,
     dirs: &StateDir,
     id: JobId,
     accepted: pb::LogEvent,
@@ -80,7 +81,7 @@ fn open_reader(dirs: &StateDir, id: &JobId, from_seq: u64) -> Result<LogReader, 
 /// for the job's end or the next poll before the first read.
 async fn copy(
     store: Arc<Store>,
-    mut ended: broadcast::Receiver<JobId>,
+    mut ended: broadcast::Receiver<Ended>,
     mut reader: LogReader,
     id: JobId,
     follow: bool,
@@ -88,31 +89,45 @@ async fn copy(
     wait_first: bool,
 ) {
     let mut wait = wait_first;
+    // The final state the engine announced with the job's end.
+    let mut announced: Option<Final> = None;
     loop {
         if wait {
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
                 _ = tx.closed() => return,
-                _ = wait_for(&mut ended, &id) => {}
+                fin = wait_for(&mut ended, &id) => announced = fin,
             }
         }
         // Read the state before the file: if the job was already final,
         // everything it wrote is in the file by now. (Its progress only:
-        // the spec is not needed here.)
-        let rec = match store.progress(&id) {
-            Ok(Some(r)) => r,
-            Ok(None) => {
-                let _ = tx
-                    .send(Err(Status::not_found(format!("job {id} was deleted"))))
-                    .await;
-                return;
-            }
-            Err(e) => {
-                let _ = tx
-                    .send(Err(Status::internal(format!("cannot read job {id}: {e}"))))
-                    .await;
-                return;
-            }
+        // the spec is not needed here; and not even that when its end was
+        // announced with what was recorded.)
+        let rec = match announced.take() {
+            Some(fin) => Progress {
+                state: fin.state,
+                exit_code: fin.exit_code,
+                reason: fin.reason,
+            },
+            None => match store.progress(&id) {
+                Ok(Some(r)) => Progress {
+                    state: r.state,
+                    exit_code: r.exit_code,
+                    reason: r.reason,
+                },
+                Ok(None) => {
+                    let _ = tx
+                        .send(Err(Status::not_found(format!("job {id} was deleted"))))
+                        .await;
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx
+                        .send(Err(Status::internal(format!("cannot read job {id}: {e}"))))
+                        .await;
+                    return;
+                }
+            },
         };
         let mut sent_any = false;
         loop {
@@ -172,13 +187,21 @@ async fn copy(
     }
 }
 
-/// Resolves when `id` is announced as finished (or announcements were missed).
-async fn wait_for(rx: &mut broadcast::Receiver<JobId>, id: &JobId) {
+/// What a follower needs of a job's state.
+struct Progress {
+    state: joblet_core::JobState,
+    exit_code: Option<i32>,
+    reason: String,
+}
+
+/// Resolves when `id` is announced as finished, with its final state as
+/// recorded (`None` when that is not known, or announcements were missed).
+async fn wait_for(rx: &mut broadcast::Receiver<Ended>, id: &JobId) -> Option<Final> {
     loop {
         match rx.recv().await {
-            Ok(done) if &done == id => return,
+            Ok(done) if &done.id == id => return done.recorded,
             Ok(_) => continue,
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Lagged(_)) => return None,
             Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
         }
     }

@@ -100,7 +100,16 @@ pub struct EngineConfig {
 #[derive(Clone)]
 pub struct EngineHandle {
     tx: mpsc::Sender<Msg>,
-    ended: broadcast::Sender<JobId>,
+    ended: broadcast::Sender<Ended>,
+}
+
+/// A job that reached its final state.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub id: JobId,
+    /// The final state as recorded; `None` when recording it failed (the
+    /// store says what is known).
+    pub recorded: Option<Final>,
 }
 
 impl EngineHandle {
@@ -154,7 +163,7 @@ impl EngineHandle {
     }
 
     /// Announces every job that reaches a final state (log followers wait on it).
-    pub fn subscribe_ended(&self) -> broadcast::Receiver<JobId> {
+    pub fn subscribe_ended(&self) -> broadcast::Receiver<Ended> {
         self.ended.subscribe()
     }
 }
@@ -186,7 +195,7 @@ pub struct Engine {
     /// Sandboxes built ahead of their jobs.
     warm: warm::WarmPool,
     tx: mpsc::Sender<Msg>,
-    ended: broadcast::Sender<JobId>,
+    ended: broadcast::Sender<Ended>,
 }
 
 impl Engine {
@@ -768,13 +777,21 @@ impl Engine {
             exit_code: fin.exit_code,
             ..Default::default()
         };
-        match self.store.transition_of(id, fin.state, now, extra) {
-            Ok(_) => {
-                tracing::info!(job = %id, state = %fin.state, exit_code = ?fin.exit_code, reason = %fin.reason, "job finished")
+        let recorded = match self.store.transition_of(id, fin.state, now, extra) {
+            Ok(_) => Some(fin),
+            Err(e) => {
+                tracing::error!(job = %id, error = %e, "cannot record the job's final state");
+                None
             }
-            Err(e) => tracing::error!(job = %id, error = %e, "cannot record the job's final state"),
+        };
+        // Followers first, then the log line.
+        let _ = self.ended.send(Ended {
+            id: id.clone(),
+            recorded: recorded.clone(),
+        });
+        if let Some(fin) = recorded {
+            tracing::info!(job = %id, state = %fin.state, exit_code = ?fin.exit_code, reason = %fin.reason, "job finished");
         }
-        let _ = self.ended.send(id.clone());
     }
 
     fn record(&self, id: &JobId) -> Result<JobRecord, ApiError> {
