@@ -65,19 +65,20 @@ fn cstring(what: &str, s: &str) -> Result<CString, SetupError> {
         .map_err(|_| SetupError::new(Stage::Exec, format!("{what} contains a NUL byte: {s:?}")))
 }
 
+/// `execve`'s argument and environment vectors, which need no program
+/// path yet (a prestarted job process builds them before its tree is
+/// finished).
+pub(crate) struct Arguments {
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+}
+
 /// `argv[0]` is the command as given.
-pub(crate) fn prepare(
-    program: &Path,
+pub(crate) fn arguments(
     command: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
-) -> Result<Prepared, SetupError> {
-    let program = program.to_str().ok_or_else(|| {
-        SetupError::new(
-            Stage::Exec,
-            format!("program path {} is not UTF-8", program.display()),
-        )
-    })?;
+) -> Result<Arguments, SetupError> {
     let mut argv = vec![cstring("command", command)?];
     for a in args {
         argv.push(cstring("argument", a)?);
@@ -86,10 +87,21 @@ pub(crate) fn prepare(
         .iter()
         .map(|(k, v)| cstring("environment", &format!("{k}={v}")))
         .collect::<Result<_, _>>()?;
+    Ok(Arguments { argv, envp })
+}
+
+/// `program` (found already) with `arguments`.
+pub(crate) fn with_program(program: &Path, arguments: Arguments) -> Result<Prepared, SetupError> {
+    let program = program.to_str().ok_or_else(|| {
+        SetupError::new(
+            Stage::Exec,
+            format!("program path {} is not UTF-8", program.display()),
+        )
+    })?;
     Ok(Prepared {
         program: cstring("program", program)?,
-        argv,
-        envp,
+        argv: arguments.argv,
+        envp: arguments.envp,
     })
 }
 
@@ -158,13 +170,8 @@ mod tests {
             ("A".to_string(), "1".to_string()),
             ("B".into(), "x=y".into()),
         ]);
-        let p = prepare(
-            Path::new("/usr/bin/sh"),
-            "sh",
-            &["-c".into(), "true".into()],
-            &env,
-        )
-        .unwrap();
+        let args = arguments("sh", &["-c".into(), "true".into()], &env).unwrap();
+        let p = with_program(Path::new("/usr/bin/sh"), args).unwrap();
         assert_eq!(p.program.to_str().unwrap(), "/usr/bin/sh");
         let argv: Vec<&str> = p.argv.iter().map(|c| c.to_str().unwrap()).collect();
         assert_eq!(argv, ["sh", "-c", "true"]);

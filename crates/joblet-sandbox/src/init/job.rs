@@ -10,7 +10,7 @@
 //! steps (with the filter's load, ~0.75 ms on the machine of BENCHMARKS.md).
 
 use std::convert::Infallible;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow};
@@ -19,7 +19,7 @@ use seccompiler::BpfProgram;
 
 use super::config::InitConfig;
 use super::error::Stage;
-use super::exec::{executable, prepare, resolve};
+use super::exec::{self, executable, resolve, Arguments};
 use super::report::{self, Context, SetupError};
 use super::{frame, privileges, seccomp, sys};
 
@@ -28,6 +28,10 @@ const EXIT_NOT_RUN: i32 = 127;
 
 /// The byte a prestarted job process sends pid 1 once it has entered.
 pub(crate) const ENTERED: u8 = b'E';
+
+/// The byte pid 1 sends a prestarted job process, after its config, once
+/// the job's tree is finished and the job may run.
+pub(crate) const GO: u8 = b'G';
 
 /// `filters`: the seccomp filter, compiled before release (empty when
 /// `config.seccomp` is off).
@@ -41,10 +45,14 @@ pub(crate) fn run(config: &InitConfig, filters: &[BpfProgram]) -> ! {
 /// A warm sandbox's job process, forked by pid 1 before the job came:
 /// enters as `warm` (the placeholder's config) says, tells pid 1 so on
 /// `channel` ([`ENTERED`]), then waits there for the job's config (framed,
-/// see `frame`) and runs it. The job's privileges and filter must be the
-/// ones taken (pid 1 only passes on a job that fits the sandbox, see
+/// see `frame`), which pid 1 sends as it starts building the job's part of
+/// the tree: the config is parsed and `execve`'s vectors built meanwhile.
+/// Then [`GO`], once the tree is finished: `/work`, the `PATH` search and
+/// `execve`. The job's privileges and filter must be the ones taken (pid 1
+/// only passes on a job that fits the sandbox, see
 /// [`InitConfig::warm_mismatch`]; checked again here). End of file instead
-/// of a config: no job comes (pid 1 is going away); exits quietly.
+/// of the config or the go: no job comes (pid 1 is going away); exits
+/// quietly.
 pub(crate) fn run_prestarted(
     warm: &InitConfig,
     filters: &[BpfProgram],
@@ -64,7 +72,6 @@ pub(crate) fn run_prestarted(
         Ok(None) => std::process::exit(0),
         Err(e) => fail(e),
     };
-    drop(channel);
     let job: InitConfig = match serde_json::from_slice(&json)
         .stage(Stage::Config, || "parsing the job's config JSON".into())
     {
@@ -77,7 +84,28 @@ pub(crate) fn run_prestarted(
             format!("the job process entered with another {field} than the job's"),
         ));
     }
-    match exec(&job) {
+    let arguments = match exec::arguments(&job.command, &job.args, &job.env) {
+        Ok(a) => a,
+        Err(e) => fail(e),
+    };
+    let mut byte = [0u8; 1];
+    loop {
+        match channel.read(&mut byte) {
+            Ok(1) if byte[0] == GO => break,
+            Ok(0) => std::process::exit(0),
+            Ok(_) => fail(SetupError::new(
+                Stage::Config,
+                "pid 1 sent something else than the go after the job's config",
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => fail(SetupError::new(
+                Stage::Config,
+                format!("waiting for pid 1's go: {e}"),
+            )),
+        }
+    }
+    drop(channel);
+    match exec_with(&job, arguments) {
         Ok(never) => match never {},
         Err(e) => fail(e),
     }
@@ -105,9 +133,15 @@ fn enter(config: &InitConfig, filters: &[BpfProgram]) -> Result<(), SetupError> 
 
 /// `/work`, the command found on the job's `PATH`, and `execve`.
 fn exec(config: &InitConfig) -> Result<Infallible, SetupError> {
+    let arguments = exec::arguments(&config.command, &config.args, &config.env)?;
+    exec_with(config, arguments)
+}
+
+/// [`exec`] with `execve`'s vectors built already.
+fn exec_with(config: &InitConfig, arguments: Arguments) -> Result<Infallible, SetupError> {
     chdir("/work").stage(Stage::Exec, || "chdir /work".into())?;
     let program = resolve(&config.command, &config.env, executable)?;
-    let prepared = prepare(&program, &config.command, &config.args, &config.env)?;
+    let prepared = exec::with_program(&program, arguments)?;
 
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .stage(Stage::Exec, || "unblocking signals".into())?;

@@ -156,13 +156,21 @@ impl Prestarted {
         }
     }
 
-    /// Lets it run the job: normal scheduling class, then the job's config.
-    fn go(mut self, json: &[u8]) -> Result<i32, SetupError> {
+    /// Hands it the job's config (in the normal scheduling class): it
+    /// prepares the job's `execve` while pid 1 builds the tree.
+    fn send(&mut self, json: &[u8]) -> Result<(), SetupError> {
         sys::set_normal_priority(self.pid).stage(Stage::Fork, || {
             "resetting the job process's scheduling class".into()
         })?;
         frame::write(&mut self.channel, json)
-            .stage(Stage::Fork, || "handing the job process its config".into())?;
+            .stage(Stage::Fork, || "handing the job process its config".into())
+    }
+
+    /// Lets it run the job, once the tree is finished.
+    fn go(mut self) -> Result<i32, SetupError> {
+        self.channel
+            .write_all(&[job::GO])
+            .stage(Stage::Fork, || "letting the job process run the job".into())?;
         Ok(self.pid)
     }
 }
@@ -208,13 +216,14 @@ fn setup(
             } else {
                 None
             };
-            let prestarted = Prestarted::fork(config, filters)?;
+            let mut prestarted = Prestarted::fork(config, filters)?;
             let (job, json) = take_job(config, &mut claim)?;
+            prestarted.send(&json)?;
             outer::prepare_job(&job, Some(config))?;
             rootfs::build_job(&job, premasked)?;
             rootfs::finish()?;
             wait_for_go(claim)?;
-            prestarted.go(&json)?
+            prestarted.go()?
         }
     };
     // The job does the same; whichever runs first wins, the other fails
