@@ -235,7 +235,15 @@ fn main() -> ExitCode {
                 .on_thread_start(joblet::sched_class::batch_runtime_thread)
                 .build()
                 .context("starting the async runtime")?;
-            rt.block_on(joblet::server::run(cfg, sim))
+            // The server runs as a task on the runtime's workers, where the
+            // accept loops and every connection run too: polled by this
+            // thread in `block_on`, each new connection crossed from a
+            // worker to this thread and back (two wake-ups on a job's start).
+            rt.block_on(async {
+                tokio::spawn(joblet::server::run(cfg, sim))
+                    .await
+                    .context("the server task failed")?
+            })
         }),
         Command::Simulate {
             trace,
