@@ -72,8 +72,9 @@ pub trait Runner {
     /// itself exits (a sandbox's leader still tears its namespaces down).
     /// Giving one promises that nothing of the job runs once the status is
     /// written: the shim then records the job's end at once and reaps the
-    /// leader afterwards. End of file without a status leaves it to the
-    /// leader's exit. The default gives none.
+    /// leader afterwards. A status that comes after the leader's exit (at
+    /// most a second after) is still the job's; end of file without one
+    /// leaves it to the leader's exit. The default gives none.
     fn early_exit(&self) -> Option<OwnedFd> {
         None
     }

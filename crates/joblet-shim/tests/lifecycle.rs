@@ -579,6 +579,28 @@ fn proc_state(pid: i32) -> Option<char> {
     stat.rsplit(')').next()?.trim_start().chars().next()
 }
 
+/// The runner's word of the job's end is what the record says even when it
+/// comes after the leader's exit (here a process the leader left writes it
+/// later; a sandbox init writes it before its leader exits).
+#[tokio::test]
+async fn a_runners_word_after_the_leaders_exit_is_still_the_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let told: String = (6i32 << 8)
+        .to_ne_bytes()
+        .iter()
+        .map(|b| format!("\\{b:03o}"))
+        .collect();
+    let mut spec = sh(
+        tmp.path(),
+        &format!("(sleep 0.3; printf '{told}' >&3) & exit 0"),
+    );
+    spec.env
+        .insert("JOBLET_SHIM_TEST_EARLY_EXIT".into(), "1".into());
+    let exit = finish(start(&dir, &spec)).await;
+    assert_eq!(exit.exit_code, Some(6), "{exit:?}");
+}
+
 /// A runner's early word of the job's end (a sandbox init tells it before
 /// its own exit tears the namespaces down) is what the exit record says,
 /// and it is written at once, while the leader still runs; the shim then

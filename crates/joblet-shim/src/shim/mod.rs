@@ -526,6 +526,7 @@ fn run_job(
         &reaper,
         spec.timeout_ms.map(Duration::from_millis),
         Duration::from_millis(spec.stop_grace_ms),
+        early_end,
     );
     finished.store(true, Ordering::SeqCst);
     // Everything in the job's group was killed; once its members are reaped

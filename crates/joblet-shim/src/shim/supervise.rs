@@ -35,6 +35,8 @@ pub(crate) enum Event {
     /// The runner told the job's end (its raw wait status): nothing of the
     /// job runs any more, though the leader may not have exited yet.
     JobEnded(i32),
+    /// The runner's descriptor for that word ended without one.
+    NoEarlyWord,
     WaitFailed(io::Error),
 }
 
@@ -47,16 +49,26 @@ pub(super) struct Ended {
     pub unreaped: Option<Pid>,
 }
 
+/// How long, after the leader's exit, the runner's early word is awaited
+/// when it has not come yet: the leader's exit means the runner's
+/// descriptor holds the word or its end already, so this is a bound, not a
+/// delay.
+const EARLY_WORD_WAIT: Duration = Duration::from_secs(1);
+
 /// Runs until the leader `pid` (which leads its own process group) has
 /// exited, or the job's end is told ([`Event::JobEnded`]); after the
-/// leader's exit, SIGKILLs its group and reaps it. The first of stop,
-/// kill and timeout to happen is the reason recorded; later ones still act.
+/// leader's exit, SIGKILLs its group and reaps it. `early_word`: a thread
+/// reads the runner's early word ([`super::early::watch`]); when the
+/// leader's exit comes first, that word (if any) is still what is recorded.
+/// The first of stop, kill and timeout to happen is the reason recorded;
+/// later ones still act.
 pub(super) fn supervise(
     pid: Pid,
     events: Receiver<Event>,
     reaper: &Reaper,
     timeout: Option<Duration>,
     stop_grace: Duration,
+    early_word: bool,
 ) -> Ended {
     let group = Group { pgid: pid };
     let mut reason: Option<Reason> = None;
@@ -115,8 +127,15 @@ pub(super) fn supervise(
                 group.begin_stop(&mut kill_at, stop_grace);
             }
             Ok(Event::Signal(sig)) => tracing::info!("shim ignores {sig}"),
-            Ok(Event::LeaderExited) => break Ok(None),
-            Ok(Event::JobEnded(raw)) => break Ok(Some(ExitStatus::from_raw(raw))),
+            Ok(Event::LeaderExited) => {
+                break Ok(early_word
+                    .then(|| late_word(&events))
+                    .flatten()
+                    .map(Word::AfterExit))
+            }
+            Ok(Event::JobEnded(raw)) => break Ok(Some(Word::BeforeExit(raw))),
+            // Without a word, the leader's exit decides.
+            Ok(Event::NoEarlyWord) => {}
             Ok(Event::WaitFailed(e)) => break Err(e),
         }
     };
@@ -131,19 +150,25 @@ pub(super) fn supervise(
                 unreaped: None,
             }
         }
-        Ok(None) => {
+        Ok(word @ (None | Some(Word::AfterExit(_)))) => {
             // The leader is a zombie, so its pid (the pgid) cannot have been
             // reused: kill whatever it left behind, then reap it.
             group.signal(Signal::SIGKILL);
-            let status = reap::reap(pid.as_raw()).map(|(_, st)| st);
+            let reaped = reap::reap(pid.as_raw()).map(|(_, st)| st);
             reaper.leader_reaped();
+            // The runner's word, when it came, is the job's status.
+            let status = match word {
+                Some(Word::AfterExit(raw)) => Ok(ExitStatus::from_raw(raw)),
+                _ => reaped,
+            };
             Ended {
                 status,
                 reason,
                 unreaped: None,
             }
         }
-        Ok(Some(status)) => {
+        Ok(Some(Word::BeforeExit(raw))) => {
+            let status = ExitStatus::from_raw(raw);
             // Nothing of the job runs (the runner's promise); its leader is
             // finishing its own exit (a sandbox init tearing the namespaces
             // down), which no signal would hasten. The caller reaps it.
@@ -152,6 +177,28 @@ pub(super) fn supervise(
                 reason,
                 unreaped: Some(pid),
             }
+        }
+    }
+}
+
+/// The runner's word of the job's end (a raw wait status), and whether it
+/// came before the leader's exit.
+enum Word {
+    BeforeExit(i32),
+    AfterExit(i32),
+}
+
+/// After the leader's exit, the runner's word if it comes within
+/// [`EARLY_WORD_WAIT`] (it is due at once: see there). Requests that come
+/// meanwhile are answered as done (the job has ended).
+fn late_word(events: &Receiver<Event>) -> Option<i32> {
+    let deadline = Instant::now() + EARLY_WORD_WAIT;
+    loop {
+        match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Event::JobEnded(raw)) => return Some(raw),
+            Ok(Event::NoEarlyWord) | Err(_) => return None,
+            Ok(Event::Control(_, reply)) => drop(reply.send(Ok(()))),
+            Ok(Event::Signal(_) | Event::LeaderExited | Event::WaitFailed(_)) => {}
         }
     }
 }
