@@ -311,7 +311,13 @@ fn the_job_process_waits_unprivileged_and_filtered_before_the_job_comes() {
     assert_eq!(status_field(job, "Seccomp"), "2");
 
     let cfg = config(work.path(), &install_probe(work.path()), &[]);
-    let started = pending.start(&cfg, Duration::from_secs(10));
+    let v = probe_report(pending.start(&cfg, Duration::from_secs(10)), &logs);
+    assert_eq!(v["pid"], 2, "{v}");
+    assert_eq!(v["ppid"], 1, "{v}");
+}
+
+/// The report of a probe started in a warm sandbox, once it has exited 0.
+fn probe_report(started: Result<joblet_sandbox::init::Started, InitError>, logs: &Logs) -> Value {
     let pid = started
         .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}; stderr: {}", logs.stderr()))
         .pid;
@@ -321,9 +327,7 @@ fn the_job_process_waits_unprivileged_and_filtered_before_the_job_comes() {
         "status {status:#x}, stderr: {}",
         logs.stderr()
     );
-    let v: Value = serde_json::from_str(&logs.stdout()).unwrap();
-    assert_eq!(v["pid"], 2, "{v}");
-    assert_eq!(v["ppid"], 1, "{v}");
+    serde_json::from_str(&logs.stdout()).unwrap()
 }
 
 /// The pid 1 of `pending`'s outer process, and pid 1's only child (the job
@@ -368,17 +372,7 @@ fn a_job_sent_ahead_runs_only_after_go_and_never_if_abandoned() {
         PathBuf::from(&probe_path),
         "the job process exec'd its command before go"
     );
-    let pid = pending
-        .go(Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}; stderr: {}", logs.stderr()))
-        .pid;
-    let status = wait(pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "status {status:#x}, stderr: {}",
-        logs.stderr()
-    );
-    let v: Value = serde_json::from_str(&logs.stdout()).unwrap();
+    let v = probe_report(pending.go(Duration::from_secs(10)), &logs);
     assert_eq!(v["pid"], 2, "{v}");
 
     // Abandoned after the config went ahead: nothing of the job runs.

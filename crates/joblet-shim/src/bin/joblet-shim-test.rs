@@ -70,17 +70,7 @@ impl Runner for TestRunner {
         let mut cmd = HostRunner::command(spec, stdout, stderr);
         let (r, w) = early_pipe(&mut cmd).map_err(fail)?;
         let (held_r, held_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| fail(e.into()))?;
-        let held_fd = held_r.as_raw_fd();
-        // SAFETY: dup2 is async-signal-safe and touches no memory; the new
-        // fd 4 has close-on-exec cleared.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(held_fd, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        pass_fd(&mut cmd, &held_r, 4);
         let child = cmd.spawn().map_err(fail)?;
         drop(w);
         drop(held_r);
@@ -107,18 +97,24 @@ impl Runner for TestRunner {
 /// spawned, and keeps the read end.
 fn early_pipe(cmd: &mut std::process::Command) -> std::io::Result<(OwnedFd, OwnedFd)> {
     let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-    let w_fd = w.as_raw_fd();
+    pass_fd(cmd, &w, 3);
+    Ok((r, w))
+}
+
+/// Gives `cmd`'s process `fd` as its descriptor `target` (which keeps it
+/// across exec); `fd` must stay open until the spawn.
+fn pass_fd(cmd: &mut std::process::Command, fd: &OwnedFd, target: i32) {
+    let raw = fd.as_raw_fd();
     // SAFETY: dup2 is async-signal-safe and touches no memory; the new
-    // fd 3 has close-on-exec cleared.
+    // descriptor has close-on-exec cleared.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(w_fd, 3) < 0 {
+            if libc::dup2(raw, target) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
     }
-    Ok((r, w))
 }
 
 /// A warm runner that starts the job's leader in `prepare`, before the job
