@@ -236,15 +236,8 @@ fn an_unused_warm_sandbox_leaves_no_process_and_no_mount() {
     let mut pending = pending.unwrap();
     pending.enter(Duration::from_secs(10)).unwrap();
     let outer = pending.pid();
-    // pid 1 is the outer process's only child.
-    let children = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children")).unwrap();
-    let pid1: i32 = children.trim().parse().unwrap();
+    let (pid1, job) = pid1_and_job(&pending);
     assert!(alive(pid1));
-    let job: i32 = fs::read_to_string(format!("/proc/{pid1}/task/{pid1}/children"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     drop(pending);
     let deadline = Instant::now() + Duration::from_secs(10);
     while alive(pid1) {

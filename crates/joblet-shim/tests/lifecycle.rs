@@ -579,6 +579,15 @@ fn proc_state(pid: i32) -> Option<char> {
     stat.rsplit(')').next()?.trim_start().chars().next()
 }
 
+/// A raw wait status as the bytes a runner's early word carries, in
+/// printf's octal escapes.
+fn printf_status(raw: i32) -> String {
+    raw.to_ne_bytes()
+        .iter()
+        .map(|b| format!("\\{b:03o}"))
+        .collect()
+}
+
 /// The runner's word of the job's end is what the record says even when it
 /// comes after the leader's exit (here a process the leader left writes it
 /// later; a sandbox init writes it before its leader exits).
@@ -586,11 +595,7 @@ fn proc_state(pid: i32) -> Option<char> {
 async fn a_runners_word_after_the_leaders_exit_is_still_the_record() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, _cleanup) = job_dir(tmp.path());
-    let told: String = (6i32 << 8)
-        .to_ne_bytes()
-        .iter()
-        .map(|b| format!("\\{b:03o}"))
-        .collect();
+    let told = printf_status(6 << 8);
     let mut spec = sh(
         tmp.path(),
         &format!("(sleep 0.3; printf '{told}' >&3) & exit 0"),
@@ -611,12 +616,8 @@ async fn a_runners_word_after_the_leaders_exit_is_still_the_record() {
 async fn an_early_word_of_the_jobs_end_is_recorded_while_the_leader_still_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, _cleanup) = job_dir(tmp.path());
-    // Exit code 5 as wait(2) encodes it, in printf's octal escapes.
-    let told: String = (5i32 << 8)
-        .to_ne_bytes()
-        .iter()
-        .map(|b| format!("\\{b:03o}"))
-        .collect();
+    // Exit code 5 as wait(2) encodes it.
+    let told = printf_status(5 << 8);
     let mut spec = sh(
         tmp.path(),
         &format!(
