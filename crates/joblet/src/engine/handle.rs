@@ -1,0 +1,86 @@
+//! The engine's handle: what API handlers hold to submit, stop and delete
+//! jobs through the engine's loop, and to hear of jobs' ends.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use joblet_core::{JobId, JobSpec};
+use joblet_proto::ApiError;
+use joblet_store::JobRecord;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::{Msg, Reply};
+use crate::outcome::Final;
+
+/// Cheap to clone; every API handler holds one.
+#[derive(Clone)]
+pub struct EngineHandle {
+    pub(super) tx: mpsc::Sender<Msg>,
+    pub(super) ended: broadcast::Sender<Ended>,
+}
+
+/// A job that reached its final state.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub id: JobId,
+    /// The final state as recorded; `None` when recording it failed (the
+    /// store says what is known).
+    pub recorded: Option<Final>,
+}
+
+impl EngineHandle {
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Msg) -> Result<T, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .await
+            .map_err(|_| ApiError::ShuttingDown)?;
+        rx.await.map_err(|_| ApiError::ShuttingDown)?
+    }
+
+    /// Records a validated job and schedules it; returns its record.
+    /// `work`: a staged upload that becomes the job's working directory.
+    pub async fn submit(
+        &self,
+        owner: String,
+        spec: JobSpec,
+        secrets: BTreeMap<String, String>,
+        work: Option<PathBuf>,
+    ) -> Result<JobRecord, ApiError> {
+        self.call(|reply| Msg::Submit {
+            owner,
+            spec: Box::new(spec),
+            secrets,
+            work,
+            reply,
+        })
+        .await
+    }
+
+    /// Stops (SIGTERM, then SIGKILL after `grace`) or kills a job; a job
+    /// that has not started yet is taken off the queue.
+    pub async fn stop(
+        &self,
+        id: JobId,
+        grace: Option<Duration>,
+        kill: bool,
+    ) -> Result<JobRecord, ApiError> {
+        self.call(|reply| Msg::Stop {
+            id,
+            grace,
+            kill,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn delete(&self, id: JobId) -> Result<(), ApiError> {
+        self.call(|reply| Msg::Delete { id, reply }).await
+    }
+
+    /// Announces every job that reaches a final state (log followers wait on it).
+    pub fn subscribe_ended(&self) -> broadcast::Receiver<Ended> {
+        self.ended.subscribe()
+    }
+}
