@@ -277,19 +277,7 @@ fn the_job_process_waits_unprivileged_and_filtered_before_the_job_comes() {
     let (pending, logs) = spawn(&base);
     let mut pending = pending.unwrap();
     pending.enter(Duration::from_secs(10)).unwrap();
-    let outer = pending.pid();
-    let pid1: i32 = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let children = fs::read_to_string(format!("/proc/{pid1}/task/{pid1}/children")).unwrap();
-    let waiting: Vec<i32> = children
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    assert_eq!(waiting.len(), 1, "pid 1's children: {children:?}");
-    let job = waiting[0];
+    let (_, job) = pid1_and_job(&pending);
     let uid = base.uid.to_string();
     assert_eq!(
         status_field(job, "Uid")
@@ -324,20 +312,20 @@ fn probe_report(started: Result<joblet_sandbox::init::Started, InitError>, logs:
 }
 
 /// The pid 1 of `pending`'s outer process, and pid 1's only child (the job
-/// process forked ahead).
+/// process forked ahead); each must be its parent's only child.
 fn pid1_and_job(pending: &joblet_sandbox::init::PendingInit) -> (i32, i32) {
-    let outer = pending.pid();
-    let pid1: i32 = fs::read_to_string(format!("/proc/{outer}/task/{outer}/children"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let job: i32 = fs::read_to_string(format!("/proc/{pid1}/task/{pid1}/children"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (pid1, job)
+    let only_child = |parent: i32| -> i32 {
+        let children =
+            fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).unwrap();
+        let pids: Vec<i32> = children
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 1, "children of {parent}: {children:?}");
+        pids[0]
+    };
+    let pid1 = only_child(pending.pid());
+    (pid1, only_child(pid1))
 }
 
 /// The job's config goes to pid 1 ahead (`send_job`), so it builds the
