@@ -9,6 +9,14 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# A clean run writes ~4.3 GB under target/; say so up front rather than
+# fail half-way with "No space left on device".
+target_dir="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target_dir"
+free_kb=$(df -Pk "$target_dir" | awk 'NR == 2 { print $4 }')
+if [ "${free_kb:-0}" -lt $((5 * 1024 * 1024)) ]; then
+    echo "warning: only $((free_kb / 1024)) MB free for $target_dir; a clean build and test run needs ~4.3 GB (free space, or 'cargo clean' an old target)" >&2
+fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (deny warnings)"
