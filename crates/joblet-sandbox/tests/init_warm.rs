@@ -429,3 +429,96 @@ fn the_leader_exits_only_once_the_end_is_recorded() {
         }
     }
 }
+
+/// The mount points under the host root in `pid`'s mount namespace.
+fn host_root_mounts(pid: i32) -> Vec<String> {
+    fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .filter(|p| *p == "/.oldroot" || p.starts_with("/.oldroot/"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A warm pid 1 detaches the host root before its job comes (the unmount
+/// waits for an RCU grace period), and the job's own host sources come
+/// from the caller as detached copies: a file bound read-only, a device
+/// node, the uploads of a sized `/work`.
+#[test]
+fn the_host_root_is_gone_before_the_job_comes_and_the_jobs_sources_are_handed_over() {
+    let work = work_dir();
+    fs::write(work.path().join("upload.txt"), "uploaded\n").unwrap();
+    let data = tempfile::Builder::new()
+        .prefix("joblet-warm-bind-")
+        .tempfile()
+        .unwrap();
+    fs::write(data.path(), "bound from the host\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(data.path(), fs::Permissions::from_mode(0o644)).unwrap();
+
+    let mut base = config(work.path(), "/bin/false", &[]);
+    base.warm = true;
+    let (pending, logs) = spawn(&base);
+    let mut pending = pending.unwrap();
+    pending.enter(Duration::from_secs(10)).unwrap();
+    let (pid1, _) = pid1_and_job(&pending);
+    assert_eq!(
+        host_root_mounts(pid1),
+        Vec::<String>::new(),
+        "the host root is still mounted in a warm sandbox waiting for its job"
+    );
+
+    let mut job = config(
+        work.path(),
+        "sh",
+        &[
+            "-c",
+            "cat /run/joblet-test/data.txt; ls /dev/joblet-extra; cat /work/upload.txt; \
+             grep -c oldroot /proc/self/mountinfo",
+        ],
+    );
+    job.binds = vec![Bind {
+        source: data.path().to_path_buf(),
+        target: PathBuf::from("/run/joblet-test/data.txt"),
+    }];
+    job.device_binds = vec![Bind {
+        source: PathBuf::from("/dev/zero"),
+        target: PathBuf::from("/dev/joblet-extra"),
+    }];
+    let started = pending
+        .start(&job, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}"));
+    let status = wait(started.pid);
+    assert_eq!(
+        logs.stdout(),
+        "bound from the host\n/dev/joblet-extra\nuploaded\n0\n",
+        "status {status:#x}: {}",
+        logs.stderr()
+    );
+}
+
+/// A source missing on the host fails a warm start before anything of the
+/// job runs, naming the config field, as a cold start does.
+#[test]
+fn a_missing_source_fails_a_warm_start_naming_it() {
+    let work = work_dir();
+    let base = config(work.path(), "/bin/false", &[]);
+    let mut job = config(work.path(), "/bin/true", &[]);
+    let gone = "/no-such-dir-for-joblet-test/libcuda.so.1";
+    job.binds = vec![Bind {
+        source: gone.into(),
+        target: "/run/lib/libcuda.so.1".into(),
+    }];
+    let (started, _logs) = start_warm(&base, &job);
+    let message = match started {
+        Err(e) => e.to_string(),
+        Ok(pid) => {
+            let status = wait(pid);
+            panic!("the job started ({status:#x}) without its bind source");
+        }
+    };
+    assert!(message.contains("binds[0]"), "{message}");
+    assert!(message.contains(gone), "{message}");
+    assert!(message.contains("does not exist on the host"), "{message}");
+}

@@ -92,7 +92,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             stop_grace: cfg.jobs.stop_grace_period,
             shim_program,
             shim_args: vec!["--job-dir".into()],
-            warm_pool: cfg.sandbox.warm_pool,
+            warm_pool: warm_pool(cfg.sandbox.warm_pool, sandbox.is_some()),
             sandbox,
             gpu: gpu_jobs,
         },
@@ -196,4 +196,18 @@ fn locate_shim() -> anyhow::Result<PathBuf> {
         anyhow::bail!("{} says {got:?}, expected {want:?}; {hint}", shim.display());
     }
     Ok(shim)
+}
+
+/// `sandbox.warm_pool`, or none where the kernel cannot start a job in a
+/// warm sandbox (before Linux 5.2, without `open_tree`): jobs then start
+/// in fresh sandboxes.
+fn warm_pool(configured: usize, sandboxed: bool) -> usize {
+    if configured > 0 && sandboxed && !joblet_sandbox::init::warm_start_supported() {
+        tracing::warn!(
+            configured,
+            "this kernel has no open_tree (Linux 5.2): warm sandboxes are off, every job starts in a fresh one"
+        );
+        return 0;
+    }
+    configured
 }

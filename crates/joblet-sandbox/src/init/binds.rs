@@ -26,8 +26,9 @@ use nix::sys::stat::{fstat, Mode, SFlag};
 
 use super::config::{Bind, InitConfig};
 use super::error::Stage;
+use super::hostfds::{fd_path, Host, Source};
 use super::report::{Context, SetupError};
-use super::rootfs::{bind_readonly, host, mkdir_p, tmpfs, touch, OLD_ROOT};
+use super::rootfs::{attach, bind_readonly, host, mkdir_p, set_read_only, tmpfs, touch, OLD_ROOT};
 
 /// The empty read-only regular file bound over masked files.
 pub(crate) const EMPTY: &str = "/.joblet-empty";
@@ -36,9 +37,9 @@ pub(crate) const EMPTY: &str = "/.joblet-empty";
 const MASK_DIR_OPTS: &str = "size=4k,mode=0555";
 
 /// Applies `config.binds` (parents before children), then `config.masks`.
-pub(crate) fn apply(config: &InitConfig) -> Result<(), SetupError> {
+pub(crate) fn apply(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
     for (index, b) in ordered(&config.binds, |b| &b.target) {
-        bind(index, b)?;
+        bind(index, b, host)?;
     }
     apply_masks(&config.masks).map(drop)
 }
@@ -84,7 +85,7 @@ fn ordered<T>(items: &[T], path: impl Fn(&T) -> &PathBuf) -> Vec<(usize, &T)> {
     v
 }
 
-fn bind(index: usize, b: &Bind) -> Result<(), SetupError> {
+fn bind(index: usize, b: &Bind, host: &Host) -> Result<(), SetupError> {
     let name = || {
         format!(
             "binds[{index}] ({} -> {})",
@@ -92,6 +93,9 @@ fn bind(index: usize, b: &Bind) -> Result<(), SetupError> {
             b.target.display()
         )
     };
+    if let Some(tree) = host.bind(index) {
+        return bind_tree(tree.stage(Stage::Binds, name)?, b, &name);
+    }
     let fd = open_source(&b.source).map_err(|e| {
         let why = if e == Errno::ENOENT || e == Errno::ENOTDIR {
             "the source does not exist on the host".to_owned()
@@ -109,6 +113,20 @@ fn bind(index: usize, b: &Bind) -> Result<(), SetupError> {
     // it, with no second path lookup.
     let source = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     bind_readonly(&source, &b.target, Stage::Binds)
+        .map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
+}
+
+/// Attaches the detached copy of a bind's source the shim made (a warm
+/// sandbox, see `hostfds`), read-only, nosuid, nodev.
+fn bind_tree(tree: &OwnedFd, b: &Bind, name: &dyn Fn() -> String) -> Result<(), SetupError> {
+    let is_dir = fstat(tree)
+        .map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR)
+        .stage(Stage::Binds, || format!("{}: stat of the source", name()))?;
+    mount_point(&b.target, is_dir)
+        .map_err(|m| SetupError::new(Stage::Binds, format!("{}: {m}", name())))?;
+    attach(&Source::Tree(tree), &b.target, true)
+        .stage(Stage::Binds, || format!("{}: attaching the source", name()))?;
+    set_read_only(&b.target, &fd_path(tree), Stage::Binds)
         .map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
 }
 

@@ -72,7 +72,7 @@ pub struct InitConfig {
     /// A warm start: build only what every job of the node shares
     /// ([`InitConfig::warm_mismatch`] lists it), fork pid 1 once released
     /// into the cgroup, and take the job's own config later from the
-    /// release pipe ([`super::PendingInit::enter`], then
+    /// release socket ([`super::PendingInit::enter`], then
     /// [`super::PendingInit::start`]). Its command, env, hostname, user,
     /// devices, binds and masks are placeholders until then.
     #[serde(default)]

@@ -14,8 +14,9 @@ use nix::mount::MsFlags;
 
 use super::config::InitConfig;
 use super::error::Stage;
+use super::hostfds::{Host, Source};
 use super::report::{self, Context, SetupError};
-use super::rootfs::{host, mkdir_p, mnt, tmpfs, touch};
+use super::rootfs::{attach, host, mkdir_p, mnt, tmpfs, touch};
 
 /// Host device nodes every job gets.
 pub(crate) const NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
@@ -60,18 +61,23 @@ pub(crate) fn build_base() -> Result<(), SetupError> {
 
 /// The job's own part of `/dev`: its extra devices and device binds,
 /// `/dev/shm`, then the tmpfs remounted read-only.
-pub(crate) fn finish(config: &InitConfig) -> Result<(), SetupError> {
+pub(crate) fn finish(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
     let dev = Path::new("/dev");
     let extra = config
         .extra_devices
         .iter()
-        .map(|p| (p.as_path(), p.as_path()));
-    let binds = config
-        .device_binds
-        .iter()
-        .map(|b| (b.source.as_path(), b.target.as_path()));
-    for (source, target) in extra.chain(binds) {
-        let meta = fs::metadata(host(source)).stage(Stage::Dev, || {
+        .enumerate()
+        .map(|(i, p)| (p.as_path(), p.as_path(), host.extra_device(i, p)));
+    let binds = config.device_binds.iter().enumerate().map(|(i, b)| {
+        (
+            b.source.as_path(),
+            b.target.as_path(),
+            host.device_bind(i, &b.source),
+        )
+    });
+    for (source, target, node) in extra.chain(binds) {
+        let node = node.stage(Stage::Dev, || format!("extra device {}", source.display()))?;
+        let meta = fs::metadata(node.path()).stage(Stage::Dev, || {
             format!(
                 "extra device {}: cannot stat it on the host",
                 source.display()
@@ -87,9 +93,9 @@ pub(crate) fn finish(config: &InitConfig) -> Result<(), SetupError> {
                 ),
             ));
         }
-        bind_node_from(source, target)?;
+        bind_node_from(&node, target)?;
     }
-    shm(config)?;
+    shm(config, host)?;
     mnt(
         None,
         dev,
@@ -107,17 +113,16 @@ pub(crate) fn finish(config: &InitConfig) -> Result<(), SetupError> {
 /// Binds the host node at `path` onto an empty file at the same path
 /// (nosuid, noexec).
 fn bind_node(path: &Path) -> Result<(), SetupError> {
-    bind_node_from(path, path)
+    bind_node_from(&Source::Path(host(path)), path)
 }
 
-/// Binds the host node at `from` onto an empty file at `path` in the job
+/// Binds the host node `source` onto an empty file at `path` in the job
 /// (nosuid, noexec).
-fn bind_node_from(from: &Path, path: &Path) -> Result<(), SetupError> {
-    let source = host(from);
+fn bind_node_from(source: &Source<'_>, path: &Path) -> Result<(), SetupError> {
     touch(path).stage(Stage::Dev, || {
         format!("creating mount point {}", path.display())
     })?;
-    mnt(Some(&source), path, None, MsFlags::MS_BIND, None).stage(Stage::Dev, || {
+    attach(source, path, false).stage(Stage::Dev, || {
         format!("binding host {} into the job", path.display())
     })?;
     mnt(
@@ -134,7 +139,7 @@ fn bind_node_from(from: &Path, path: &Path) -> Result<(), SetupError> {
 
 /// `/dev/shm`: the host directory `config.dev_shm` bound read-write, or
 /// else a private tmpfs of `tmp_size_mb`; nosuid, nodev, noexec either way.
-fn shm(config: &InitConfig) -> Result<(), SetupError> {
+fn shm(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
     let shm = Path::new("/dev/shm");
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     let Some(dir) = &config.dev_shm else {
@@ -146,7 +151,8 @@ fn shm(config: &InitConfig) -> Result<(), SetupError> {
         .stage(Stage::Dev, || "mounting the /dev/shm tmpfs".into());
     };
     let what = || format!("dev_shm {}", dir.display());
-    let source = host(dir);
+    let tree = host.dev_shm(dir).stage(Stage::Dev, what)?;
+    let source = tree.path();
     let meta = fs::metadata(&source).stage(Stage::Dev, || {
         format!("{}: cannot stat it on the host", what())
     })?;
@@ -161,7 +167,7 @@ fn shm(config: &InitConfig) -> Result<(), SetupError> {
     }
     // Not recursive: only the directory's own file system, never what may
     // be mounted below it.
-    mnt(Some(&source), shm, None, MsFlags::MS_BIND, None)
+    attach(&tree, shm, false)
         .stage(Stage::Dev, || format!("{}: binding it on /dev/shm", what()))?;
     mnt(
         None,

@@ -1,6 +1,6 @@
 //! The job's config as it travels inside the sandbox: its length as 8
 //! little-endian bytes, then the JSON. The shim sends it to a warm pid 1 on
-//! the release pipe, and pid 1 passes it on to the job process it forked
+//! the release socket, and pid 1 passes it on to the job process it forked
 //! ahead. Framed, so the reader has it all without waiting for the end of
 //! the stream (the close can come a scheduling round later).
 
@@ -30,7 +30,11 @@ pub(crate) fn read(from: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let len = u64::from_le_bytes(len);
+    read_body(from, u64::from_le_bytes(len)).map(Some)
+}
+
+/// The JSON of a frame whose length was read already.
+pub(crate) fn read_body(from: &mut impl Read, len: u64) -> io::Result<Vec<u8>> {
     if len > MAX_JOB_CONFIG {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -39,7 +43,7 @@ pub(crate) fn read(from: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     }
     let mut json = vec![0u8; len as usize];
     from.read_exact(&mut json)?;
-    Ok(Some(json))
+    Ok(json)
 }
 
 #[cfg(test)]

@@ -33,12 +33,13 @@
 //! A warm init ([`InitConfig::warm`], built before its job is known) runs
 //! step 1 without the job's own part (`/work`, its devices, `/dev/shm`, the
 //! hostname), and after the first release (into the cgroup, see
-//! [`PendingInit::enter`]) step 2 and pid 1's `/proc`. Pid 1 then reports
-//! ready and waits on the release pipe for the job's config
-//! ([`PendingInit::start`]); with it, it checks that the sandbox fits
-//! ([`InitConfig::warm_mismatch`]), leaves `SCHED_IDLE`, builds the job's
-//! part and goes on with step 3's binds as a cold pid 1 does, then waits
-//! for a go byte on the same pipe before the job process gets its config:
+//! [`PendingInit::enter`]) step 2 and pid 1's `/proc`. Pid 1 then detaches
+//! the host root, reports ready and waits on the release socket for the
+//! job's config ([`PendingInit::start`]), which comes with the host sources
+//! of the job's own part (see `hostfds`); with it, it checks that the
+//! sandbox fits ([`InitConfig::warm_mismatch`]), leaves `SCHED_IDLE`, builds
+//! the job's part and goes on with step 3's binds as a cold pid 1 does
+//! (from those sources), then waits for a go byte on the same socket:
 //! the caller sends the config as soon as the job's limits are written
 //! ([`PendingInit::send_job`]) and the go once its device filter is too
 //! ([`PendingInit::go`]), so pid 1's build overlaps the filter's; end of
@@ -72,6 +73,7 @@ mod devfs;
 mod error;
 mod exec;
 mod frame;
+mod hostfds;
 mod job;
 mod outer;
 mod pid1;
@@ -89,6 +91,12 @@ pub use error::{InitError, Stage};
 pub use outer::run_init;
 pub use seccomp::denied_syscalls;
 pub use spawn::{spawn, PendingInit, Started, RELEASE_TIMEOUT};
+
+/// Whether this kernel can start a job in a warm sandbox: its pid 1 gets
+/// the job's host sources as `open_tree` copies (Linux 5.2).
+pub fn warm_start_supported() -> bool {
+    sys::has_open_tree()
+}
 
 /// The descriptor on which the init process waits for the "go" byte.
 pub(crate) const GO_FD: i32 = 3;

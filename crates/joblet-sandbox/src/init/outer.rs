@@ -3,7 +3,7 @@
 //! (a warm init: the part every job shares) while the caller sets up the
 //! cgroup, waits to be released, unshares the cgroup namespace, forks pid 1
 //! of the new pid namespace (which a warm init's pid 1 gives its job's
-//! config on the release pipe, and which tells the job's end on the end
+//! config on the release socket, and which tells the job's end on the end
 //! pipe), forwards signals to it and ends the way the job ended.
 
 use std::fs::File;
@@ -19,6 +19,7 @@ use seccompiler::BpfProgram;
 
 use super::config::{InitConfig, NetMode};
 use super::error::Stage;
+use super::hostfds::Host;
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
 use super::{pid1, privileges, rootfs, seccomp, END_FD, GO_FD, STATUS_FD, TEARDOWN_FD};
@@ -76,7 +77,7 @@ pub fn run_init() -> ! {
 
 fn outer() -> Result<std::convert::Infallible, SetupError> {
     let go = sys::take_inherited_fd(GO_FD).stage(Stage::Config, || {
-        format!("descriptor {GO_FD} (release pipe) is not open; start the init through spawn()")
+        format!("descriptor {GO_FD} (release socket) is not open; start the init through spawn()")
     })?;
     let end = sys::take_inherited_fd(END_FD).stage(Stage::Config, || {
         format!("descriptor {END_FD} (end pipe) is not open; start the init through spawn()")
@@ -172,7 +173,7 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
     if config.warm {
         rootfs::premount_work(config)?;
     } else {
-        prepare_job(config, None)?;
+        prepare_job(config, None, &Host::Parked)?;
     }
     let filters = if config.seccomp {
         seccomp::job_filters().stage(Stage::Seccomp, || "building the filter".into())?
@@ -200,8 +201,9 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
 pub(crate) fn prepare_job(
     config: &InitConfig,
     warm: Option<&InitConfig>,
+    host: &Host,
 ) -> Result<(), SetupError> {
-    rootfs::prepare_job(config, warm)?;
+    rootfs::prepare_job(config, warm, host)?;
     sethostname(&config.hostname).stage(Stage::Hostname, || {
         format!("sethostname({:?})", config.hostname)
     })

@@ -18,6 +18,7 @@ use seccompiler::BpfProgram;
 
 use super::config::InitConfig;
 use super::error::Stage;
+use super::hostfds::{self, Handed, Host};
 use super::outer::{self, forwarded_raw, forwarded_set, EXIT_SETUP_FAILED};
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
@@ -27,7 +28,7 @@ use super::{binds, frame, job, privileges, rootfs};
 /// job's raw wait status goes for the outer process, `end` where it goes
 /// for the caller once nothing of the job is left (see [`reap`]).
 /// `filters`: the job's seccomp filter, compiled before release.
-/// `claim`: a warm init's release pipe, on which the job's own config
+/// `claim`: a warm init's release socket, on which the job's own config
 /// arrives (see [`take_job`]); `None` when `config` is the job's.
 pub(crate) fn run(
     config: &InitConfig,
@@ -63,10 +64,13 @@ fn exited(pidfd: &OwnedFd) -> Result<bool, SetupError> {
 /// sandbox was discarded: pid 1 exits quietly, taking the namespaces (and
 /// the job process forked ahead) with it. Returns the config and its JSON;
 /// `claim` stays open for [`wait_for_go`].
-fn take_job(warm: &InitConfig, claim: &mut File) -> Result<(InitConfig, Vec<u8>), SetupError> {
+fn take_job(
+    warm: &InitConfig,
+    claim: &mut File,
+) -> Result<(InitConfig, Vec<u8>, Handed), SetupError> {
     report::ready();
-    let json = match frame::read(claim) {
-        Ok(Some(json)) => json,
+    let (json, fds) = match hostfds::read_job(claim) {
+        Ok(Some(got)) => got,
         Ok(None) => std::process::exit(0),
         Err(e) => {
             return Err(SetupError::new(
@@ -93,7 +97,9 @@ fn take_job(warm: &InitConfig, claim: &mut File) -> Result<(InitConfig, Vec<u8>)
     }
     // Built in SCHED_IDLE while waiting; the job runs normally.
     sys::set_normal_priority(0).stage(Stage::Config, || "resetting the scheduling class".into())?;
-    Ok((job, json))
+    let host =
+        Handed::new(fds, &job).stage(Stage::Config, || "taking the job's host sources".into())?;
+    Ok((job, json, host))
 }
 
 /// The shim's word that the job's cgroup limits and device filter are in
@@ -201,7 +207,7 @@ fn setup(
     rootfs::build_proc()?;
     let child = match claim {
         None => {
-            rootfs::build_job(config, None)?;
+            rootfs::build_job(config, None, &Host::Parked)?;
             rootfs::finish()?;
             fork_job(config, filters)?
         }
@@ -217,11 +223,19 @@ fn setup(
                 None
             };
             let mut prestarted = Prestarted::fork(config, filters)?;
-            let (job, json) = take_job(config, &mut claim)?;
+            // Before the job comes: the unmount waits for a grace period.
+            // The job's host sources come from the shim (see `hostfds`).
+            rootfs::detach_host_root()?;
+            let (job, json, handed) = take_job(config, &mut claim)?;
             prestarted.send(&json)?;
-            outer::prepare_job(&job, Some(config))?;
-            rootfs::build_job(&job, premasked)?;
-            rootfs::finish()?;
+            let host = Host::Handed(handed);
+            outer::prepare_job(&job, Some(config), &host)?;
+            rootfs::build_job(&job, premasked, &host)?;
+            rootfs::root_read_only()?;
+            // Attached, the copies are part of the tree; one left detached
+            // (a bind whose target another bind took) would be freed after
+            // a grace period when closed: they are closed with pid 1.
+            std::mem::forget(host);
             wait_for_go(claim)?;
             prestarted.go()?
         }

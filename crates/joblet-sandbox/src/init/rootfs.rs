@@ -18,6 +18,7 @@ use nix::unistd::{chdir, pivot_root};
 
 use super::config::InitConfig;
 use super::error::Stage;
+use super::hostfds::{Host, Source};
 use super::report::{self, Context, SetupError};
 use super::{binds, devfs, procfs, sys, work};
 
@@ -133,6 +134,21 @@ fn set_flags(
     })
 }
 
+/// Mounts `source` on `target`: binds a path (with the mounts below it if
+/// `recursive`), or attaches a detached tree as it was copied.
+pub(crate) fn attach(source: &Source<'_>, target: &Path, recursive: bool) -> io::Result<()> {
+    match source {
+        Source::Path(path) => {
+            let mut flags = MsFlags::MS_BIND;
+            if recursive {
+                flags |= MsFlags::MS_REC;
+            }
+            mnt(Some(path), target, None, flags, None).map_err(io::Error::from)
+        }
+        Source::Tree(tree) => sys::move_mount(tree, target),
+    }
+}
+
 /// Binds `source` (recursively) on `target` read-only, nosuid, nodev.
 pub(crate) fn bind_readonly(source: &Path, target: &Path, stage: Stage) -> Result<(), SetupError> {
     mnt(
@@ -145,6 +161,12 @@ pub(crate) fn bind_readonly(source: &Path, target: &Path, stage: Stage) -> Resul
     .stage(stage, || {
         format!("binding {} on {}", source.display(), target.display())
     })?;
+    set_read_only(target, source, stage)
+}
+
+/// Makes the bind of `source` at `target` (and the mounts below it)
+/// read-only, nosuid, nodev.
+pub(crate) fn set_read_only(target: &Path, source: &Path, stage: Stage) -> Result<(), SetupError> {
     set_flags(
         target,
         source,
@@ -194,6 +216,7 @@ pub(crate) fn prepare_base(config: &InitConfig) -> Result<(), SetupError> {
 pub(crate) fn prepare_job(
     config: &InitConfig,
     warm: Option<&InitConfig>,
+    host: &Host,
 ) -> Result<(), SetupError> {
     match warm.filter(|w| w.work_size_mb > 0) {
         Some(w) if work::same_tmpfs(w, config) => {}
@@ -201,18 +224,18 @@ pub(crate) fn prepare_job(
             umount2(work::WORK, MntFlags::empty()).stage(Stage::Rootfs, || {
                 "unmounting the warm sandbox's /work for the job's own".into()
             })?;
-            work::mount(config)?;
+            work::mount(config, host)?;
         }
-        None => work::mount(config)?,
+        None => work::mount(config, host)?,
     }
-    devfs::finish(config)
+    devfs::finish(config, host)
 }
 
 /// A warm sandbox's sized `/work`, mounted before its job comes (a bound
 /// one needs the job's directory and waits for it).
 pub(crate) fn premount_work(config: &InitConfig) -> Result<(), SetupError> {
     if config.work_size_mb > 0 {
-        work::mount(config)?;
+        work::mount(config, &Host::Parked)?;
     }
     Ok(())
 }
@@ -233,16 +256,17 @@ pub(crate) fn build_proc() -> Result<(), SetupError> {
 pub(crate) fn build_job(
     config: &InitConfig,
     premasked: Option<Premasked<'_>>,
+    host: &Host,
 ) -> Result<(), SetupError> {
     match premasked {
         Some(p) if p.masks == config.masks.as_slice() && config.binds.is_empty() => {}
         Some(p) => {
             binds::remove_masks(&p.paths)?;
-            binds::apply(config)?;
+            binds::apply(config, host)?;
         }
-        None => binds::apply(config)?,
+        None => binds::apply(config, host)?,
     }
-    work::fill(config)
+    work::fill(config, host)
 }
 
 /// Masks a warm sandbox applied before its job came.
@@ -325,9 +349,9 @@ fn ro_mount(path: &Path) -> Result<(), SetupError> {
     bind_readonly(&source, path, Stage::Rootfs)
 }
 
-/// The host work directory, read-write (nosuid, nodev) at `/work`.
-pub(crate) fn bind_work(dir: &Path) -> Result<(), SetupError> {
-    let source = host(dir);
+/// The host work directory `dir`, read-write (nosuid, nodev) at `/work`.
+pub(crate) fn bind_work(dir: &Path, tree: Source<'_>) -> Result<(), SetupError> {
+    let source = tree.path();
     let meta = fs::metadata(&source).stage(Stage::Rootfs, || {
         format!("work directory {}", dir.display())
     })?;
@@ -339,14 +363,7 @@ pub(crate) fn bind_work(dir: &Path) -> Result<(), SetupError> {
     }
     let target = Path::new("/work");
     mkdir_p(target).stage(Stage::Rootfs, || "creating /work".into())?;
-    mnt(
-        Some(&source),
-        target,
-        None,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None,
-    )
-    .stage(Stage::Rootfs, || {
+    attach(&tree, target, true).stage(Stage::Rootfs, || {
         format!("binding {} on /work", dir.display())
     })?;
     set_flags(
@@ -360,10 +377,22 @@ pub(crate) fn bind_work(dir: &Path) -> Result<(), SetupError> {
 
 /// Detaches the host root and makes `/` read-only.
 pub(crate) fn finish() -> Result<(), SetupError> {
+    detach_host_root()?;
+    root_read_only()
+}
+
+/// Detaches the host root. The unmount waits for an RCU grace period
+/// (~0.5 ms), and the host root stays reachable until it returns: a warm
+/// pid 1 does this before its job comes (see [`super::hostfds`]).
+pub(crate) fn detach_host_root() -> Result<(), SetupError> {
     umount2(OLD_ROOT, MntFlags::MNT_DETACH).stage(Stage::Rootfs, || {
         format!("detaching the host root at {OLD_ROOT}")
     })?;
-    fs::remove_dir(OLD_ROOT).stage(Stage::Rootfs, || format!("removing {OLD_ROOT}"))?;
+    fs::remove_dir(OLD_ROOT).stage(Stage::Rootfs, || format!("removing {OLD_ROOT}"))
+}
+
+/// Makes `/` read-only (the host root is detached already).
+pub(crate) fn root_read_only() -> Result<(), SetupError> {
     mnt(
         None,
         Path::new("/"),

@@ -16,7 +16,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use super::config::InitConfig;
 use super::error::InitError;
 use super::report::{decode, StatusLine, HELLO};
-use super::{frame, sys, END_FD, GO_FD, STATUS_FD, TEARDOWN_FD};
+use super::{frame, hostfds, sys, END_FD, GO_FD, STATUS_FD, TEARDOWN_FD};
 
 /// How long [`PendingInit::release`] waits for the sandbox to be built
 /// and the job's `execve` to happen.
@@ -48,8 +48,10 @@ pub fn spawn(
             "encoding the sandbox config as JSON: {e}"
         )))
     })?;
-    let (go_r, go_w) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
+    // The release channel: a stream socket, so that a warm init's job can
+    // come with the descriptors of its host sources (see `hostfds`).
+    let (go_r, go_w) = std::os::unix::net::UnixStream::pair().map_err(InitError::Pipe)?;
+    let (go_r, go_w) = (OwnedFd::from(go_r), OwnedFd::from(go_w));
     let (status_r, status_w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
     let (end_r, end_w) =
@@ -237,6 +239,12 @@ impl PendingInit {
             )))
         })?;
         let framed = frame::encode(&json);
+        // Opened here, in the host's mount namespace: the warm pid 1 has
+        // detached the host root already.
+        let sources = hostfds::open_all(job).map_err(|source| InitError::SendConfig {
+            pid: self.pid,
+            source,
+        })?;
         // A warm sandbox is built in SCHED_IDLE (the shim's class); the
         // outer process ends like the job, and pid 1 (which resets itself
         // too, but must first get the CPU to read the config) starts it, in
@@ -246,8 +254,29 @@ impl PendingInit {
                 tracing::warn!(pid, "resetting the sandbox init's priority: {e}");
             }
         }
-        self.go_failed = self.send(&framed, false)?;
+        self.go_failed = self.send_with_sources(&framed, &sources)?;
         Ok(())
+    }
+
+    /// Sends the framed config with the job's host sources (see
+    /// `hostfds`); a broken pipe is kept like [`PendingInit::send`]'s.
+    fn send_with_sources(
+        &mut self,
+        framed: &[u8],
+        sources: &[OwnedFd],
+    ) -> Result<Option<io::Error>, InitError> {
+        let pid = self.pid;
+        let Some(go) = self.go.as_ref() else {
+            return Err(InitError::Release {
+                pid,
+                source: io::Error::other("the release socket is already closed"),
+            });
+        };
+        match sys::send_with_fds(go.as_fd(), framed, sources) {
+            Ok(()) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Some(e)),
+            Err(source) => Err(InitError::Release { pid, source }),
+        }
     }
 
     /// The second half of [`PendingInit::start`], once the cgroup's limits
@@ -282,7 +311,7 @@ impl PendingInit {
         })
     }
 
-    /// Writes `bytes` to the release pipe (closing it if `close`). An init
+    /// Writes `bytes` to the release socket (closing it if `close`). An init
     /// that failed while building the sandbox has exited and closed the
     /// pipe; its status pipe says why, so a broken pipe is returned for
     /// [`PendingInit::wait_status`] to report only if that says nothing.
@@ -291,7 +320,7 @@ impl PendingInit {
         let Some(go) = self.go.take() else {
             return Err(InitError::Release {
                 pid,
-                source: io::Error::other("the release pipe is already closed"),
+                source: io::Error::other("the release socket is already closed"),
             });
         };
         let mut file = File::from(go);

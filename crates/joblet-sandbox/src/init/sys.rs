@@ -1,11 +1,12 @@
 //! The `unsafe` system calls the init needs, each behind a safe wrapper:
 //! fork, signal handlers and dispositions, raw waits, descriptor plumbing
-//! across `exec`, `pidfd_open`, `mount_setattr`, `close_range` and the
+//! across `exec`, `pidfd_open`, `mount_setattr`, `open_tree`,
+//! `move_mount`, `close_range` and the
 //! `SIOCSIFFLAGS` ioctl that brings `lo` up.
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -323,6 +324,159 @@ pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     // SAFETY: the kernel just returned this new descriptor; nothing else
     // owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `open_tree(2)` flag: a detached copy of the mount tree, not the mount.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+/// `move_mount(2)` flag: the source is the descriptor itself.
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `open_tree(OPEN_TREE_CLONE)`: a detached copy of the mount at `path`
+/// (and of every mount below it if `recursive`), as a descriptor a process
+/// of another mount namespace can attach with [`move_mount`]. Symlinks
+/// are followed in the caller's root. Close-on-exec.
+pub(crate) fn open_tree_clone(path: &Path, recursive: bool) -> io::Result<OwnedFd> {
+    let c = c_path(path)?;
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; the
+    // other arguments are plain integers.
+    let fd =
+        check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, c.as_ptr(), flags) })?;
+    // SAFETY: the kernel just returned this new descriptor; nothing else
+    // owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Whether this kernel has `open_tree(2)` (Linux 5.2): opens `/` as a
+/// plain path descriptor, copying nothing.
+pub(crate) fn has_open_tree() -> bool {
+    let root = CString::from(c"/");
+    // SAFETY: `root` is a NUL-terminated path that outlives the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            root.as_ptr(),
+            libc::O_CLOEXEC as libc::c_uint,
+        )
+    };
+    match check(ret) {
+        Ok(fd) => {
+            close_raw(fd as RawFd);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// `move_mount(2)`: attaches the detached tree `tree` (from
+/// [`open_tree_clone`]) at `target`.
+pub(crate) fn move_mount(tree: &OwnedFd, target: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let c = c_path(target)?;
+    let empty = CString::from(c"");
+    // SAFETY: both paths are NUL-terminated and outlive the call; `tree` is
+    // an open descriptor.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// Sends `bytes` on the stream socket `socket` with `fds` attached as
+/// `SCM_RIGHTS` (at most [`super::hostfds::MAX_SOURCES`]); they arrive
+/// with the first bytes.
+pub(crate) fn send_with_fds(
+    socket: BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[OwnedFd],
+) -> io::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let cmsg = [ControlMessage::ScmRights(&raw)];
+    let sent = loop {
+        let iov = [io::IoSlice::new(bytes)];
+        match sendmsg::<()>(
+            socket.as_raw_fd(),
+            &iov,
+            &cmsg,
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => break r?,
+        }
+    };
+    let mut rest = &bytes[sent..];
+    while !rest.is_empty() {
+        match nix::unistd::write(socket, rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// One `recvmsg` on `socket` into `buf`, taking up to `max_fds`
+/// descriptors sent along (close-on-exec). Returns the bytes read (0 at
+/// the end of the stream). A cut list of descriptors is an error.
+pub(crate) fn recv_with_fds(
+    socket: BorrowedFd<'_>,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let data = (max_fds * std::mem::size_of::<RawFd>()) as libc::c_uint;
+    // SAFETY: CMSG_SPACE only computes a size from its argument.
+    let space = unsafe { libc::CMSG_SPACE(data) } as usize;
+    let mut cmsg = vec![0u8; space];
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg = loop {
+        match recvmsg::<()>(
+            socket.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => break r?,
+        }
+    };
+    let mut fds = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(got) = c {
+            // SAFETY: the kernel installed these descriptors in this process
+            // for this message; nothing else owns them.
+            fds.extend(
+                got.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+        return Err(io::Error::other(format!(
+            "more than {max_fds} descriptors came with the message"
+        )));
+    }
+    Ok((msg.bytes, fds))
 }
 
 #[repr(C)]

@@ -17,8 +17,9 @@ use nix::mount::MsFlags;
 
 use super::config::InitConfig;
 use super::error::Stage;
+use super::hostfds::Host;
 use super::report::{Context, SetupError};
-use super::rootfs::{bind_work, host, mkdir_p, tmpfs};
+use super::rootfs::{bind_work, mkdir_p, tmpfs};
 
 /// Where the work directory appears in the job.
 pub(crate) const WORK: &str = "/work";
@@ -30,9 +31,12 @@ pub(crate) fn same_tmpfs(a: &InitConfig, b: &InitConfig) -> bool {
 
 /// Mounts `/work` (run before release, with the host root parked; a warm
 /// sandbox's sized one, which needs no host directory, before its job).
-pub(crate) fn mount(config: &InitConfig) -> Result<(), SetupError> {
+pub(crate) fn mount(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
     if config.work_size_mb == 0 {
-        return bind_work(&config.work_dir);
+        let tree = host.work(&config.work_dir).stage(Stage::Rootfs, || {
+            format!("work directory {}", config.work_dir.display())
+        })?;
+        return bind_work(&config.work_dir, tree);
     }
     let target = Path::new(WORK);
     mkdir_p(target).stage(Stage::Rootfs, || "creating /work".into())?;
@@ -51,11 +55,16 @@ pub(crate) fn mount(config: &InitConfig) -> Result<(), SetupError> {
 
 /// Copies the host work directory into a sized `/work` (run by pid 1,
 /// before the host root is detached); nothing to do for a bound one.
-pub(crate) fn fill(config: &InitConfig) -> Result<(), SetupError> {
+pub(crate) fn fill(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
     if config.work_size_mb == 0 {
         return Ok(());
     }
-    let source = host(&config.work_dir);
+    let source = host
+        .work(&config.work_dir)
+        .stage(Stage::Rootfs, || {
+            format!("work directory {}", config.work_dir.display())
+        })?
+        .path();
     let meta = fs::metadata(&source).stage(Stage::Rootfs, || {
         format!("work directory {}", config.work_dir.display())
     })?;
@@ -68,13 +77,7 @@ pub(crate) fn fill(config: &InitConfig) -> Result<(), SetupError> {
             ),
         ));
     }
-    copy_tree(
-        &host(&config.work_dir),
-        Path::new(WORK),
-        config.uid,
-        config.gid,
-    )
-    .stage(Stage::Rootfs, || {
+    copy_tree(&source, Path::new(WORK), config.uid, config.gid).stage(Stage::Rootfs, || {
         format!(
             "copying {} into the job's {} MiB /work",
             config.work_dir.display(),
