@@ -41,12 +41,20 @@ fn shared_dir() -> TempDir {
     d
 }
 
-fn run_script(dev_shm: Option<&TempDir>) -> String {
+/// Runs [`SCRIPT`] with `dev_shm`, in a fresh sandbox or a warm one (built
+/// without `dev_shm`: its private `/dev/shm` is mounted before the job
+/// comes, and must give way to the job's directory).
+fn run_script(dev_shm: Option<&TempDir>, warm: bool) -> String {
     let work = work_dir();
-    let mut cfg = config(work.path(), "sh", &["-c", SCRIPT]);
+    let base = config(work.path(), "sh", &["-c", SCRIPT]);
+    let mut cfg = base.clone();
     cfg.dev_shm = dev_shm.map(|d| d.path().to_path_buf());
     let before = host_mounts();
-    let ended = run(&cfg);
+    let ended = if warm {
+        run_warm(&base, &cfg)
+    } else {
+        run(&cfg)
+    };
     assert_eq!(host_mounts(), before, "a mount leaked to the host");
     assert_eq!(
         ended.code(),
@@ -58,18 +66,23 @@ fn run_script(dev_shm: Option<&TempDir>) -> String {
     ended.logs.stdout()
 }
 
+/// The job's one `/dev/shm` mount (a second one stacked there fails).
 fn mount_line(out: &str) -> Vec<String> {
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("MOUNT "))
-        .unwrap_or_else(|| panic!("no /dev/shm mount in the job: {out}"));
-    line.split(' ').skip(1).map(str::to_string).collect()
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("MOUNT ")).collect();
+    assert_eq!(lines.len(), 1, "not one /dev/shm mount in the job: {out}");
+    lines[0].split(' ').skip(1).map(str::to_string).collect()
 }
 
 #[test]
 fn a_dev_shm_dir_is_shared_between_the_host_and_the_job() {
+    for warm in [false, true] {
+        shared_with_the_job(warm);
+    }
+}
+
+fn shared_with_the_job(warm: bool) {
     let dir = shared_dir();
-    let out = run_script(Some(&dir));
+    let out = run_script(Some(&dir), warm);
     // The host's file is visible in the job, the job's lands on the host.
     assert!(out.contains("written-on-the-host\n"), "{out}");
     assert!(out.contains("WROTE\n"), "{out}");
@@ -93,8 +106,14 @@ fn a_dev_shm_dir_is_shared_between_the_host_and_the_job() {
 
 #[test]
 fn without_dev_shm_the_job_has_a_private_tmpfs() {
+    for warm in [false, true] {
+        private_tmpfs(warm);
+    }
+}
+
+fn private_tmpfs(warm: bool) {
     let dir = shared_dir();
-    let out = run_script(None);
+    let out = run_script(None, warm);
     assert!(out.contains("NO-HOST-FILE\n"), "{out}");
     assert!(out.contains("WROTE\n"), "{out}");
     assert!(!dir.path().join("from-job").exists());

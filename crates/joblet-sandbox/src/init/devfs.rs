@@ -16,7 +16,7 @@ use super::config::InitConfig;
 use super::error::Stage;
 use super::hostfds::{Host, Source};
 use super::report::{self, Context, SetupError};
-use super::rootfs::{attach, host, mkdir_p, mnt, tmpfs, touch};
+use super::rootfs::{attach, host, mkdir_p, mnt, tmpfs, touch, touch_file};
 
 /// Host device nodes every job gets.
 pub(crate) const NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
@@ -61,7 +61,13 @@ pub(crate) fn build_base() -> Result<(), SetupError> {
 
 /// The job's own part of `/dev`: its extra devices and device binds,
 /// `/dev/shm`, then the tmpfs remounted read-only.
-pub(crate) fn finish(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
+/// `shm_mounted`: a private `/dev/shm` is mounted already (a warm
+/// sandbox's, see [`premount_shm`]).
+pub(crate) fn finish(
+    config: &InitConfig,
+    host: &Host,
+    shm_mounted: bool,
+) -> Result<(), SetupError> {
     let dev = Path::new("/dev");
     let extra = config
         .extra_devices
@@ -95,7 +101,17 @@ pub(crate) fn finish(config: &InitConfig, host: &Host) -> Result<(), SetupError>
         }
         bind_node_from(&node, target)?;
     }
-    shm(config, host)?;
+    match (&config.dev_shm, shm_mounted) {
+        (None, true) => {}
+        (Some(_), true) => {
+            nix::mount::umount2("/dev/shm", nix::mount::MntFlags::empty())
+                .stage(Stage::Dev, || {
+                    "unmounting the warm sandbox's /dev/shm for the job's directory".into()
+                })?;
+            shm(config, host)?;
+        }
+        (_, false) => shm(config, host)?,
+    }
     mnt(
         None,
         dev,
@@ -119,7 +135,13 @@ fn bind_node(path: &Path) -> Result<(), SetupError> {
 /// Binds the host node `source` onto an empty file at `path` in the job
 /// (nosuid, noexec).
 fn bind_node_from(source: &Source<'_>, path: &Path) -> Result<(), SetupError> {
-    touch(path).stage(Stage::Dev, || {
+    // Most nodes go straight into /dev, which exists.
+    let made = if path.parent() == Some(Path::new("/dev")) {
+        touch_file(path)
+    } else {
+        touch(path)
+    };
+    made.stage(Stage::Dev, || {
         format!("creating mount point {}", path.display())
     })?;
     attach(source, path, false).stage(Stage::Dev, || {
@@ -135,6 +157,15 @@ fn bind_node_from(source: &Source<'_>, path: &Path) -> Result<(), SetupError> {
     .stage(Stage::Dev, || {
         format!("remounting {} nosuid,noexec", path.display())
     })
+}
+
+/// A warm sandbox's private `/dev/shm`, before its job comes; kept for a
+/// job without `dev_shm` ([`finish`]).
+pub(crate) fn premount_shm(config: &InitConfig) -> Result<(), SetupError> {
+    if config.dev_shm.is_some() {
+        return Ok(());
+    }
+    shm(config, &Host::Parked)
 }
 
 /// `/dev/shm`: the host directory `config.dev_shm` bound read-write, or

@@ -171,7 +171,7 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
     unshare(flags).stage(Stage::Unshare, || format!("unshare({flags:?})"))?;
     rootfs::prepare_base(config)?;
     if config.warm {
-        rootfs::premount_work(config)?;
+        rootfs::premount_job_part(config)?;
     } else {
         prepare_job(config, None, &Host::Parked)?;
     }

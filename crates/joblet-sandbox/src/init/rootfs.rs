@@ -76,6 +76,11 @@ pub(crate) fn touch(path: &Path) -> io::Result<()> {
     if let Some(parent) = path.parent() {
         mkdir_p(parent)?;
     }
+    touch_file(path)
+}
+
+/// [`touch`] in a directory that exists.
+pub(crate) fn touch_file(path: &Path) -> io::Result<()> {
     fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -212,7 +217,8 @@ pub(crate) fn prepare_base(config: &InitConfig) -> Result<(), SetupError> {
 /// The job's own part of the tree before pid 1's: `/work`, and its devices
 /// and `/dev/shm` (after which `/dev` is read-only). `warm`: the config of
 /// the warm sandbox this job came to, whose sized `/work` is mounted
-/// already ([`premount_work`]) and kept if it is the job's size and owner.
+/// already ([`premount_job_part`]) and kept if it is the job's size and
+/// owner, as is its private `/dev/shm` unless the job binds a directory there.
 pub(crate) fn prepare_job(
     config: &InitConfig,
     warm: Option<&InitConfig>,
@@ -228,16 +234,19 @@ pub(crate) fn prepare_job(
         }
         None => work::mount(config, host)?,
     }
-    devfs::finish(config, host)
+    let shm_mounted = warm.is_some_and(|w| w.dev_shm.is_none());
+    devfs::finish(config, host, shm_mounted)
 }
 
-/// A warm sandbox's sized `/work`, mounted before its job comes (a bound
-/// one needs the job's directory and waits for it).
-pub(crate) fn premount_work(config: &InitConfig) -> Result<(), SetupError> {
+/// What of a warm sandbox's job part is mounted before its job comes: a
+/// sized `/work` (a bound one needs the job's directory and waits for it)
+/// and a private `/dev/shm` tmpfs (its size is the sandbox's `/tmp` size,
+/// which the job shares: [`InitConfig::warm_mismatch`]).
+pub(crate) fn premount_job_part(config: &InitConfig) -> Result<(), SetupError> {
     if config.work_size_mb > 0 {
         work::mount(config, &Host::Parked)?;
     }
-    Ok(())
+    devfs::premount_shm(config)
 }
 
 /// Pid 1's first part of the tree: `/proc` (a procfs shows the pid
