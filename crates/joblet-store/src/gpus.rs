@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 
 use joblet_core::gpu::{GpuEntry, GpuState, GpuUpdate};
-use joblet_core::UnixMillis;
+use joblet_core::{JobId, JobState, UnixMillis};
 use rusqlite::{params, TransactionBehavior};
 
-use crate::{SqlContext, Store, StoreError};
+use crate::{SqlContext, Store, StoreError, TransitionExtra};
 
 /// One line of a GPU's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,12 +141,15 @@ fn write_gpus(
 
 /// A GPU allocation as it is saved when its job is placed
 /// ([`Store::record_gpus_and_allocation`]): the ledger's request and
-/// placement, and the audit record it opens.
+/// placement, the audit record it opens, and the job it starts.
 #[derive(Debug, Clone, Copy)]
 pub struct NewAllocation<'a> {
     pub request: &'a joblet_sched::model::JobRequest,
     pub placement: &'a joblet_sched::model::Placement,
     pub audit: &'a crate::audit::AuditRecord,
+    /// The job moved to RUNNING in the same commit (its start follows the
+    /// allocation at once; one commit less on its path).
+    pub start: Option<&'a JobId>,
 }
 
 impl Store {
@@ -189,6 +192,19 @@ impl Store {
         if let Some(a) = allocation {
             crate::allocations::insert(&tx, path, a.request, a.placement, now)?;
             crate::audit::insert_open(&tx, path, a.audit)?;
+            if let Some(id) = a.start {
+                let mut job = crate::read_progress(&tx, path, id)?
+                    .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+                crate::apply_transition(
+                    &tx,
+                    path,
+                    id,
+                    &mut job,
+                    JobState::Running,
+                    now,
+                    TransitionExtra::default(),
+                )?;
+            }
         }
         tx.commit().during(path, || format!("commit {what}"))?;
         if let Some(a) = allocation {
@@ -332,17 +348,17 @@ mod tests {
         assert!(store.gpu_history("GPU-zzz", 10).unwrap().is_empty());
     }
 
-    /// An allocation's ledger entry, pool records and audit record are
-    /// saved together, or (the job holds an allocation already) none is.
-    #[test]
-    fn an_allocation_its_pool_records_and_audit_record_commit_together() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
-        let mut pool = GpuPool::new();
-        let synced = pool.sync(&[("GPU-a".into(), 0)], 1);
-        store.record_gpus(&pool.entries(), &synced, 1).unwrap();
+    /// An allocation of GPU-a (index 0) to `job`: its audit record,
+    /// request and placement.
+    fn allocation_of(
+        job: &str,
+    ) -> (
+        crate::AuditRecord,
+        joblet_sched::model::JobRequest,
+        joblet_sched::model::Placement,
+    ) {
         let audit = crate::AuditRecord {
-            job_id: "job-1".into(),
+            job_id: job.into(),
             owner: "alice".into(),
             gpu_uuids: vec!["GPU-a".into()],
             gpu_indices: vec![0],
@@ -356,7 +372,7 @@ mod tests {
         };
         use joblet_sched::model::{GpuRef, JobRequest, Placement, Sharing, WorkloadClass};
         let request = JobRequest {
-            job: "job-1".into(),
+            job: job.into(),
             owner: "alice".into(),
             queue: "default".into(),
             gpu_count: 1,
@@ -372,7 +388,7 @@ mod tests {
             time_limit_ms: None,
         };
         let placement = Placement {
-            job: "job-1".into(),
+            job: job.into(),
             units: vec![GpuRef {
                 node: 0,
                 index: 0,
@@ -382,10 +398,24 @@ mod tests {
             sharing: Sharing::Exclusive,
             class: WorkloadClass::Training,
         };
+        (audit, request, placement)
+    }
+
+    /// An allocation's ledger entry, pool records and audit record are
+    /// saved together, or (the job holds an allocation already) none is.
+    #[test]
+    fn an_allocation_its_pool_records_and_audit_record_commit_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
+        let mut pool = GpuPool::new();
+        let synced = pool.sync(&[("GPU-a".into(), 0)], 1);
+        store.record_gpus(&pool.entries(), &synced, 1).unwrap();
+        let (audit, request, placement) = allocation_of("job-1");
         let allocation = NewAllocation {
             request: &request,
             placement: &placement,
             audit: &audit,
+            start: None,
         };
         let taken = pool.allocate("GPU-a", "job-1", 2).unwrap();
         store
@@ -420,6 +450,77 @@ mod tests {
         assert!(err.to_string().contains("audited once"), "{err}");
         assert_eq!(store.gpus().unwrap()[0].state, GpuState::Allocated);
         assert!(store.allocations().unwrap().is_empty());
+    }
+
+    /// The allocation that starts its job moves it to RUNNING in the same
+    /// commit; when that move is refused (the job is gone), nothing of the
+    /// allocation is saved.
+    #[test]
+    fn an_allocation_that_starts_its_job_records_running_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
+        let mut pool = GpuPool::new();
+        let synced = pool.sync(&[("GPU-a".into(), 0)], 1);
+        store.record_gpus(&pool.entries(), &synced, 1).unwrap();
+        let id = JobId::parse("0b6f0d5e-7a36-4d4c-9a59-2f1f1e6c2a11").unwrap();
+        let spec = joblet_core::JobRequest {
+            command: "true".into(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap()
+        .0;
+        store
+            .create_job_and_transition(
+                &id,
+                "alice",
+                &spec,
+                &Default::default(),
+                1,
+                (JobState::Queued, TransitionExtra::default()),
+            )
+            .unwrap();
+        let (audit, request, placement) = allocation_of(id.as_str());
+        let allocation = NewAllocation {
+            request: &request,
+            placement: &placement,
+            audit: &audit,
+            start: Some(&id),
+        };
+        let taken = pool.allocate("GPU-a", id.as_str(), 2).unwrap();
+        store
+            .record_gpus_and_allocation(&pool.entries(), &taken, 2, Some(&allocation))
+            .unwrap();
+        let job = store.get(&id).unwrap().unwrap();
+        assert_eq!((job.state, job.started_ms), (JobState::Running, Some(2)));
+        let states: Vec<JobState> = store
+            .transitions(&id)
+            .unwrap()
+            .iter()
+            .map(|t| t.to)
+            .collect();
+        assert_eq!(
+            states,
+            [JobState::Pending, JobState::Queued, JobState::Running]
+        );
+        assert_eq!(store.allocations().unwrap().len(), 1);
+
+        // A job that does not exist cannot start: no ledger entry, no audit
+        // record, no pool record change.
+        let gone = JobId::parse("0b6f0d5e-7a36-4d4c-9a59-2f1f1e6c2a12").unwrap();
+        let (audit, request, placement) = allocation_of(gone.as_str());
+        let allocation = NewAllocation {
+            request: &request,
+            placement: &placement,
+            audit: &audit,
+            start: Some(&gone),
+        };
+        let err = store
+            .record_gpus_and_allocation(&pool.entries(), &[], 3, Some(&allocation))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+        assert_eq!(store.allocations().unwrap().len(), 1);
+        assert_eq!(store.job_gpus(gone.as_str()).unwrap(), None);
     }
 
     #[test]

@@ -519,9 +519,10 @@ impl Engine {
         }
     }
 
-    /// RUNNING is recorded before the shim is launched: a daemon that dies in
-    /// between leaves a RUNNING job without a shim, which the next start
-    /// reports as lost, never a job that runs twice.
+    /// RUNNING is recorded before the shim is launched (a GPU job's with its
+    /// allocation, `gpus`): a daemon that dies in between leaves a RUNNING
+    /// job without a shim, which the next start reports as lost, never a
+    /// job that runs twice.
     fn start_job(&mut self, id: &JobId, gpus: Option<&Allocated>) -> Result<(), Final> {
         let fail = |reason: String| Final {
             state: JobState::Failed,
@@ -616,9 +617,12 @@ impl Engine {
             stop_grace_ms: self.cfg.stop_grace.as_millis() as u64,
             runner,
         };
-        self.store
-            .transition_of(id, JobState::Running, now_ms(), TransitionExtra::default())
-            .map_err(|e| fail(store_error(e).to_string()))?;
+        // A GPU job's allocation recorded RUNNING with it.
+        if gpus.is_none() {
+            self.store
+                .transition_of(id, JobState::Running, now_ms(), TransitionExtra::default())
+                .map_err(|e| fail(store_error(e).to_string()))?;
+        }
         let launched = match self.warm.claim(id) {
             Some(shim) => match shim.claim(&spec) {
                 Ok(handle) => Ok(handle),

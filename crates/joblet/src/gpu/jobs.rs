@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use joblet_core::gpu::GpuUpdate;
-use joblet_core::UnixMillis;
+use joblet_core::{JobId, UnixMillis};
 use joblet_gpu::exec::{
     find_driver_files, parse_ld_cache, DriverCapabilities, DriverFiles, JobGpu, LdCacheEntry,
     SharingMode,
@@ -405,11 +405,16 @@ impl GpuJobs {
             ended: None,
             reason: None,
         };
-        // The ledger, the pool's records and the audit record: one commit.
+        // The ledger, the pool's records, the audit record and the job's
+        // move to RUNNING (it starts at once, see `Engine::start_job`): one
+        // commit.
+        let job_id = JobId::parse(&p.job)
+            .map_err(|e| Self::undo(&p.job, &format!("malformed job id: {e}")))?;
         let allocation = joblet_store::NewAllocation {
             request: &req,
             placement: p,
             audit: &rec,
+            start: Some(&job_id),
         };
         let saved = self
             .shared
