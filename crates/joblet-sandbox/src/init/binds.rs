@@ -26,7 +26,7 @@ use nix::sys::stat::{fstat, Mode, SFlag};
 
 use super::config::{Bind, InitConfig};
 use super::error::Stage;
-use super::hostfds::{fd_path, Host, Source};
+use super::hostfds::{fd_path, unopenable, Host, Source};
 use super::report::{Context, SetupError};
 use super::rootfs::{attach, bind_readonly, host, mkdir_p, set_read_only, tmpfs, touch, OLD_ROOT};
 
@@ -97,11 +97,7 @@ fn bind(index: usize, b: &Bind, host: &Host) -> Result<(), SetupError> {
         return bind_tree(tree.stage(Stage::Binds, name)?, b, &name);
     }
     let fd = open_source(&b.source).map_err(|e| {
-        let why = if e == Errno::ENOENT || e == Errno::ENOTDIR {
-            "the source does not exist on the host".to_owned()
-        } else {
-            format!("cannot open the source on the host: {e}")
-        };
+        let why = unopenable(&io::Error::from(e));
         SetupError::new(Stage::Binds, format!("{}: {why}", name()))
     })?;
     let is_dir = fstat(&fd)

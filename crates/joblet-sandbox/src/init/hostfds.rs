@@ -107,16 +107,20 @@ pub(crate) fn open_all(job: &InitConfig) -> io::Result<Vec<OwnedFd>> {
                 .map_err(io::Error::from),
             };
             opened.map_err(|e| {
-                let why = match e.raw_os_error() {
-                    Some(libc::ENOENT | libc::ENOTDIR) => {
-                        "it does not exist on the host".to_owned()
-                    }
-                    _ => format!("cannot open it on the host: {e}"),
-                };
+                let why = unopenable(&e);
                 io::Error::new(e.kind(), format!("{field} ({}): {why}", path.display()))
             })
         })
         .collect()
+}
+
+/// Why a host source could not be opened, as the start's error says it
+/// (a warm start's here, a cold one's in `binds`).
+pub(crate) fn unopenable(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOENT | libc::ENOTDIR) => "the source does not exist on the host".to_owned(),
+        _ => format!("cannot open the source on the host: {e}"),
+    }
 }
 
 /// Where pid 1 finds the host sources of its job's own part of the tree.

@@ -490,8 +490,7 @@ struct MountAttr {
 /// `mount_setattr(2)`: sets and clears `MOUNT_ATTR_*` flags on the mount
 /// at `path` (and every mount below it if `recursive`).
 pub(crate) fn mount_setattr(path: &Path, set: u64, clear: u64, recursive: bool) -> io::Result<()> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c = c_path(path)?;
     let attr = MountAttr {
         attr_set: set,
         attr_clr: clear,
