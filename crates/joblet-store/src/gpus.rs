@@ -348,6 +348,16 @@ mod tests {
         assert!(store.gpu_history("GPU-zzz", 10).unwrap().is_empty());
     }
 
+    /// A store and a pool that both know GPU-a (index 0), free.
+    fn store_with_gpu_a() -> (tempfile::TempDir, Store, GpuPool) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
+        let mut pool = GpuPool::new();
+        let synced = pool.sync(&[("GPU-a".into(), 0)], 1);
+        store.record_gpus(&pool.entries(), &synced, 1).unwrap();
+        (dir, store, pool)
+    }
+
     /// An allocation of GPU-a (index 0) to `job`: its audit record,
     /// request and placement.
     fn allocation_of(
@@ -405,11 +415,7 @@ mod tests {
     /// saved together, or (the job holds an allocation already) none is.
     #[test]
     fn an_allocation_its_pool_records_and_audit_record_commit_together() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
-        let mut pool = GpuPool::new();
-        let synced = pool.sync(&[("GPU-a".into(), 0)], 1);
-        store.record_gpus(&pool.entries(), &synced, 1).unwrap();
+        let (_dir, store, mut pool) = store_with_gpu_a();
         let (audit, request, placement) = allocation_of("job-1");
         let allocation = NewAllocation {
             request: &request,
@@ -457,11 +463,7 @@ mod tests {
     /// allocation is saved.
     #[test]
     fn an_allocation_that_starts_its_job_records_running_with_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
-        let mut pool = GpuPool::new();
-        let synced = pool.sync(&[("GPU-a".into(), 0)], 1);
-        store.record_gpus(&pool.entries(), &synced, 1).unwrap();
+        let (_dir, store, mut pool) = store_with_gpu_a();
         let id = JobId::parse("0b6f0d5e-7a36-4d4c-9a59-2f1f1e6c2a11").unwrap();
         let spec = joblet_core::JobRequest {
             command: "true".into(),
