@@ -230,7 +230,15 @@ fn main() -> ExitCode {
             if let Err(e) = joblet::sched_class::batch_current_thread() {
                 tracing::warn!(error = %e, "cannot move the daemon's main thread to SCHED_BATCH");
             }
+            // One worker: the engine is one task that every start, end and
+            // commit goes through, and the API's handlers only decode,
+            // hand over and stream (blocking work runs on the blocking
+            // pool). With a worker per CPU, a task woken on one worker was
+            // often taken by another woken beside it on the same CPU,
+            // which (SCHED_BATCH) then waited for the first to sleep:
+            // ~0.3 ms per job start (BENCHMARKS.md, run 13).
             let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
                 .enable_all()
                 .on_thread_start(joblet::sched_class::batch_runtime_thread)
                 .build()
