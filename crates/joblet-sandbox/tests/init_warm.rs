@@ -498,6 +498,81 @@ fn the_host_root_is_gone_before_the_job_comes_and_the_jobs_sources_are_handed_ov
     );
 }
 
+/// A GPU-ready warm sandbox's binds and device nodes (its placeholder's)
+/// are made before the job comes; a job whose own start with them gets
+/// just the rest from the shim, and each target is mounted once.
+#[test]
+fn binds_and_nodes_made_ahead_serve_a_job_that_starts_with_them() {
+    let work = work_dir();
+    let file = |text: &str| {
+        let f = tempfile::Builder::new()
+            .prefix("joblet-warm-ahead-")
+            .tempfile()
+            .unwrap();
+        fs::write(f.path(), text).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(f.path(), fs::Permissions::from_mode(0o644)).unwrap();
+        f
+    };
+    let (ahead, own) = (file("made ahead\n"), file("the job's own\n"));
+    let ahead_bind = Bind {
+        source: ahead.path().to_path_buf(),
+        target: PathBuf::from("/run/joblet-test/ahead.txt"),
+    };
+    let ahead_node = Bind {
+        source: PathBuf::from("/dev/zero"),
+        target: PathBuf::from("/dev/joblet-ahead"),
+    };
+    let mut base = config(work.path(), "/bin/false", &[]);
+    base.warm = true;
+    base.binds = vec![ahead_bind.clone()];
+    base.device_binds = vec![ahead_node.clone()];
+    let (pending, logs) = spawn(&base);
+    let mut pending = pending.unwrap();
+    pending.enter(Duration::from_secs(10)).unwrap();
+    let (pid1, _) = pid1_and_job(&pending);
+    let before = fs::read_to_string(format!("/proc/{pid1}/mountinfo")).unwrap();
+    for target in ["/run/joblet-test/ahead.txt", "/dev/joblet-ahead"] {
+        assert!(
+            before.contains(&format!(" {target} ")),
+            "{target} is not mounted before the job comes:\n{before}"
+        );
+    }
+
+    let mut job = config(
+        work.path(),
+        "sh",
+        &[
+            "-c",
+            "cat /run/joblet-test/ahead.txt /run/joblet-test/own.txt;              ls /dev/joblet-ahead /dev/joblet-own;              for t in /run/joblet-test/ahead.txt /dev/joblet-ahead; do                grep -c \" $t \" /proc/self/mountinfo; done",
+        ],
+    );
+    job.binds = vec![
+        ahead_bind,
+        Bind {
+            source: own.path().to_path_buf(),
+            target: PathBuf::from("/run/joblet-test/own.txt"),
+        },
+    ];
+    job.device_binds = vec![
+        ahead_node,
+        Bind {
+            source: PathBuf::from("/dev/null"),
+            target: PathBuf::from("/dev/joblet-own"),
+        },
+    ];
+    let started = pending
+        .start(&job, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}"));
+    let status = wait(started.pid);
+    assert_eq!(
+        logs.stdout(),
+        "made ahead\nthe job's own\n/dev/joblet-ahead\n/dev/joblet-own\n1\n1\n",
+        "status {status:#x}: {}",
+        logs.stderr()
+    );
+}
+
 /// A source missing on the host fails a warm start before anything of the
 /// job runs, naming the config field, as a cold start does.
 #[test]

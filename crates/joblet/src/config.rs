@@ -178,6 +178,11 @@ pub struct GpuConfig {
     /// 1 to 100), also set as the control daemon's default so a job can
     /// only lower it; `null` = MPS's default (100).
     pub mps_active_thread_percentage: Option<u32>,
+    /// GPU-ready warm sandboxes to keep besides `sandbox.warm_pool`: the
+    /// driver's files (default capabilities and CUDA toolkit) and the
+    /// control nodes bound and allowed ahead, so a GPU job only adds its
+    /// GPUs' nodes (docs/gpu.md); 0 = GPU jobs start in CPU ones.
+    pub warm_pool: usize,
 }
 
 /// What release does with a GPU a job has left.
@@ -295,6 +300,7 @@ impl Default for GpuConfig {
             mps_dir: PathBuf::from("/run/joblet/mps"),
             mps_shm_size_mb: 64,
             mps_active_thread_percentage: None,
+            warm_pool: 2,
         }
     }
 }
@@ -421,14 +427,16 @@ fn check_sandbox_settings(cfg: &Config) -> Result<(), (String, String)> {
         ));
     }
     crate::gpu::config_check::check(&cfg.gpu)?;
-    if cfg.sandbox.warm_pool > MAX_WARM_POOL {
-        return Err((
-            "sandbox.warm_pool".into(),
-            format!(
-                "invalid value {}: expected 0 (no warm sandboxes) to {MAX_WARM_POOL}",
-                cfg.sandbox.warm_pool
-            ),
-        ));
+    for (key, n) in [
+        ("sandbox.warm_pool", cfg.sandbox.warm_pool),
+        ("gpu.warm_pool", cfg.gpu.warm_pool),
+    ] {
+        if n > MAX_WARM_POOL {
+            return Err((
+                key.into(),
+                format!("invalid value {n}: expected 0 (no warm sandboxes) to {MAX_WARM_POOL}"),
+            ));
+        }
     }
     let base = &cfg.sandbox.cgroup_base;
     if base.is_empty()
@@ -610,6 +618,11 @@ mod tests {
                 "0 (no warm sandboxes) to 64",
             ),
             ("sandbox:\n  warm_pool: -1\n", "sandbox.warm_pool", "usize"),
+            (
+                "gpu:\n  warm_pool: 100\n",
+                "gpu.warm_pool",
+                "0 (no warm sandboxes) to 64",
+            ),
             ("gpu:\n  proc_dir: proc\n", "gpu.proc_dir", "e.g. /proc"),
             (
                 "gpu:\n  mps_dir: run/mps\n",

@@ -93,6 +93,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             shim_program,
             shim_args: vec!["--job-dir".into()],
             warm_pool: warm_pool(cfg.sandbox.warm_pool, sandbox.is_some()),
+            gpu_warm_pool: warm_pool(cfg.gpu.warm_pool, sandbox.is_some()),
             sandbox,
             gpu: gpu_jobs,
         },

@@ -38,10 +38,17 @@ const MASK_DIR_OPTS: &str = "size=4k,mode=0555";
 
 /// Applies `config.binds` (parents before children), then `config.masks`.
 pub(crate) fn apply(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
-    for (index, b) in ordered(&config.binds, |b| &b.target) {
+    apply_binds(&config.binds, host)?;
+    apply_masks(&config.masks).map(drop)
+}
+
+/// Applies `binds`, parents before children (also a warm sandbox's, made
+/// before its job comes: see `InitConfig::job_part`).
+pub(crate) fn apply_binds(binds: &[Bind], host: &Host) -> Result<(), SetupError> {
+    for (index, b) in ordered(binds, |b| &b.target) {
         bind(index, b, host)?;
     }
-    apply_masks(&config.masks).map(drop)
+    Ok(())
 }
 
 /// Applies `masks`; returns the paths it mounted over (missing paths and

@@ -172,10 +172,19 @@ pub fn check_ro_mount(p: &Path) -> Result<(), ConfigError> {
 impl InitConfig {
     /// Why a sandbox built warm from `self` cannot run `job`: the first
     /// setting the two differ in among those built before the job is known
-    /// (namespaces, the read-only tree, `/tmp`, seccomp, and the user the
-    /// job's process, forked ahead, runs as). `None`: it can.
+    /// (namespaces, the read-only tree, `/tmp`, seccomp, the user the
+    /// job's process, forked ahead, runs as, and the binds and device binds
+    /// made ahead, which must be the first of the job's: see
+    /// [`InitConfig::job_part`]). `None`: it can.
     pub fn warm_mismatch(&self, job: &InitConfig) -> Option<&'static str> {
-        if self.net != job.net {
+        let target = |b: &Bind| b.target.clone();
+        if !made_ahead_fits(&self.binds, &job.binds, target) {
+            Some("binds")
+        } else if !made_ahead_fits(&self.extra_devices, &job.extra_devices, PathBuf::clone) {
+            Some("extra_devices")
+        } else if !made_ahead_fits(&self.device_binds, &job.device_binds, target) {
+            Some("device_binds")
+        } else if self.net != job.net {
             Some("net")
         } else if self.ro_mounts != job.ro_mounts {
             Some("ro_mounts")
@@ -189,6 +198,23 @@ impl InitConfig {
         } else {
             None
         }
+    }
+
+    /// What a sandbox built warm from `self` still has to build of `job`
+    /// (which fits it: [`InitConfig::warm_mismatch`]): `job` without the
+    /// binds, extra devices and device binds the warm sandbox made before
+    /// the job came (a GPU-ready one's driver files and control nodes).
+    /// Both the shim, which opens the host sources of what is left, and
+    /// pid 1, which builds it, work from this.
+    pub fn job_part(&self, job: &InitConfig) -> InitConfig {
+        fn skip<T>(v: &mut Vec<T>, n: usize) {
+            v.drain(..n.min(v.len()));
+        }
+        let mut part = job.clone();
+        skip(&mut part.binds, self.binds.len());
+        skip(&mut part.extra_devices, self.extra_devices.len());
+        skip(&mut part.device_binds, self.device_binds.len());
+        part
     }
 
     /// Checks everything that can be checked without touching the system.
@@ -286,6 +312,18 @@ impl InitConfig {
     }
 }
 
+/// Whether mounts made ahead (`ahead`) can stand for the first of `job`'s:
+/// they are, and none of the job's others is mounted at or above the
+/// `target` of one of them (which, made first as usual, would have covered
+/// it).
+fn made_ahead_fits<T: PartialEq>(ahead: &[T], job: &[T], target: impl Fn(&T) -> PathBuf) -> bool {
+    job.starts_with(ahead)
+        && job[ahead.len()..].iter().all(|b| {
+            let b = target(b);
+            !ahead.iter().any(|a| target(a).starts_with(&b))
+        })
+}
+
 fn no_nul(field: &'static str, value: &str) -> Result<(), ConfigError> {
     if value.contains('\0') {
         return Err(ConfigError::Nul {
@@ -349,6 +387,7 @@ pub(crate) mod tests {
     fn a_warm_sandbox_fits_jobs_that_differ_only_in_their_own_settings() {
         let base = InitConfig {
             warm: true,
+            binds: vec![],
             ..sample()
         };
         let mut job = sample();
@@ -383,6 +422,58 @@ pub(crate) mod tests {
             source: source.into(),
             target: target.into(),
         }
+    }
+
+    #[test]
+    fn binds_made_ahead_must_be_the_first_of_the_jobs_and_are_left_out_of_its_part() {
+        let lib = bind(
+            "/usr/lib/libnvidia-ml.so.1",
+            "/run/nvidia/driver/lib/libnvidia-ml.so.1",
+        );
+        let ctl = bind("/dev/nvidiactl", "/dev/nvidiactl");
+        let gpu0 = bind("/dev/nvidia0", "/dev/nvidia0");
+        let mps = bind("/run/joblet/mps/GPU-1/pipe", "/run/nvidia/mps");
+        let warm = InitConfig {
+            warm: true,
+            binds: vec![lib.clone()],
+            device_binds: vec![ctl.clone()],
+            ..sample()
+        };
+        let mut job = InitConfig {
+            binds: vec![lib.clone(), mps.clone()],
+            device_binds: vec![ctl.clone(), gpu0.clone()],
+            ..sample()
+        };
+        assert_eq!(warm.warm_mismatch(&job), None);
+        let part = warm.job_part(&job);
+        assert_eq!(part.binds, vec![mps.clone()]);
+        assert_eq!(part.device_binds, vec![gpu0.clone()]);
+        assert_eq!(
+            (part.command.as_str(), &part.env),
+            (job.command.as_str(), &job.env)
+        );
+
+        // Not first, missing, or another source: not what the job asks for.
+        job.binds = vec![mps.clone(), lib.clone()];
+        assert_eq!(warm.warm_mismatch(&job), Some("binds"));
+        job.binds = vec![mps.clone()];
+        assert_eq!(warm.warm_mismatch(&job), Some("binds"));
+        job.binds = vec![bind(
+            "/opt/other/libnvidia-ml.so.1",
+            &lib.target.display().to_string(),
+        )];
+        assert_eq!(warm.warm_mismatch(&job), Some("binds"));
+        // One of the job's own above a bind made ahead would have been
+        // mounted first, under it: it cannot be added after.
+        job.binds = vec![lib.clone(), bind("/opt/driver", "/run/nvidia")];
+        assert_eq!(warm.warm_mismatch(&job), Some("binds"));
+        job.binds = vec![lib.clone()];
+        job.device_binds = vec![gpu0.clone()];
+        assert_eq!(warm.warm_mismatch(&job), Some("device_binds"));
+        // A CPU job in a GPU-ready sandbox: never.
+        job.binds.clear();
+        job.device_binds.clear();
+        assert_eq!(warm.warm_mismatch(&job), Some("binds"));
     }
 
     #[test]

@@ -68,7 +68,35 @@ pub(crate) fn finish(
     host: &Host,
     shm_mounted: bool,
 ) -> Result<(), SetupError> {
-    let dev = Path::new("/dev");
+    bind_devices(config, host)?;
+    match (&config.dev_shm, shm_mounted) {
+        (None, true) => {}
+        (Some(_), true) => {
+            nix::mount::umount2("/dev/shm", nix::mount::MntFlags::empty())
+                .stage(Stage::Dev, || {
+                    "unmounting the warm sandbox's /dev/shm for the job's directory".into()
+                })?;
+            shm(config, host)?;
+        }
+        (_, false) => shm(config, host)?,
+    }
+    mnt(
+        None,
+        Path::new("/dev"),
+        None,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NOEXEC,
+        None,
+    )
+    .stage(Stage::Dev, || "remounting /dev read-only".into())
+}
+
+/// Binds `config`'s extra devices and device binds into `/dev`, each
+/// checked to be a device node on the host.
+pub(crate) fn bind_devices(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
     let extra = config
         .extra_devices
         .iter()
@@ -101,29 +129,7 @@ pub(crate) fn finish(
         }
         bind_node_from(&node, target)?;
     }
-    match (&config.dev_shm, shm_mounted) {
-        (None, true) => {}
-        (Some(_), true) => {
-            nix::mount::umount2("/dev/shm", nix::mount::MntFlags::empty())
-                .stage(Stage::Dev, || {
-                    "unmounting the warm sandbox's /dev/shm for the job's directory".into()
-                })?;
-            shm(config, host)?;
-        }
-        (_, false) => shm(config, host)?,
-    }
-    mnt(
-        None,
-        dev,
-        None,
-        MsFlags::MS_REMOUNT
-            | MsFlags::MS_BIND
-            | MsFlags::MS_RDONLY
-            | MsFlags::MS_NOSUID
-            | MsFlags::MS_NOEXEC,
-        None,
-    )
-    .stage(Stage::Dev, || "remounting /dev read-only".into())
+    Ok(())
 }
 
 /// Binds the host node at `path` onto an empty file at the same path

@@ -62,8 +62,10 @@ fn exited(pidfd: &OwnedFd) -> Result<bool, SetupError> {
 /// config from `claim` (framed, see `frame`) and checks that the sandbox
 /// built from `warm` fits it. End of file before a config means the
 /// sandbox was discarded: pid 1 exits quietly, taking the namespaces (and
-/// the job process forked ahead) with it. Returns the config and its JSON;
-/// `claim` stays open for [`wait_for_go`].
+/// the job process forked ahead) with it. Returns what is left to build
+/// of the job's config ([`InitConfig::job_part`]), the whole config's JSON
+/// (for the job process) and the host sources of that part; `claim` stays
+/// open for [`wait_for_go`].
 fn take_job(
     warm: &InitConfig,
     claim: &mut File,
@@ -97,9 +99,11 @@ fn take_job(
     }
     // Built in SCHED_IDLE while waiting; the job runs normally.
     sys::set_normal_priority(0).stage(Stage::Config, || "resetting the scheduling class".into())?;
+    // What is left to build: the shim sent the sources of just that.
+    let part = warm.job_part(&job);
     let host =
-        Handed::new(fds, &job).stage(Stage::Config, || "taking the job's host sources".into())?;
-    Ok((job, json, host))
+        Handed::new(fds, &part).stage(Stage::Config, || "taking the job's host sources".into())?;
+    Ok((part, json, host))
 }
 
 /// The shim's word that the job's cgroup limits and device filter are in
@@ -212,6 +216,9 @@ fn setup(
             fork_job(config, filters)?
         }
         Some(mut claim) => {
+            // The binds every job this sandbox serves starts with (a
+            // GPU-ready one's driver files), from the parked host root.
+            binds::apply_binds(&config.binds, &Host::Parked)?;
             // A CPU job's masks (the node's driver files) go on ahead:
             // most jobs keep them.
             let premasked = if config.binds.is_empty() {

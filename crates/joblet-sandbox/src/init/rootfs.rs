@@ -239,13 +239,16 @@ pub(crate) fn prepare_job(
 }
 
 /// What of a warm sandbox's job part is mounted before its job comes: a
-/// sized `/work` (a bound one needs the job's directory and waits for it)
-/// and a private `/dev/shm` tmpfs (its size is the sandbox's `/tmp` size,
-/// which the job shares: [`InitConfig::warm_mismatch`]).
+/// sized `/work` (a bound one needs the job's directory and waits for it),
+/// the device binds every job it serves starts with (a GPU-ready one's
+/// control nodes: [`InitConfig::job_part`]) and a private `/dev/shm` tmpfs
+/// (its size is the sandbox's `/tmp` size, which the job shares:
+/// [`InitConfig::warm_mismatch`]).
 pub(crate) fn premount_job_part(config: &InitConfig) -> Result<(), SetupError> {
     if config.work_size_mb > 0 {
         work::mount(config, &Host::Parked)?;
     }
+    devfs::bind_devices(config, &Host::Parked)?;
     devfs::premount_shm(config)
 }
 

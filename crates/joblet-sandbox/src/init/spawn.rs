@@ -96,6 +96,7 @@ pub fn spawn(
         end: Some(end_r),
         teardown: Some(teardown_w),
         pid1: None,
+        warm: config.warm.then(|| Box::new(config.clone())),
         go_failed: None,
         buf: Vec::new(),
         greeted: false,
@@ -134,6 +135,8 @@ pub struct PendingInit {
     teardown: Option<OwnedFd>,
     /// A warm init's pid 1 (in our pid namespace), found once it is ready.
     pid1: Option<i32>,
+    /// A warm init's config: what it builds before its job comes.
+    warm: Option<Box<InitConfig>>,
     /// Why sending the job's config to a warm pid 1 failed (it had
     /// exited), kept for [`PendingInit::go`] to report if the status pipe
     /// says nothing better.
@@ -240,8 +243,17 @@ impl PendingInit {
         })?;
         let framed = frame::encode(&json);
         // Opened here, in the host's mount namespace: the warm pid 1 has
-        // detached the host root already.
-        let sources = hostfds::open_all(job).map_err(|source| InitError::SendConfig {
+        // detached the host root already. Only for what it did not build
+        // ahead (pid 1 checks that the job fits it).
+        let part;
+        let to_build = match &self.warm {
+            Some(warm) => {
+                part = warm.job_part(job);
+                &part
+            }
+            None => job,
+        };
+        let sources = hostfds::open_all(to_build).map_err(|source| InitError::SendConfig {
             pid: self.pid,
             source,
         })?;

@@ -74,8 +74,9 @@ enum Msg {
         id: JobId,
         dirty: Vec<(String, String)>,
     },
-    /// A warm shim's launch ended (`None`: it failed, and was logged).
-    Warm(Option<(JobId, WarmShim)>),
+    /// A warm shim's launch of that flavour ended (`None`: it failed, and
+    /// was logged).
+    Warm(warm::Flavour, Option<(JobId, WarmShim)>),
 }
 
 /// What the engine needs from the daemon's configuration.
@@ -89,6 +90,9 @@ pub struct EngineConfig {
     pub shim_args: Vec<OsString>,
     /// `sandbox.warm_pool`: warm sandboxes to keep (with a sandbox only).
     pub warm_pool: usize,
+    /// `gpu.warm_pool`: GPU-ready warm sandboxes to keep besides them
+    /// (with GPU jobs only).
+    pub gpu_warm_pool: usize,
     /// `None`: jobs run unisolated (`sandbox.enabled: false`).
     pub sandbox: Option<NodeSandbox>,
     /// GPU jobs (`gpu.enabled` with a sandbox), with the pool's updates.
@@ -143,6 +147,11 @@ impl Engine {
             Some((g, r)) => (Some(g), Some(r)),
             None => (None, None),
         };
+        let warm = match (&cfg.sandbox, &gpu) {
+            (None, _) => warm::WarmPool::new(0, 0),
+            (Some(_), None) => warm::WarmPool::new(cfg.warm_pool, 0),
+            (Some(_), Some(_)) => warm::WarmPool::new(cfg.warm_pool, cfg.gpu_warm_pool),
+        };
         let mut engine = Engine {
             store,
             dirs,
@@ -152,11 +161,7 @@ impl Engine {
             gpu_time_reason: HashMap::new(),
             pending_gpu: Vec::new(),
             submitted: None,
-            warm: warm::WarmPool::new(if cfg.sandbox.is_some() {
-                cfg.warm_pool
-            } else {
-                0
-            }),
+            warm,
             cfg,
             tx: tx.clone(),
             ended: ended.clone(),
@@ -407,9 +412,9 @@ impl Engine {
                     }
                 }
                 Msg::Released { id, dirty } => self.released(&id, &dirty),
-                Msg::Warm(shim) => {
-                    if let Some(extra) = self.warm.landed(shim) {
-                        reap(extra);
+                Msg::Warm(flavour, shim) => {
+                    if let Some(extra) = self.warm.landed(flavour, shim) {
+                        reap(extra.discard());
                     }
                 }
             }
@@ -434,7 +439,12 @@ impl Engine {
     ) -> Result<(JobRecord, Vec<Action>), ApiError> {
         let now = now_ms();
         // A warm sandbox's id when one is idle: the job then starts in it.
-        let id = match self.warm.reserve() {
+        let flavour = if spec.resources.gpu_count > 0 {
+            warm::Flavour::Gpu
+        } else {
+            warm::Flavour::Cpu
+        };
+        let id = match self.warm.reserve(flavour) {
             Some(id) => id,
             None => JobId::parse(&uuid::Uuid::new_v4().to_string())?,
         };
@@ -713,7 +723,7 @@ impl Engine {
     fn finish(&mut self, id: &JobId, fin: Final, now: UnixMillis) {
         // A job that ends before it started leaves its warm shim unused.
         if let Some(shim) = self.warm.forget(id) {
-            reap(shim);
+            reap(shim.discard());
         }
         let extra = TransitionExtra {
             reason: Some(fin.reason.clone()),

@@ -23,78 +23,127 @@ use joblet_shim::{JobDir, ShimError, ShimHandle, WarmShim, WarmSpec};
 
 use super::{Engine, Msg};
 
-/// The warm shims of one daemon.
-pub(crate) struct WarmPool {
-    /// How many idle warm shims to keep.
-    target: usize,
-    /// Ready and not yet given to a job.
-    idle: VecDeque<(JobId, WarmShim)>,
-    /// Given to a job that has not started yet.
-    reserved: HashMap<JobId, WarmShim>,
-    /// Launches under way.
-    launching: usize,
+/// What a warm sandbox is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    /// A CPU job's sandbox (the node's driver files masked, no GPU node
+    /// allowed); a GPU job can start in one too, which then binds and
+    /// allows the job's GPU files itself.
+    Cpu,
+    /// GPU-ready (`gpu.warm_pool`): the driver's files for the node's
+    /// default `NVIDIA_DRIVER_CAPABILITIES` and CUDA toolkit, and the
+    /// control nodes (`nvidiactl`, `nvidia-uvm`), bound and allowed ahead;
+    /// a GPU job adds its own GPUs' nodes. Never given to a CPU job.
+    Gpu,
 }
 
-impl WarmPool {
-    pub(crate) fn new(target: usize) -> Self {
+impl Flavour {
+    fn index(self) -> usize {
+        match self {
+            Flavour::Cpu => 0,
+            Flavour::Gpu => 1,
+        }
+    }
+}
+
+/// The warm shims of one daemon (`S`: a [`WarmShim`]; tests use another
+/// type).
+pub(crate) struct WarmPool<S = WarmShim> {
+    /// How many idle warm shims of each flavour to keep.
+    target: [usize; 2],
+    /// Ready and not yet given to a job.
+    idle: VecDeque<(JobId, Flavour, S)>,
+    /// Given to a job that has not started yet.
+    reserved: HashMap<JobId, S>,
+    /// Launches under way, by flavour.
+    launching: [usize; 2],
+}
+
+impl<S> WarmPool<S> {
+    /// `cpu` CPU and `gpu` GPU-ready warm shims.
+    pub(crate) fn new(cpu: usize, gpu: usize) -> Self {
         WarmPool {
-            target,
+            target: [cpu, gpu],
             idle: VecDeque::new(),
             reserved: HashMap::new(),
-            launching: 0,
+            launching: [0, 0],
         }
     }
 
-    /// The id for a new job: an idle warm shim's, reserved for it, when
-    /// there is one (`true`), else `None`. Jobs that wait in the queue
-    /// hold at most `target` warm shims between them, so a long queue does
-    /// not pin a sandbox per job.
-    pub(crate) fn reserve(&mut self) -> Option<JobId> {
-        if self.reserved.len() >= self.target {
+    /// The id for a new job that wants a sandbox of `flavour`: an idle
+    /// warm shim's, reserved for it, when there is one, else `None`. A GPU
+    /// job takes a CPU one when no GPU-ready one is idle; a CPU job never
+    /// takes a GPU-ready one. Jobs that wait in the queue hold at most as
+    /// many warm shims between them as the pool keeps, so a long queue
+    /// does not pin a sandbox per job.
+    pub(crate) fn reserve(&mut self, flavour: Flavour) -> Option<JobId> {
+        if self.reserved.len() >= self.target.iter().sum::<usize>() {
             return None;
         }
-        let (id, shim) = self.idle.pop_front()?;
+        let pos = self
+            .idle
+            .iter()
+            .position(|(_, f, _)| *f == flavour)
+            .or_else(|| {
+                (flavour == Flavour::Gpu)
+                    .then(|| self.idle.iter().position(|(_, f, _)| *f == Flavour::Cpu))
+                    .flatten()
+            })?;
+        let (id, _, shim) = self.idle.remove(pos)?;
         self.reserved.insert(id.clone(), shim);
         Some(id)
     }
 
     /// The warm shim reserved for job `id`, to start it in.
-    pub(crate) fn claim(&mut self, id: &JobId) -> Option<WarmShim> {
+    pub(crate) fn claim(&mut self, id: &JobId) -> Option<S> {
         self.reserved.remove(id)
     }
 
     /// Job `id` ended without starting, or its submission failed: its warm
-    /// shim, if it had one, is discarded. Returns the shim's handle, to
-    /// reap it.
-    pub(crate) fn forget(&mut self, id: &JobId) -> Option<ShimHandle> {
-        self.reserved.remove(id).map(WarmShim::discard)
+    /// shim, if it had one, is returned, to discard it.
+    pub(crate) fn forget(&mut self, id: &JobId) -> Option<S> {
+        self.reserved.remove(id)
     }
 
     /// Whether an idle warm shim (or one being launched) is there for the
     /// next job.
     pub(crate) fn has_idle(&self) -> bool {
-        !self.idle.is_empty() || self.launching > 0
+        !self.idle.is_empty() || self.launching.iter().any(|&n| n > 0)
     }
 
-    /// How many launches to begin now to get back to `target` idle shims.
+    /// How many launches of `flavour` to begin now to get back to its
+    /// target of idle shims.
+    pub(crate) fn wanted_of(&self, flavour: Flavour) -> usize {
+        let idle = self.idle.iter().filter(|(_, f, _)| *f == flavour).count();
+        self.target[flavour.index()].saturating_sub(idle + self.launching[flavour.index()])
+    }
+
+    /// How many launches, of any flavour, to begin now.
     pub(crate) fn wanted(&self) -> usize {
-        self.target.saturating_sub(self.idle.len() + self.launching)
+        self.wanted_of(Flavour::Cpu) + self.wanted_of(Flavour::Gpu)
     }
 
-    /// Records that a launch began.
-    pub(crate) fn launching(&mut self) {
-        self.launching += 1;
+    /// Keeps no more warm shims of `flavour` (they cannot be built).
+    pub(crate) fn give_up(&mut self, flavour: Flavour) {
+        self.target[flavour.index()] = 0;
     }
 
-    /// A launch ended: with a shim, it joins the idle ones (or is returned
-    /// for discarding when the pool is already full).
-    pub(crate) fn landed(&mut self, shim: Option<(JobId, WarmShim)>) -> Option<ShimHandle> {
-        self.launching = self.launching.saturating_sub(1);
+    /// Records that a launch of `flavour` began.
+    pub(crate) fn launching(&mut self, flavour: Flavour) {
+        self.launching[flavour.index()] += 1;
+    }
+
+    /// A launch of `flavour` ended: with a shim, it joins the idle ones
+    /// (or is returned for discarding when the pool is already full).
+    pub(crate) fn landed(&mut self, flavour: Flavour, shim: Option<(JobId, S)>) -> Option<S> {
+        let i = flavour.index();
+        self.launching[i] = self.launching[i].saturating_sub(1);
         let (id, shim) = shim?;
-        if self.idle.len() >= self.target {
-            return Some(shim.discard());
+        let idle = self.idle.iter().filter(|(_, f, _)| *f == flavour).count();
+        if idle >= self.target[i] {
+            return Some(shim);
         }
-        self.idle.push_back((id, shim));
+        self.idle.push_back((id, flavour, shim));
         None
     }
 
@@ -113,7 +162,7 @@ impl Engine {
         match self.warm.forget(id) {
             Some(shim) => {
                 let _ = std::fs::remove_dir_all(JobDir::new(dir).work_path());
-                reap(shim);
+                reap(shim.discard());
             }
             None => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -122,58 +171,87 @@ impl Engine {
     }
 
     /// Starts launches of warm shims until the pool has (or will have) its
-    /// target; each runs on the blocking pool and reports back through
+    /// targets; each runs on the blocking pool and reports back through
     /// [`Msg::Warm`].
     pub(super) fn refill_warm(&mut self) {
-        let Some(sb) = &self.cfg.sandbox else {
-            return;
-        };
-        for _ in 0..self.warm.wanted() {
-            let Ok(id) = JobId::parse(&uuid::Uuid::new_v4().to_string()) else {
-                return;
-            };
-            let dir = self.dirs.job(&id);
-            let gpu_part = match &self.gpu {
-                Some(g) => crate::gpu::setup::cpu_job(&g.settings),
-                None => Default::default(),
-            };
-            let job_dir = JobDir::new(dir.clone());
-            let settings = sb.warm(&id, &job_dir.work_path(), gpu_part);
-            let runner = match serde_json::to_value(&settings) {
-                Ok(v) => v,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot encode a warm sandbox's settings; no warm sandboxes");
-                    return;
+        for flavour in [Flavour::Gpu, Flavour::Cpu] {
+            for _ in 0..self.warm.wanted_of(flavour) {
+                if !self.launch_warm(flavour) {
+                    break;
                 }
-            };
-            let warm = WarmSpec {
-                job_id: id.to_string(),
-                runner: Some(runner),
-            };
-            let program = self.cfg.shim_program.clone();
-            let mut args = self.cfg.shim_args.clone();
-            args.push(dir.clone().into_os_string());
-            let tx = self.tx.clone();
-            self.warm.launching();
-            tokio::task::spawn_blocking(move || {
-                // Made now, off the job's path (creating a directory can take
-                // a while on a busy ext4); an empty one goes with the shim.
-                if let Err(e) = std::fs::create_dir_all(job_dir.work_path()) {
-                    tracing::warn!(dir = %job_dir.work_path().display(), error = %e, "cannot make a warm shim's work directory; its job will");
-                }
-                let landed = match joblet_shim::launch_warm(&program, &args, &job_dir, &warm) {
-                    Ok(shim) => Some((id, shim)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot launch a warm shim");
-                        None
-                    }
-                };
-                if let Err(e) = tx.blocking_send(Msg::Warm(landed)) {
-                    // The engine is gone: dropping the shim discards it.
-                    drop(e);
-                }
-            });
+            }
         }
+    }
+
+    /// Starts one launch of a warm shim of `flavour`; `false` when none
+    /// can be launched (which is logged).
+    fn launch_warm(&mut self, flavour: Flavour) -> bool {
+        let Some(sb) = &self.cfg.sandbox else {
+            return false;
+        };
+        let Ok(id) = JobId::parse(&uuid::Uuid::new_v4().to_string()) else {
+            return false;
+        };
+        let dir = self.dirs.job(&id);
+        let gpu_part = match (&self.gpu, flavour) {
+            (Some(g), Flavour::Cpu) => crate::gpu::setup::cpu_job(&g.settings),
+            (Some(g), Flavour::Gpu) => {
+                // Its driver parameters overlay is written there.
+                let ready = std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+                    .and_then(|()| crate::gpu::setup::gpu_ready(&g.settings, &dir));
+                match ready {
+                    Ok(part) => part,
+                    Err(e) => {
+                        // A node that cannot build one now will not later
+                        // (its driver files and nodes were found at start).
+                        tracing::warn!(error = %e, "cannot build GPU-ready warm sandboxes; GPU jobs start in CPU ones");
+                        self.warm.give_up(Flavour::Gpu);
+                        let _ = std::fs::remove_dir_all(&dir);
+                        return false;
+                    }
+                }
+            }
+            (None, Flavour::Cpu) => Default::default(),
+            (None, Flavour::Gpu) => return false,
+        };
+        let job_dir = JobDir::new(dir.clone());
+        let settings = sb.warm(&id, &job_dir.work_path(), gpu_part);
+        let runner = match serde_json::to_value(&settings) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode a warm sandbox's settings; no warm sandboxes");
+                return false;
+            }
+        };
+        let warm = WarmSpec {
+            job_id: id.to_string(),
+            runner: Some(runner),
+        };
+        let program = self.cfg.shim_program.clone();
+        let mut args = self.cfg.shim_args.clone();
+        args.push(dir.clone().into_os_string());
+        let tx = self.tx.clone();
+        self.warm.launching(flavour);
+        tokio::task::spawn_blocking(move || {
+            // Made now, off the job's path (creating a directory can take
+            // a while on a busy ext4); an empty one goes with the shim.
+            if let Err(e) = std::fs::create_dir_all(job_dir.work_path()) {
+                tracing::warn!(dir = %job_dir.work_path().display(), error = %e, "cannot make a warm shim's work directory; its job will");
+            }
+            let landed = match joblet_shim::launch_warm(&program, &args, &job_dir, &warm) {
+                Ok(shim) => Some((id, shim)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot launch a warm shim");
+                    None
+                }
+            };
+            if let Err(e) = tx.blocking_send(Msg::Warm(flavour, landed)) {
+                // The engine is gone: dropping the shim discards it.
+                drop(e);
+            }
+        });
+        true
     }
 }
 
@@ -192,22 +270,48 @@ pub(super) fn reap(shim: ShimHandle) {
 mod tests {
     use super::*;
 
+    fn id(n: u8) -> JobId {
+        JobId::parse(&format!("00000000-0000-4000-8000-0000000000{n:02}")).unwrap()
+    }
+
     #[test]
     fn an_empty_pool_wants_its_target_and_reserves_nothing() {
-        let mut pool = WarmPool::new(2);
-        assert_eq!(pool.wanted(), 2);
-        pool.launching();
-        assert_eq!(pool.wanted(), 1);
-        assert_eq!(pool.reserve(), None);
-        assert!(pool.landed(None).is_none());
-        assert_eq!(pool.wanted(), 2);
+        let mut pool = WarmPool::<()>::new(2, 1);
+        assert_eq!(pool.wanted(), 3);
+        pool.launching(Flavour::Cpu);
+        assert_eq!(pool.wanted_of(Flavour::Cpu), 1);
+        assert_eq!(pool.wanted_of(Flavour::Gpu), 1);
+        assert_eq!(pool.reserve(Flavour::Cpu), None);
+        assert!(pool.landed(Flavour::Cpu, None).is_none());
+        assert_eq!(pool.wanted(), 3);
         assert_eq!(pool.idle(), 0);
     }
 
     #[test]
     fn a_pool_of_zero_never_launches() {
-        let mut pool = WarmPool::new(0);
+        let mut pool = WarmPool::<()>::new(0, 0);
         assert_eq!(pool.wanted(), 0);
-        assert_eq!(pool.reserve(), None);
+        assert_eq!(pool.reserve(Flavour::Gpu), None);
+    }
+
+    #[test]
+    fn gpu_jobs_prefer_gpu_ready_shims_and_cpu_jobs_never_take_one() {
+        let mut pool = WarmPool::<u8>::new(1, 1);
+        pool.launching(Flavour::Gpu);
+        assert_eq!(pool.landed(Flavour::Gpu, Some((id(1), 1))), None);
+        // A CPU job finds no CPU shim: it gets none rather than the GPU one.
+        assert_eq!(pool.reserve(Flavour::Cpu), None);
+        pool.launching(Flavour::Cpu);
+        assert_eq!(pool.landed(Flavour::Cpu, Some((id(2), 2))), None);
+        // Full: another of a flavour is handed back to be discarded.
+        assert_eq!(pool.landed(Flavour::Cpu, Some((id(3), 3))), Some(3));
+        assert_eq!(pool.reserve(Flavour::Gpu), Some(id(1)));
+        assert_eq!(pool.wanted_of(Flavour::Gpu), 1);
+        // No GPU-ready one left: a GPU job takes a CPU one.
+        assert_eq!(pool.reserve(Flavour::Gpu), Some(id(2)));
+        assert_eq!(pool.claim(&id(1)), Some(1));
+        assert_eq!(pool.forget(&id(2)), Some(2));
+        pool.give_up(Flavour::Gpu);
+        assert_eq!(pool.wanted(), 1);
     }
 }

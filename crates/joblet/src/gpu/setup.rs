@@ -23,13 +23,14 @@ use joblet_gpu::exec::{
     gpu_env, parse_visible, resolve_visible, DriverCapabilities, GpuEnv, GpuEnvInput, JobGpu,
     VisibleRequest,
 };
+use joblet_gpu::model::CudaToolkit;
 use joblet_sandbox::devices::DeviceRule;
 use joblet_sandbox::init::Bind;
 
 use super::jobs::GpuSettings;
 
 mod devices;
-use devices::{devices, mps_part};
+use devices::{control_nodes, devices, mps_part};
 
 /// Where a GPU job finds the driver's libraries and binaries.
 pub const DRIVER_LIB_DIR: &str = "/run/nvidia/driver/lib";
@@ -103,28 +104,32 @@ pub fn check_cuda(settings: &GpuSettings, spec: &JobSpec) -> Result<(), String> 
     Ok(())
 }
 
-/// A GPU job's sandbox part. `gpus`: its GPUs in PCI bus order;
-/// `job_dir`: the job's host directory (for the params overlay).
-pub fn gpu_job(
+/// The sandbox of a GPU-ready warm sandbox (`gpu.warm_pool`): what every
+/// GPU job with the node's default `NVIDIA_DRIVER_CAPABILITIES` and CUDA
+/// toolkit gets first (its control nodes and driver files), so that such
+/// a job only adds its GPUs' nodes ([`gpu_job`] starts from the same
+/// part). `job_dir`: the warm sandbox's job directory.
+pub fn gpu_ready(settings: &GpuSettings, job_dir: &Path) -> Result<GpuSandbox, String> {
+    let toolkit =
+        select_toolkit(&settings.toolkits, None, settings.driver_max).map_err(|e| e.to_string())?;
+    shared_part(settings, &settings.caps, toolkit, true, job_dir)
+}
+
+/// The first part of a GPU job's sandbox, the same for every job with
+/// `caps` and `toolkit`: the control nodes (with `nodes`: a job that sees
+/// GPUs), the driver's libraries and binaries (fake-nvml's library and
+/// profile when simulated), the params overlay and the toolkit.
+fn shared_part(
     settings: &GpuSettings,
-    spec: &JobSpec,
-    gpus: &[JobGpu],
-    quota_mb: Option<u64>,
+    caps: &DriverCapabilities,
+    toolkit: Option<&CudaToolkit>,
+    nodes: bool,
     job_dir: &Path,
 ) -> Result<GpuSandbox, String> {
-    let visible_req = parse_visible(spec.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str))
-        .map_err(|e| e.to_string())?;
-    if visible_req == VisibleRequest::Void {
-        // No GPU handling at all: the job holds its GPUs but sees none.
-        return Ok(cpu_job(settings));
-    }
-    let visible = resolve_visible(&visible_req, gpus).map_err(|e| e.to_string())?;
-    let caps = job_caps(settings, spec)?;
     let mut out = GpuSandbox::default();
-    if !visible.is_empty() {
-        devices(settings, &visible, spec.gpu_profiling, &mut out)?;
+    if nodes {
+        control_nodes(settings, &mut out)?;
     }
-    let mps = mps_part(settings, spec, &visible, quota_mb, &mut out)?;
     let lib = Path::new(DRIVER_LIB_DIR);
     let bin = Path::new(DRIVER_BIN_DIR);
     match &settings.simulation {
@@ -153,7 +158,7 @@ pub fn gpu_job(
             }
         }
         None => {
-            let files = settings.driver_files(&caps);
+            let files = settings.driver_files(caps);
             if !files.missing.is_empty() {
                 return Err(format!(
                     "CUDA libraries not accessible: {} not found in the loader cache {}",
@@ -182,18 +187,47 @@ pub fn gpu_job(
             }
         }
     }
-    let toolkit = select_toolkit(
-        &settings.toolkits,
-        spec.cuda.as_deref(),
-        settings.driver_max,
-    )
-    .map_err(|e| e.to_string())?;
     if let Some(t) = toolkit {
         out.binds.push(Bind {
             source: PathBuf::from(&t.path),
             target: PathBuf::from(&t.path),
         });
     }
+    Ok(out)
+}
+
+/// A GPU job's sandbox part. `gpus`: its GPUs in PCI bus order;
+/// `job_dir`: the job's host directory (for the params overlay).
+pub fn gpu_job(
+    settings: &GpuSettings,
+    spec: &JobSpec,
+    gpus: &[JobGpu],
+    quota_mb: Option<u64>,
+    job_dir: &Path,
+) -> Result<GpuSandbox, String> {
+    let visible_req = parse_visible(spec.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str))
+        .map_err(|e| e.to_string())?;
+    if visible_req == VisibleRequest::Void {
+        // No GPU handling at all: the job holds its GPUs but sees none.
+        return Ok(cpu_job(settings));
+    }
+    let visible = resolve_visible(&visible_req, gpus).map_err(|e| e.to_string())?;
+    let caps = job_caps(settings, spec)?;
+    let toolkit = select_toolkit(
+        &settings.toolkits,
+        spec.cuda.as_deref(),
+        settings.driver_max,
+    )
+    .map_err(|e| e.to_string())?;
+    // What every job with these capabilities and toolkit shares first (a
+    // GPU-ready warm sandbox's, `gpu_ready`), then the job's own.
+    let mut out = shared_part(settings, &caps, toolkit, !visible.is_empty(), job_dir)?;
+    if !visible.is_empty() {
+        devices(settings, &visible, spec.gpu_profiling, &mut out)?;
+    }
+    let mps = mps_part(settings, spec, &visible, quota_mb, &mut out)?;
+    let lib = Path::new(DRIVER_LIB_DIR);
+    let bin = Path::new(DRIVER_BIN_DIR);
     let mut env = gpu_env(&GpuEnvInput {
         visible: &visible,
         caps: &caps,

@@ -52,41 +52,65 @@ pub(super) fn node_numbers(path: &Path, want: Option<(u32, u32)>) -> Result<(u32
     Ok(got)
 }
 
+/// Binds the host node `dev_dir/name` into the job's `/dev` and allows it,
+/// after checking it is `want` (the driver's numbers; `None` for
+/// simulated GPUs, whose nodes are made by hand).
+fn add_node(
+    settings: &GpuSettings,
+    out: &mut GpuSandbox,
+    name: String,
+    want: Option<(u32, u32)>,
+) -> Result<(), String> {
+    let host = settings.dev_dir.join(&name);
+    let (major, minor) = node_numbers(&host, want)?;
+    out.rules.push(DeviceRule::char(major, minor, Access::RW));
+    out.devices.push(Bind {
+        source: host,
+        target: Path::new("/dev").join(name),
+    });
+    Ok(())
+}
+
+/// `nvidia-uvm`'s `(major, minor)` on a real driver; `None` simulated.
+fn uvm_numbers(settings: &GpuSettings) -> Result<Option<(u32, u32)>, String> {
+    if settings.simulation.is_some() {
+        return Ok(None);
+    }
+    settings.majors.nvidia_uvm.map(|major| Some((major, 0))).ok_or_else(|| {
+        "the nvidia-uvm driver is not loaded (no nvidia-uvm line in /proc/devices); CUDA needs it: run nvidia-modprobe -u -c0 or load the nvidia-uvm module".to_string()
+    })
+}
+
+/// The control nodes every GPU job gets, `nvidiactl` and `nvidia-uvm`,
+/// with the rules allowing them (the first of a job's nodes: a GPU-ready
+/// warm sandbox binds them ahead).
+pub(super) fn control_nodes(settings: &GpuSettings, out: &mut GpuSandbox) -> Result<(), String> {
+    let real = settings.simulation.is_none();
+    let nvidia = settings.majors.nvidia.unwrap_or(NVIDIA_MAJOR);
+    add_node(
+        settings,
+        out,
+        "nvidiactl".into(),
+        real.then_some((nvidia, CTL_MINOR)),
+    )?;
+    add_node(settings, out, "nvidia-uvm".into(), uvm_numbers(settings)?)
+}
+
 /// The device nodes of a job's GPUs (and MIG slices), with the rules
-/// allowing exactly them; `profiling` adds `nvidia-uvm-tools`.
+/// allowing exactly them; `profiling` adds `nvidia-uvm-tools`. They follow
+/// the [`control_nodes`].
 pub(super) fn devices(
     settings: &GpuSettings,
     gpus: &[JobGpu],
     profiling: bool,
     out: &mut GpuSandbox,
 ) -> Result<(), String> {
-    let dev = &settings.dev_dir;
     let real = settings.simulation.is_none();
     let nvidia = settings.majors.nvidia.unwrap_or(NVIDIA_MAJOR);
-    let mut add = |name: String, want: Option<(u32, u32)>| -> Result<(), String> {
-        let host = dev.join(&name);
-        let (major, minor) = node_numbers(&host, want)?;
-        out.rules.push(DeviceRule::char(major, minor, Access::RW));
-        out.devices.push(Bind {
-            source: host,
-            target: Path::new("/dev").join(name),
-        });
-        Ok(())
-    };
-    add("nvidiactl".into(), real.then_some((nvidia, CTL_MINOR)))?;
-    let uvm = if real {
-        Some((
-            settings.majors.nvidia_uvm.ok_or_else(|| {
-                "the nvidia-uvm driver is not loaded (no nvidia-uvm line in /proc/devices); CUDA needs it: run nvidia-modprobe -u -c0 or load the nvidia-uvm module".to_string()
-            })?,
-            0,
-        ))
-    } else {
-        None
-    };
-    add("nvidia-uvm".into(), uvm)?;
+    let mut add = |name: String, want: Option<(u32, u32)>| add_node(settings, out, name, want);
     if profiling {
         // Profilers (CUPTI, Nsight) need the UVM tools node, minor 1.
+        let uvm = uvm_numbers(settings)?;
         add("nvidia-uvm-tools".into(), uvm.map(|(major, _)| (major, 1)))?;
     }
     // Two slices of one GPU share its node.
@@ -269,6 +293,17 @@ mod tests {
         v
     }
 
+    /// A GPU job's nodes, as `gpu_job` puts them together.
+    fn job_nodes(
+        s: &GpuSettings,
+        gpus: &[JobGpu],
+        profiling: bool,
+        out: &mut GpuSandbox,
+    ) -> Result<(), String> {
+        control_nodes(s, out)?;
+        devices(s, gpus, profiling, out)
+    }
+
     fn names(v: &[(String, (u32, u32))]) -> Vec<&str> {
         v.iter().map(|(n, _)| n.as_str()).collect()
     }
@@ -277,13 +312,13 @@ mod tests {
     fn uvm_tools_only_when_profiling() {
         let (_tmp, s) = node();
         let mut plain = GpuSandbox::default();
-        devices(&s, &[gpu(0, None)], false, &mut plain).unwrap();
+        job_nodes(&s, &[gpu(0, None)], false, &mut plain).unwrap();
         assert_eq!(
             names(&given(&plain)),
             ["/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl"]
         );
         let mut prof = GpuSandbox::default();
-        devices(&s, &[gpu(0, None)], true, &mut prof).unwrap();
+        job_nodes(&s, &[gpu(0, None)], true, &mut prof).unwrap();
         let g = given(&prof);
         assert_eq!(
             names(&g),
@@ -301,7 +336,7 @@ mod tests {
     fn a_mig_slice_gets_its_parent_and_exactly_its_two_caps() {
         let (_tmp, mut s) = node();
         let mut out = GpuSandbox::default();
-        devices(&s, &[gpu(1, Some(4))], false, &mut out).unwrap();
+        job_nodes(&s, &[gpu(1, Some(4))], false, &mut out).unwrap();
         assert_eq!(
             given(&out),
             [
@@ -314,7 +349,7 @@ mod tests {
         );
         // Two slices of one GPU: its node once, four caps.
         let mut two = GpuSandbox::default();
-        devices(&s, &[gpu(1, Some(3)), gpu(1, Some(4))], false, &mut two).unwrap();
+        job_nodes(&s, &[gpu(1, Some(3)), gpu(1, Some(4))], false, &mut two).unwrap();
         let n = given(&two);
         assert_eq!(n.iter().filter(|(p, _)| p == "/dev/nvidia1").count(), 1);
         assert_eq!(
@@ -323,7 +358,7 @@ mod tests {
         );
         // An instance the driver does not list, no caps major, a cap node
         // with other numbers: refused.
-        let e = devices(&s, &[gpu(1, Some(5))], false, &mut GpuSandbox::default()).unwrap_err();
+        let e = job_nodes(&s, &[gpu(1, Some(5))], false, &mut GpuSandbox::default()).unwrap_err();
         assert!(e.contains("no `gpu1/gi5/access` line"), "{e}");
         std::fs::remove_file(s.dev_dir.join("nvidia-caps/nvidia-cap33")).unwrap();
         mknod(
@@ -333,10 +368,10 @@ mod tests {
             makedev(CAPS.into(), 99),
         )
         .unwrap();
-        let e = devices(&s, &[gpu(1, Some(4))], false, &mut GpuSandbox::default()).unwrap_err();
+        let e = job_nodes(&s, &[gpu(1, Some(4))], false, &mut GpuSandbox::default()).unwrap_err();
         assert!(e.contains("refusing"), "{e}");
         s.majors.nvidia_caps = None;
-        let e = devices(&s, &[gpu(1, Some(3))], false, &mut GpuSandbox::default()).unwrap_err();
+        let e = job_nodes(&s, &[gpu(1, Some(3))], false, &mut GpuSandbox::default()).unwrap_err();
         assert!(e.contains("no nvidia-caps line"), "{e}");
     }
 
