@@ -105,10 +105,15 @@ impl<S> WarmPool<S> {
         self.reserved.remove(id)
     }
 
-    /// Whether an idle warm shim (or one being launched) is there for the
-    /// next job.
+    /// Whether an idle warm shim (or one being launched) of every flavour
+    /// the pool keeps is there for the next job.
     pub(crate) fn has_idle(&self) -> bool {
-        !self.idle.is_empty() || self.launching.iter().any(|&n| n > 0)
+        [Flavour::Cpu, Flavour::Gpu].into_iter().all(|f| {
+            let i = f.index();
+            self.target[i] == 0
+                || self.launching[i] > 0
+                || self.idle.iter().any(|(_, g, _)| *g == f)
+        })
     }
 
     /// How many launches of `flavour` to begin now to get back to its
@@ -305,8 +310,11 @@ mod tests {
         assert_eq!(pool.landed(Flavour::Cpu, Some((id(2), 2))), None);
         // Full: another of a flavour is handed back to be discarded.
         assert_eq!(pool.landed(Flavour::Cpu, Some((id(3), 3))), Some(3));
+        assert!(pool.has_idle());
         assert_eq!(pool.reserve(Flavour::Gpu), Some(id(1)));
         assert_eq!(pool.wanted_of(Flavour::Gpu), 1);
+        // The GPU-ready ones are gone: the pool is refilled at once.
+        assert!(!pool.has_idle());
         // No GPU-ready one left: a GPU job takes a CPU one.
         assert_eq!(pool.reserve(Flavour::Gpu), Some(id(2)));
         assert_eq!(pool.claim(&id(1)), Some(1));
