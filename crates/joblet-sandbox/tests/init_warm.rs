@@ -441,6 +441,23 @@ fn host_root_mounts(pid: i32) -> Vec<String> {
         .collect()
 }
 
+/// A warm sandbox built from `base`, its pid 1 waiting for a job.
+fn waiting(base: &InitConfig) -> (joblet_sandbox::init::PendingInit, Logs, i32) {
+    let (pending, logs) = spawn(base);
+    let mut pending = pending.unwrap();
+    pending.enter(Duration::from_secs(10)).unwrap();
+    let (pid1, _) = pid1_and_job(&pending);
+    (pending, logs, pid1)
+}
+
+/// Gives the waiting sandbox `job` and returns its raw wait status.
+fn run_to_end(pending: joblet_sandbox::init::PendingInit, job: &InitConfig) -> i32 {
+    let started = pending
+        .start(job, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}"));
+    wait(started.pid)
+}
+
 /// A warm pid 1 detaches the host root before its job comes (the unmount
 /// waits for an RCU grace period), and the job's own host sources come
 /// from the caller as detached copies: a file bound read-only, a device
@@ -449,20 +466,11 @@ fn host_root_mounts(pid: i32) -> Vec<String> {
 fn the_host_root_is_gone_before_the_job_comes_and_the_jobs_sources_are_handed_over() {
     let work = work_dir();
     fs::write(work.path().join("upload.txt"), "uploaded\n").unwrap();
-    let data = tempfile::Builder::new()
-        .prefix("joblet-warm-bind-")
-        .tempfile()
-        .unwrap();
-    fs::write(data.path(), "bound from the host\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(data.path(), fs::Permissions::from_mode(0o644)).unwrap();
+    let data = host_file("bound from the host\n");
 
     let mut base = config(work.path(), "/bin/false", &[]);
     base.warm = true;
-    let (pending, logs) = spawn(&base);
-    let mut pending = pending.unwrap();
-    pending.enter(Duration::from_secs(10)).unwrap();
-    let (pid1, _) = pid1_and_job(&pending);
+    let (pending, logs, pid1) = waiting(&base);
     assert_eq!(
         host_root_mounts(pid1),
         Vec::<String>::new(),
@@ -486,10 +494,7 @@ fn the_host_root_is_gone_before_the_job_comes_and_the_jobs_sources_are_handed_ov
         source: PathBuf::from("/dev/zero"),
         target: PathBuf::from("/dev/joblet-extra"),
     }];
-    let started = pending
-        .start(&job, Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}"));
-    let status = wait(started.pid);
+    let status = run_to_end(pending, &job);
     assert_eq!(
         logs.stdout(),
         "bound from the host\n/dev/joblet-extra\nuploaded\n0\n",
@@ -504,17 +509,7 @@ fn the_host_root_is_gone_before_the_job_comes_and_the_jobs_sources_are_handed_ov
 #[test]
 fn binds_and_nodes_made_ahead_serve_a_job_that_starts_with_them() {
     let work = work_dir();
-    let file = |text: &str| {
-        let f = tempfile::Builder::new()
-            .prefix("joblet-warm-ahead-")
-            .tempfile()
-            .unwrap();
-        fs::write(f.path(), text).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(f.path(), fs::Permissions::from_mode(0o644)).unwrap();
-        f
-    };
-    let (ahead, own) = (file("made ahead\n"), file("the job's own\n"));
+    let (ahead, own) = (host_file("made ahead\n"), host_file("the job's own\n"));
     let ahead_bind = Bind {
         source: ahead.path().to_path_buf(),
         target: PathBuf::from("/run/joblet-test/ahead.txt"),
@@ -527,10 +522,7 @@ fn binds_and_nodes_made_ahead_serve_a_job_that_starts_with_them() {
     base.warm = true;
     base.binds = vec![ahead_bind.clone()];
     base.device_binds = vec![ahead_node.clone()];
-    let (pending, logs) = spawn(&base);
-    let mut pending = pending.unwrap();
-    pending.enter(Duration::from_secs(10)).unwrap();
-    let (pid1, _) = pid1_and_job(&pending);
+    let (pending, logs, pid1) = waiting(&base);
     let before = fs::read_to_string(format!("/proc/{pid1}/mountinfo")).unwrap();
     for target in ["/run/joblet-test/ahead.txt", "/dev/joblet-ahead"] {
         assert!(
@@ -561,10 +553,7 @@ fn binds_and_nodes_made_ahead_serve_a_job_that_starts_with_them() {
             target: PathBuf::from("/dev/joblet-own"),
         },
     ];
-    let started = pending
-        .start(&job, Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("warm sandbox did not start: {e}"));
-    let status = wait(started.pid);
+    let status = run_to_end(pending, &job);
     assert_eq!(
         logs.stdout(),
         "made ahead\nthe job's own\n/dev/joblet-ahead\n/dev/joblet-own\n1\n1\n",

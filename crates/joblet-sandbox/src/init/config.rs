@@ -89,6 +89,12 @@ pub struct Bind {
     pub target: PathBuf,
 }
 
+impl Bind {
+    fn target(&self) -> &Path {
+        &self.target
+    }
+}
+
 /// A config the init refuses before doing anything.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -177,12 +183,11 @@ impl InitConfig {
     /// made ahead, which must be the first of the job's: see
     /// [`InitConfig::job_part`]). `None`: it can.
     pub fn warm_mismatch(&self, job: &InitConfig) -> Option<&'static str> {
-        let target = |b: &Bind| b.target.clone();
-        if !made_ahead_fits(&self.binds, &job.binds, target) {
+        if !made_ahead_fits(&self.binds, &job.binds, Bind::target) {
             Some("binds")
-        } else if !made_ahead_fits(&self.extra_devices, &job.extra_devices, PathBuf::clone) {
+        } else if !made_ahead_fits(&self.extra_devices, &job.extra_devices, PathBuf::as_path) {
             Some("extra_devices")
-        } else if !made_ahead_fits(&self.device_binds, &job.device_binds, target) {
+        } else if !made_ahead_fits(&self.device_binds, &job.device_binds, Bind::target) {
             Some("device_binds")
         } else if self.net != job.net {
             Some("net")
@@ -316,12 +321,11 @@ impl InitConfig {
 /// they are, and none of the job's others is mounted at or above the
 /// `target` of one of them (which, made first as usual, would have covered
 /// it).
-fn made_ahead_fits<T: PartialEq>(ahead: &[T], job: &[T], target: impl Fn(&T) -> PathBuf) -> bool {
+fn made_ahead_fits<T: PartialEq>(ahead: &[T], job: &[T], target: fn(&T) -> &Path) -> bool {
     job.starts_with(ahead)
-        && job[ahead.len()..].iter().all(|b| {
-            let b = target(b);
-            !ahead.iter().any(|a| target(a).starts_with(&b))
-        })
+        && job[ahead.len()..]
+            .iter()
+            .all(|b| !ahead.iter().any(|a| target(a).starts_with(target(b))))
 }
 
 fn no_nul(field: &'static str, value: &str) -> Result<(), ConfigError> {

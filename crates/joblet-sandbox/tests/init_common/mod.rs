@@ -28,6 +28,17 @@ pub fn work_dir() -> TempDir {
     d
 }
 
+/// A host file holding `text` that the job's user may read (to bind in).
+pub fn host_file(text: &str) -> tempfile::NamedTempFile {
+    let f = tempfile::Builder::new()
+        .prefix("joblet-init-bind-")
+        .tempfile()
+        .unwrap();
+    fs::write(f.path(), text).unwrap();
+    fs::set_permissions(f.path(), fs::Permissions::from_mode(0o644)).unwrap();
+    f
+}
+
 /// Host paths bound read-only, those that exist here.
 pub fn ro_mounts() -> Vec<PathBuf> {
     ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc"]
