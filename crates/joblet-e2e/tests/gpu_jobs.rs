@@ -353,6 +353,63 @@ fn impossible_gpu_requests_get_seed_001s_errors() {
     assert_eq!(list.as_array().map(Vec::len), Some(0), "{list}");
 }
 
+/// The usual CUDA layout, `/usr/local/cuda` a symlink to `cuda-X.Y` inside
+/// a tree every job sees read-only, as a real H100 machine had it (and
+/// with no `version.json`: the version comes from `include/cuda.h`): the
+/// toolkit is mounted at the path the link resolves to (a bind cannot land
+/// on the job's copy of the symlink) and the job's `CUDA_HOME` and `PATH`
+/// name that path, with or without `--cuda`.
+#[test]
+fn a_cuda_toolkit_behind_a_symlink_is_mounted_at_its_real_path() {
+    use std::os::unix::fs::PermissionsExt;
+    // Like /usr/local: a tree every job gets read-only.
+    let local = tempfile::Builder::new()
+        .prefix("joblet-e2e-cuda-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let real = local.path().join("cuda-12.4");
+    std::fs::create_dir_all(real.join("bin")).unwrap();
+    std::fs::create_dir_all(real.join("include")).unwrap();
+    std::fs::write(real.join("include/cuda.h"), "#define CUDA_VERSION 12040\n").unwrap();
+    let nvcc = real.join("bin/nvcc");
+    std::fs::write(
+        &nvcc,
+        "#!/bin/sh\necho 'Cuda compilation tools, release 12.4'\n",
+    )
+    .unwrap();
+    for p in [
+        local.path(),
+        &real,
+        &real.join("bin"),
+        &real.join("include"),
+        &nvcc,
+    ] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let link = local.path().join("cuda");
+    std::os::unix::fs::symlink("cuda-12.4", &link).unwrap();
+    let node = start_gpu_mounting(
+        &joblet_e2e::fixture("nvml-profiles/mock-nvml-config-a100.yaml"),
+        |_| format!("  cuda_paths: [\"{}\"]\n", link.display()),
+        &[local.path()],
+    );
+    let real = std::fs::canonicalize(&real).unwrap();
+    for cuda in [&["--cuda=12.4"][..], &[]] {
+        let mut args = vec!["job", "run", "--follow", "--gpu=1"];
+        args.extend_from_slice(cuda);
+        args.extend(["--", "sh", "-c", "echo $CUDA_HOME; command -v nvcc; nvcc"]);
+        let out = node.rnx_ok(&args);
+        assert_eq!(
+            out,
+            format!(
+                "{0}\n{0}/bin/nvcc\nCuda compilation tools, release 12.4\n",
+                real.display()
+            ),
+            "{cuda:?}"
+        );
+    }
+}
+
 /// A GPU allocation is saved whole (ledger entry, pool records, audit
 /// record) or its job does not start: with the audit table refusing new
 /// records, an 8-GPU job fails before it runs, holds no allocation, and

@@ -1,5 +1,7 @@
 //! CUDA toolkits on disk (`gpu.cuda_paths` and their versioned siblings)
-//! and their versions from `version.json` or `version.txt`, and the choice
+//! and their versions from `version.json` or `version.txt` (or, for
+//! toolkits installed without them, the version the headers were made
+//! for), and the choice
 //! of a job's toolkit against the driver's CUDA version
 //! ([`select_toolkit`]).
 
@@ -17,7 +19,8 @@ pub const DEFAULT_CUDA_PATHS: [&str; 3] = ["/usr/local/cuda", "/opt/cuda", "/usr
 /// first. Directories that resolve to the same place are reported once,
 /// under the path found first (`/usr/local/cuda` rather than the
 /// `cuda-12.2` it links to). A configured path that does not exist is
-/// skipped quietly; one without a readable version file is a warning.
+/// skipped quietly; one without a readable version (see [`read_toolkit`])
+/// is a warning.
 ///
 /// Returns the toolkits and the warnings.
 pub fn find_toolkits(paths: &[PathBuf]) -> (Vec<CudaToolkit>, Vec<String>) {
@@ -50,7 +53,7 @@ pub fn find_toolkits(paths: &[PathBuf]) -> (Vec<CudaToolkit>, Vec<String>) {
             match read_toolkit(&dir, &mut warnings) {
                 Some(toolkit) => toolkits.push(toolkit),
                 None => warnings.push(format!(
-                    "{} has no readable version.json or version.txt; not counted as a CUDA toolkit",
+                    "{} has no readable version.json, version.txt, include/cuda.h or include/cuda_runtime_api.h; not counted as a CUDA toolkit",
                     dir.display()
                 )),
             }
@@ -90,13 +93,23 @@ fn version_key(version: &str) -> Option<Vec<u64>> {
     version.split('.').map(|p| p.parse::<u64>().ok()).collect()
 }
 
-/// The toolkit in `dir`, from `version.json` or else `version.txt`;
-/// garbled files become warnings.
+/// The toolkit in `dir`, from the first of these that it has: `version.json`,
+/// `version.txt`, then the `CUDA_VERSION` of `include/cuda.h` or the
+/// `CUDART_VERSION` of `include/cuda_runtime_api.h` (toolkits assembled
+/// from NVIDIA's redistributable archives, as some images ship them, have
+/// no version file; their headers give `major.minor`). Garbled files
+/// become warnings.
 fn read_toolkit(dir: &Path, warnings: &mut Vec<String>) -> Option<CudaToolkit> {
     type Parser = fn(&str, &Path) -> Result<String, InventoryError>;
-    let sources: [(&str, Parser); 2] = [
+    let sources: [(&str, Parser); 4] = [
         ("version.json", parse_version_json),
         ("version.txt", parse_version_txt),
+        ("include/cuda.h", |t, p| {
+            parse_header_version(t, p, "CUDA_VERSION")
+        }),
+        ("include/cuda_runtime_api.h", |t, p| {
+            parse_header_version(t, p, "CUDART_VERSION")
+        }),
     ];
     for (file, parse) in sources {
         let path = dir.join(file);
@@ -155,6 +168,30 @@ pub fn parse_version_txt(text: &str, path: &Path) -> Result<String, InventoryErr
     let version = rest.trim();
     checked_version(version)
         .ok_or_else(|| err(format!("`{version}` is not a version like `11.8.89`")))
+}
+
+/// `#define CUDA_VERSION 13000` (`include/cuda.h`) or `#define
+/// CUDART_VERSION 13000` (`include/cuda_runtime_api.h`): `major * 1000 +
+/// minor * 10`, so `13.0`.
+pub fn parse_header_version(text: &str, path: &Path, name: &str) -> Result<String, InventoryError> {
+    let err = |reason: String| InventoryError::Parse {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let value = text
+        .lines()
+        .find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next() == Some("#define") && words.next() == Some(name))
+                .then(|| words.next().unwrap_or(""))
+        })
+        .ok_or_else(|| err(format!("no `#define {name} <number>` line")))?;
+    match value.parse::<u32>() {
+        Ok(n) if n >= 1000 => Ok(format!("{}.{}", n / 1000, n % 1000 / 10)),
+        _ => Err(err(format!(
+            "`#define {name} {value}` is not a version like 13000 (13.0)"
+        ))),
+    }
 }
 
 fn checked_version(version: &str) -> Option<String> {

@@ -153,3 +153,53 @@ fn defaults_on_this_machine_do_not_fail() {
         assert!(!t.version.is_empty());
     }
 }
+
+/// A toolkit assembled from NVIDIA's redistributable archives (as the CUDA
+/// 13.0 image of a real H100 machine had it: `nvcc` and headers, no
+/// `version.json`): its headers give the version.
+#[test]
+fn toolkits_without_a_version_file_are_read_from_their_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cuda_h = "#ifndef __cuda_cuda_h__\n#define __cuda_cuda_h__\n\
+                  /**\n * CUDA API version number\n */\n#define CUDA_VERSION 13000\n";
+    write(dir.path(), "cuda-13.0/include/cuda.h", cuda_h);
+    write(
+        dir.path(),
+        "cuda-12.8/include/cuda_runtime_api.h",
+        "#define CUDART_VERSION  12080\n",
+    );
+    // version.json still wins over the headers.
+    write(dir.path(), "cuda-12.2/version.json", JSON_12_2);
+    write(
+        dir.path(),
+        "cuda-12.2/include/cuda.h",
+        "#define CUDA_VERSION 11000\n",
+    );
+    write(
+        dir.path(),
+        "cuda-9.9/include/cuda.h",
+        "#define CUDA_VERSION 99\n",
+    );
+    let (toolkits, warnings) = find_toolkits(&[dir.path().join("cuda")]);
+    assert_eq!(
+        toolkits,
+        [
+            toolkit(&dir.path().join("cuda-13.0"), "13.0", "include/cuda.h"),
+            toolkit(
+                &dir.path().join("cuda-12.8"),
+                "12.8",
+                "include/cuda_runtime_api.h"
+            ),
+            toolkit(&dir.path().join("cuda-12.2"), "12.2.140", "version.json"),
+        ]
+    );
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains("cuda-9.9/include/cuda.h") && warnings[0].contains("13000 (13.0)"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].contains("not counted as a CUDA toolkit"),
+        "{warnings:?}"
+    );
+}

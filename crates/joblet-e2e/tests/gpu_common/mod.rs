@@ -80,6 +80,16 @@ pub fn start_gpu(gpu_keys: &str) -> GpuNode {
 /// before the daemon starts, may put files there, and returns more `gpu:`
 /// keys (two-space indented lines).
 pub fn start_gpu_with(profile: &Path, extra: impl FnOnce(&Path) -> String) -> GpuNode {
+    start_gpu_mounting(profile, extra, &[])
+}
+
+/// As [`start_gpu_with`], with `more_mounts` added to
+/// `filesystem.allowed_mounts`.
+pub fn start_gpu_mounting(
+    profile: &Path,
+    extra: impl FnOnce(&Path) -> String,
+    more_mounts: &[&Path],
+) -> GpuNode {
     // The device dir and state file are made before the daemon starts, in
     // a temp dir of their own (removed with the node).
     let side = tempfile::Builder::new()
@@ -98,7 +108,7 @@ pub fn start_gpu_with(profile: &Path, extra: impl FnOnce(&Path) -> String) -> Gp
         state.display(),
         dev.display(),
     );
-    let node = start(&keys);
+    let node = start_mounting(&keys, 64, more_mounts);
     // The nvml-list helper goes where jobs find the probe.
     std::fs::copy(
         joblet_e2e::bin_dir().join("nvml-list"),

@@ -74,6 +74,11 @@ pub fn start(jobs_keys: &str) -> SandboxNode {
 }
 
 pub fn start_with(jobs_keys: &str, max_running: usize) -> SandboxNode {
+    start_mounting(jobs_keys, max_running, &[])
+}
+
+/// As [`start_with`], with `more_mounts` added to `filesystem.allowed_mounts`.
+pub fn start_mounting(jobs_keys: &str, max_running: usize, more_mounts: &[&Path]) -> SandboxNode {
     let base = CgroupBase::new();
     let probe = ProbeDir::new();
     let mounts: Vec<String> = [
@@ -82,6 +87,7 @@ pub fn start_with(jobs_keys: &str, max_running: usize) -> SandboxNode {
     .iter()
     .map(|m| format!("\"{m}\""))
     .chain([format!("\"{}\"", probe.0.path().display())])
+    .chain(more_mounts.iter().map(|m| format!("\"{}\"", m.display())))
     .collect();
     let extra_config = format!(
         "{jobs_keys}filesystem:\n  allowed_mounts: [{}]\nsandbox:\n  cgroup_base: {}\n",

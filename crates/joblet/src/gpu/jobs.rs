@@ -173,7 +173,17 @@ impl GpuJobs {
             ld_cache,
             ld_cache_path: cfg.ld_cache.clone(),
             bin_dirs: cfg.driver_bin_dirs.clone(),
-            toolkits,
+            // A job gets its toolkit at the path the configured one
+            // resolves to: `/usr/local/cuda` is usually a symlink to
+            // `cuda-X.Y`, which the job's read-only `/usr` holds too, and a
+            // bind cannot land on a symlink. `CUDA_HOME` and `PATH` follow.
+            toolkits: toolkits
+                .into_iter()
+                .map(|mut t| {
+                    t.path = canon(&PathBuf::from(&t.path)).display().to_string();
+                    t
+                })
+                .collect(),
             driver_max,
             majors,
             proc_dir: cfg.proc_dir.clone(),
