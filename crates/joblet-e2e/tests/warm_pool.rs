@@ -2,7 +2,8 @@
 //! sandboxes built ahead and start in them, the pool refills, a job the
 //! warm sandbox does not fit still runs right, a job stopped before it
 //! starts gives its warm shim back, and warm shims go away with their
-//! daemon without leaving a process, a directory or a cgroup.
+//! daemon without leaving a process, a directory or a cgroup (a daemon
+//! that stops reaps them before it exits).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -215,10 +216,21 @@ fn warm_shims_go_away_with_their_daemon() {
     node.restart().unwrap();
     let fresh = full_pool(&node);
     assert!(fresh.iter().all(|w| !warm.contains(w)), "{fresh:?}");
+    // A stopped daemon tears its warm sandboxes down and reaps their shims
+    // before it exits: nothing is left for the host's init (which, on some
+    // machines, never reaps orphans: they stayed as zombies).
     node.stop_daemon();
     for (pid, id) in &fresh {
-        wait_until("a warm shim of the stopped daemon to exit", &node, || {
-            (!alive(*pid) && cgroups_of(id).is_empty()).then_some(())
-        });
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "warm shim {pid} outlived its stopped daemon\n{}",
+            node.daemon_log()
+        );
+        let dir = node.state_dir().join("jobs").join(id);
+        assert!(
+            !dir.exists() && cgroups_of(id).is_empty(),
+            "warm sandbox {id} left behind by its stopped daemon"
+        );
     }
+    assert!(node.daemon_log().contains("warm sandboxes torn down"));
 }

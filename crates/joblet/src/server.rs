@@ -128,6 +128,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     );
 
     crate::uploads::clean_staging(dirs.root());
+    let stopping = engine.clone();
     let api = Api {
         allow_host_network: cfg.sandbox.allow_host_network,
         max_upload_bytes: cfg.jobs.max_upload_mb.saturating_mul(1024 * 1024),
@@ -154,6 +155,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         .serve_with_incoming_shutdown(incoming, shutdown_signal())
         .await
         .context("gRPC server failed")?;
+    stopping.shutdown().await;
     if let Some((_, monitor)) = gpus {
         tokio::task::spawn_blocking(move || monitor.stop())
             .await

@@ -451,5 +451,18 @@ impl Drop for PendingInit {
         if let Err(e) = sys::wait_pid(self.pid) {
             tracing::warn!(pid = self.pid, "reaping sandbox init: {e}");
         }
+        // A warm init's pid 1 dies with the outer process (PDEATHSIG) and
+        // is then the child of the nearest subreaper: the shim, which
+        // would otherwise exit first and leave it to the host's init (a
+        // zombie where that init never reaps). Not a subreaper, or reaped
+        // by the shim's reaper thread first: ECHILD, nothing to do. Only
+        // waited for, never signalled: its pid may be reused once reaped.
+        if let Some(pid1) = self.pid1 {
+            match sys::wait_pid(pid1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {}
+                Err(e) => tracing::warn!(pid = pid1, "reaping a warm sandbox's pid 1: {e}"),
+            }
+        }
     }
 }

@@ -79,6 +79,17 @@ impl EngineHandle {
         self.call(|reply| Msg::Delete { id, reply }).await
     }
 
+    /// Stops the engine (the daemon is stopping): its warm sandboxes are
+    /// torn down and their shims reaped, for a few seconds at most, so
+    /// none is left behind the daemon. Running jobs keep running under
+    /// their shims.
+    pub async fn shutdown(&self) {
+        let (done, rx) = oneshot::channel();
+        if self.tx.send(Msg::Shutdown(done)).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
     /// Announces every job that reaches a final state (log followers wait on it).
     pub fn subscribe_ended(&self) -> broadcast::Receiver<Ended> {
         self.ended.subscribe()

@@ -77,6 +77,9 @@ enum Msg {
     /// A warm shim's launch of that flavour ended (`None`: it failed, and
     /// was logged).
     Warm(warm::Flavour, Option<(JobId, WarmShim)>),
+    /// The daemon is stopping: tear the warm sandboxes down, then answer
+    /// and end the loop.
+    Shutdown(tokio::sync::oneshot::Sender<()>),
 }
 
 /// What the engine needs from the daemon's configuration.
@@ -416,6 +419,11 @@ impl Engine {
                     if let Some(extra) = self.warm.landed(flavour, shim) {
                         reap(extra.discard());
                     }
+                }
+                Msg::Shutdown(done) => {
+                    self.close_warm(&mut rx).await;
+                    let _ = done.send(());
+                    break;
                 }
             }
             if job_event && self.warm.wanted() > 0 {

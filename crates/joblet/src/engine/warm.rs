@@ -10,18 +10,26 @@
 //! without starting gives its shim back to be discarded
 //! ([`WarmPool::forget`]). Discarding is closing the shim's stdin: the shim
 //! tears its sandbox down and removes its files itself, which also covers
-//! a daemon that dies — every warm shim of a dead daemon goes away.
+//! a daemon that dies — every warm shim of a dead daemon goes away. A
+//! daemon that stops discards them all and waits for them
+//! ([`Engine::close_warm`]), so none is left for the host's init to reap.
 //!
 //! The pool only holds handles; launching a shim (a fork and exec) runs on
 //! the blocking pool, not on the engine's loop, and the result comes back
 //! through [`super::Msg::Warm`].
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use joblet_core::JobId;
 use joblet_shim::{JobDir, ShimError, ShimHandle, WarmShim, WarmSpec};
+use tokio::sync::mpsc;
 
 use super::{Engine, Msg};
+
+/// How long a stopping daemon waits for its warm shims to tear down (one
+/// takes milliseconds).
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// What a warm sandbox is built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +160,20 @@ impl<S> WarmPool<S> {
         None
     }
 
+    /// Keeps no more warm shims and returns every one it holds, idle or
+    /// reserved, to discard them; launches still under way come back
+    /// from [`WarmPool::landed`] to be discarded too.
+    pub(crate) fn close(&mut self) -> Vec<S> {
+        self.target = [0, 0];
+        let idle = self.idle.drain(..).map(|(_, _, s)| s);
+        idle.chain(self.reserved.drain().map(|(_, s)| s)).collect()
+    }
+
+    /// Whether a launch is under way.
+    pub(crate) fn is_launching(&self) -> bool {
+        self.launching.iter().any(|n| *n > 0)
+    }
+
     #[cfg(test)]
     fn idle(&self) -> usize {
         self.idle.len()
@@ -172,6 +194,39 @@ impl Engine {
             None => {
                 let _ = std::fs::remove_dir_all(&dir);
             }
+        }
+    }
+
+    /// The daemon is stopping: discards every warm shim, waits for the
+    /// launches under way (other messages are dropped: their senders hear
+    /// that the daemon is shutting down), and reaps them all, for
+    /// [`CLOSE_WAIT`] at most. A reserved shim's queued job keeps its
+    /// uploads (the shim removes only its own files).
+    pub(super) async fn close_warm(&mut self, rx: &mut mpsc::Receiver<Msg>) {
+        let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+        let mut shims: Vec<ShimHandle> = self
+            .warm
+            .close()
+            .into_iter()
+            .map(WarmShim::discard)
+            .collect();
+        while self.warm.is_launching() {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(Msg::Warm(flavour, landed))) => {
+                    shims.extend(self.warm.landed(flavour, landed).map(WarmShim::discard));
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let count = shims.len();
+        let waits = futures::future::join_all(shims.into_iter().map(ShimHandle::wait));
+        match tokio::time::timeout_at(deadline, waits).await {
+            Ok(_) => tracing::info!(count, "warm sandboxes torn down"),
+            Err(_) => tracing::warn!(
+                count,
+                "warm sandboxes still tearing down after {CLOSE_WAIT:?}; they finish on their own"
+            ),
         }
     }
 
@@ -321,5 +376,26 @@ mod tests {
         assert_eq!(pool.forget(&id(2)), Some(2));
         pool.give_up(Flavour::Gpu);
         assert_eq!(pool.wanted(), 1);
+    }
+
+    #[test]
+    fn a_closed_pool_hands_back_every_shim_and_keeps_none() {
+        let mut pool = WarmPool::<u8>::new(2, 1);
+        for (n, f) in [(1, Flavour::Cpu), (2, Flavour::Cpu), (3, Flavour::Gpu)] {
+            pool.launching(f);
+            assert_eq!(pool.landed(f, Some((id(n), n))), None);
+        }
+        pool.launching(Flavour::Cpu);
+        assert_eq!(pool.reserve(Flavour::Gpu), Some(id(3)));
+        let mut back = pool.close();
+        back.sort_unstable();
+        assert_eq!(back, [1, 2, 3], "idle and reserved");
+        assert!(pool.is_launching());
+        // The launch under way lands after: handed back, not kept.
+        assert_eq!(pool.landed(Flavour::Cpu, Some((id(4), 4))), Some(4));
+        assert!(!pool.is_launching());
+        assert_eq!(pool.wanted(), 0);
+        assert_eq!(pool.reserve(Flavour::Cpu), None);
+        assert_eq!(pool.claim(&id(3)), None);
     }
 }
