@@ -206,7 +206,7 @@ fn log_update(u: &GpuUpdate) {
         } => tracing::info!(gpu = index, %uuid, %message, "GPU event"),
         GpuUpdate::EndJobs {
             uuid, jobs, reason, ..
-        } => tracing::error!(%uuid, ?jobs, %reason, "GPU jobs must end"),
+        } => tracing::warn!(%uuid, ?jobs, %reason, "GPU jobs must end"),
     }
 }
 
