@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -46,6 +47,8 @@ pub struct GpuSettings {
     pub ld_cache: Vec<LdCacheEntry>,
     pub ld_cache_path: PathBuf,
     pub bin_dirs: Vec<PathBuf>,
+    /// [`GpuSettings::driver_files`] by capabilities, found once each.
+    pub driver_files_found: DriverFilesMemo,
     pub toolkits: Vec<CudaToolkit>,
     /// The newest CUDA the driver runs.
     pub driver_max: Option<(u32, u32)>,
@@ -60,10 +63,24 @@ pub struct GpuSettings {
     pub simulate_state: Option<PathBuf>,
 }
 
+/// Driver files found so far, by capabilities (shared by clones).
+pub type DriverFilesMemo = Arc<Mutex<HashMap<DriverCapabilities, Arc<DriverFiles>>>>;
+
 impl GpuSettings {
     /// The driver files for `caps` (the simulated driver has only NVML).
-    pub fn driver_files(&self, caps: &DriverCapabilities) -> DriverFiles {
-        find_driver_files(caps, &self.ld_cache, &self.bin_dirs)
+    /// Found once per set of capabilities and kept, like the loader cache
+    /// they come from (read at start-up): a CPU job's masks, a GPU job's
+    /// binds and its submission check no longer scan the cache and
+    /// resolve every library each time (BENCHMARKS.md, real GPU).
+    pub fn driver_files(&self, caps: &DriverCapabilities) -> Arc<DriverFiles> {
+        let mut found = self
+            .driver_files_found
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        found
+            .entry(caps.clone())
+            .or_insert_with(|| Arc::new(find_driver_files(caps, &self.ld_cache, &self.bin_dirs)))
+            .clone()
     }
 }
 
@@ -173,6 +190,7 @@ impl GpuJobs {
             ld_cache,
             ld_cache_path: cfg.ld_cache.clone(),
             bin_dirs: cfg.driver_bin_dirs.clone(),
+            driver_files_found: DriverFilesMemo::default(),
             // A job gets its toolkit at the path the configured one
             // resolves to: `/usr/local/cuda` is usually a symlink to
             // `cuda-X.Y`, which the job's read-only `/usr` holds too, and a

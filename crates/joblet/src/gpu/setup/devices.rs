@@ -194,6 +194,7 @@ mod tests {
     use joblet_gpu::exec::DriverCapabilities;
     use joblet_gpu::DeviceMajors;
     use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    use std::sync::Arc;
     use std::time::Duration;
 
     const UVM: u32 = 4000;
@@ -241,6 +242,7 @@ mod tests {
             ld_cache: Vec::new(),
             ld_cache_path: PathBuf::from("/etc/ld.so.cache"),
             bin_dirs: Vec::new(),
+            driver_files_found: Default::default(),
             toolkits: Vec::new(),
             driver_max: None,
             majors: DeviceMajors {
@@ -472,5 +474,35 @@ mod tests {
         assert_eq!(node_numbers(Path::new("/dev/null"), None).unwrap(), (1, 3));
         let e = node_numbers(Path::new("/dev/null"), Some((195, 0))).unwrap_err();
         assert!(e.contains("refusing"), "{e}");
+    }
+
+    /// Driver files are looked up once per set of capabilities: a second
+    /// job gets the same list even after the files changed on disk (as
+    /// the loader cache they come from is read once, at start-up).
+    #[test]
+    fn driver_files_are_found_once_per_set_of_capabilities() {
+        let (tmp, mut s) = node();
+        let lib = tmp.path().join("lib64");
+        std::fs::create_dir_all(&lib).unwrap();
+        for base in ["libnvidia-ml.so", "libcuda.so"] {
+            std::fs::write(lib.join(format!("{base}.1")), b"").unwrap();
+            s.ld_cache.push(joblet_gpu::exec::LdCacheEntry {
+                soname: format!("{base}.1"),
+                path: lib.join(format!("{base}.1")),
+                flags: joblet_gpu::exec::ld_cache::HOST_LIB64_FLAGS.unwrap(),
+            });
+        }
+        let default = DriverCapabilities::default();
+        let first = s.driver_files(&default);
+        assert_eq!(first.libraries.len(), 2, "{first:?}");
+        std::fs::remove_file(lib.join("libcuda.so.1")).unwrap();
+        assert!(Arc::ptr_eq(&first, &s.driver_files(&default)));
+        // Another set is looked up on its own (libcuda is gone by now).
+        let utility = DriverCapabilities::parse("utility").unwrap();
+        assert_eq!(s.driver_files(&utility).libraries.len(), 1);
+        assert!(s
+            .driver_files(&DriverCapabilities::parse("compute").unwrap())
+            .missing
+            .contains(&"libcuda.so.1".to_string()));
     }
 }
