@@ -1,9 +1,8 @@
 //! CUDA toolkits on disk (`gpu.cuda_paths` and their versioned siblings)
 //! and their versions from `version.json` or `version.txt` (or, for
-//! toolkits installed without them, the version the headers were made
-//! for), and the choice
-//! of a job's toolkit against the driver's CUDA version
-//! ([`select_toolkit`]).
+//! toolkits installed without them, the version their headers were made
+//! for), and the choice of a job's toolkit against the driver's CUDA
+//! version ([`select_toolkit`]).
 
 use crate::exec::ExecError;
 use crate::inventory::InventoryError;
