@@ -10,6 +10,7 @@
 # Usage: bench/real-gpu-ab.sh A_BIN B_BIN [ROUNDS]   (ROUNDS default 40)
 #   A_BIN, B_BIN: directories holding joblet, joblet-shim and rnx.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -e\{0,1\}uo/p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.." || exit 1
 A="$(realpath "${1:?usage: bench/real-gpu-ab.sh A_BIN B_BIN [ROUNDS]}")"
 B="$(realpath "${2:?usage: bench/real-gpu-ab.sh A_BIN B_BIN [ROUNDS]}")"

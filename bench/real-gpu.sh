@@ -27,6 +27,7 @@
 #   PYTHON  (default: the first python3 on PATH or /opt/*/.venv that imports torch)
 # OUT_DIR/report.md is the report; OUT_DIR/*.log the daemons' logs.
 set -uo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -e\{0,1\}uo/p' "$0" | sed '$d; /^# shellcheck/d; s/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.." || exit 1
 OUT="${1:?usage: bench/real-gpu.sh OUT_DIR [--no-mps]}"
 MPS=1
