@@ -154,6 +154,17 @@ fn with_setting(extra_config: &str, section: &str, key_value: &str) -> String {
 }
 
 /// The mount point of every cgroup hierarchy on this host (v1 and v2).
+/// The pids of every process on the host (the numeric entries of `/proc`).
+pub fn pids() -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .collect()
+}
+
 pub fn cgroup_mounts() -> Vec<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()
@@ -427,12 +438,8 @@ impl Node {
     fn wait_for_shims(&self) {
         let jobs = format!("{}/", self.state_dir().join("jobs").display());
         let shims = || -> Vec<i32> {
-            let Ok(entries) = std::fs::read_dir("/proc") else {
-                return Vec::new();
-            };
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            pids()
+                .into_iter()
                 .filter(|pid| {
                     std::fs::read(format!("/proc/{pid}/cmdline"))
                         .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&jobs))

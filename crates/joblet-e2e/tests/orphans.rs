@@ -16,11 +16,8 @@ use sandbox_common::*;
 fn children() -> Vec<(i32, String, String)> {
     let me = std::process::id() as i32;
     let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+    for pid in joblet_e2e::pids() {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
         // `pid (comm) state ppid …`; comm may hold spaces and parentheses.

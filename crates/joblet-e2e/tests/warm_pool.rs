@@ -49,11 +49,8 @@ fn idle_warm(node: &Node) -> Vec<(i32, String)> {
 /// Every process with its command line.
 fn processes() -> Vec<(i32, Vec<String>)> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(e.path().join("cmdline")) else {
+    for pid in joblet_e2e::pids() {
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             continue;
         };
         let args = raw
