@@ -1,10 +1,9 @@
 //! Descriptors crossing into the shim: the locked `shim.lock` handed over as
-//! file descriptor 3 (a `pre_exec` hook on the daemon side, taken over on the
-//! shim side), and stray inherited descriptors, which must not reach the job.
+//! file descriptor 3 (placed by `spawn` on the daemon side, taken over here
+//! on the shim side), and stray inherited descriptors, which must not reach
+//! the job.
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The descriptor number the lock arrives on in the shim.
@@ -13,78 +12,6 @@ pub(crate) const LOCK_FD: RawFd = 3;
 /// write end, closed once `exit.json` is in place (the daemon holds the
 /// read end and so learns of the job's end before the shim's own teardown).
 pub(crate) const NOTIFY_FD: RawFd = 4;
-
-/// The lowest number the parent moves the passed descriptors to before the
-/// fork, so that placing them at 3 and 4 in the child can never overwrite
-/// one with the other.
-const HIGH_FD: RawFd = 10;
-
-/// Copies of the descriptors passed to a shim, above [`HIGH_FD`]; keep it
-/// until the command has been spawned.
-pub(crate) struct Passed {
-    _lock: OwnedFd,
-    _notify: Option<OwnedFd>,
-}
-
-/// Makes `lock` appear as [`LOCK_FD`] and `notify` (if any) as
-/// [`NOTIFY_FD`], without close-on-exec, in the program `cmd` runs, and
-/// every descriptor above them close-on-exec there, so the shim starts with
-/// exactly 0, 1, 2, 3 (and 4). The originals stay close-on-exec in this
-/// process. `idle`: the program starts in `SCHED_IDLE` (a warm shim, so not
-/// even its start competes with running jobs); otherwise in the normal
-/// class, whatever the caller's (the daemon's threads run in `SCHED_BATCH`).
-pub(crate) fn inherit_fds(
-    cmd: &mut Command,
-    lock: BorrowedFd<'_>,
-    notify: Option<BorrowedFd<'_>>,
-    idle: bool,
-) -> std::io::Result<Passed> {
-    let high = |fd: BorrowedFd<'_>| -> std::io::Result<OwnedFd> {
-        let raw = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(HIGH_FD))?;
-        // SAFETY: F_DUPFD_CLOEXEC just created `raw`, and nothing else owns it.
-        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-    };
-    let lock = high(lock)?;
-    let notify = notify.map(high).transpose()?;
-    let lock_raw = lock.as_raw_fd();
-    let notify_raw = notify.as_ref().map(AsRawFd::as_raw_fd);
-    let hook = move || -> std::io::Result<()> {
-        if idle {
-            crate::priority::enter_idle()?;
-        } else {
-            crate::priority::leave_idle_thread()?;
-        }
-        // SAFETY: dup2 touches no memory and is async-signal-safe; both
-        // sources are above HIGH_FD, so neither target overwrites the other
-        // source, and the new descriptors have close-on-exec cleared.
-        if unsafe { libc::dup2(lock_raw, LOCK_FD) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let last = match notify_raw {
-            Some(raw) => {
-                // SAFETY: as above.
-                if unsafe { libc::dup2(raw, NOTIFY_FD) } < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                NOTIFY_FD
-            }
-            None => LOCK_FD,
-        };
-        cloexec_above(last)
-    };
-    // SAFETY: the hook runs in the forked child before exec and only makes
-    // the async-signal-safe calls above, in `enter_idle` and in
-    // `cloexec_above`; it allocates nothing and takes no locks. Standard
-    // I/O has already been set up when hooks run, so 3 and 4 are no longer
-    // needed for anything else in the child.
-    unsafe {
-        cmd.pre_exec(hook);
-    }
-    Ok(Passed {
-        _lock: lock,
-        _notify: notify,
-    })
-}
 
 /// Marks every descriptor above `fd` close-on-exec (close_range(2) with
 /// CLOSE_RANGE_CLOEXEC): inherited strays stay usable by whoever owns them
@@ -157,60 +84,4 @@ pub(crate) fn take_notify() -> Option<OwnedFd> {
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     );
     Some(fd)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsFd;
-
-    #[test]
-    fn lock_arrives_as_fd3_and_nothing_else_leaks() {
-        let tmp = tempfile::tempdir().unwrap();
-        let f = std::fs::File::create(tmp.path().join("shim.lock")).unwrap();
-        // A stray descriptor without close-on-exec, as a careless parent
-        // might leave behind.
-        let stray = nix::unistd::dup(&f).unwrap();
-        nix::fcntl::fcntl(
-            &stray,
-            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-        )
-        .unwrap();
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "ls /proc/$$/fd; readlink /proc/$$/fd/3"]);
-        let passed = inherit_fds(&mut cmd, f.as_fd(), None, false).unwrap();
-        let out = cmd.output().unwrap();
-        drop(passed);
-        assert!(out.status.success());
-        let text = String::from_utf8(out.stdout).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(&lines[..4], &["0", "1", "2", "3"], "{text}");
-        assert!(lines[4].ends_with("shim.lock"), "{text}");
-        assert_eq!(lines.len(), 5, "{text}");
-    }
-
-    #[test]
-    fn the_notify_pipe_arrives_as_fd4() {
-        let tmp = tempfile::tempdir().unwrap();
-        let f = std::fs::File::create(tmp.path().join("shim.lock")).unwrap();
-        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
-        let mut cmd = Command::new("sh");
-        cmd.args([
-            "-c",
-            "ls /proc/$$/fd; readlink /proc/$$/fd/3 /proc/$$/fd/4; echo done >&4",
-        ]);
-        let passed = inherit_fds(&mut cmd, f.as_fd(), Some(w.as_fd()), false).unwrap();
-        let out = cmd.output().unwrap();
-        drop(passed);
-        drop(w);
-        assert!(out.status.success(), "{out:?}");
-        let text = String::from_utf8(out.stdout).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(&lines[..5], &["0", "1", "2", "3", "4"], "{text}");
-        assert!(lines[5].ends_with("shim.lock"), "{text}");
-        assert!(lines[6].starts_with("pipe:"), "{text}");
-        let mut got = String::new();
-        std::io::Read::read_to_string(&mut std::fs::File::from(r), &mut got).unwrap();
-        assert_eq!(got, "done\n");
-    }
 }

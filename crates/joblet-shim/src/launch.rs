@@ -7,15 +7,14 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::process::{ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::ShimError;
 use crate::handle::ShimHandle;
-use crate::inherited_fds;
 use crate::jobdir::JobDir;
 use crate::pidfd::pidfd_open;
 use crate::procstat::{self, ProcStatError, PROC_ROOT};
+use crate::spawn;
 use crate::spec::{ShimSpec, WarmSpec};
 
 /// How long [`reattach`] waits for a live shim to write `shim.pid` (it may
@@ -54,7 +53,7 @@ pub fn launch(
 #[derive(Debug)]
 pub struct WarmShim {
     handle: ShimHandle,
-    stdin: ChildStdin,
+    stdin: File,
     job_id: String,
 }
 
@@ -101,9 +100,10 @@ impl WarmShim {
 
 /// Starts a warm shim for the job `warm.job_id` in `dir` (`program args…`
 /// as for [`launch`] plus `--warm`): it builds what it can before the job is
-/// known, in `SCHED_IDLE`, and waits for [`WarmShim::claim`]. The calling
-/// thread forks it in `SCHED_IDLE` too (and is put back in the normal class
-/// after): call it from a blocking thread of its own.
+/// known, in `SCHED_IDLE`, and waits for [`WarmShim::claim`]. Its process
+/// is in `SCHED_IDLE` from its creation, and the calling thread waits
+/// until it has executed the shim's program (see `spawn`): call it from a
+/// blocking thread of its own.
 pub fn launch_warm(
     program: &Path,
     args: &[OsString],
@@ -138,7 +138,7 @@ fn start(
     dir: &JobDir,
     job_id: &str,
     idle: bool,
-) -> Result<(ShimHandle, ChildStdin), ShimError> {
+) -> Result<(ShimHandle, File), ShimError> {
     std::fs::create_dir_all(dir.path()).map_err(|source| ShimError::CreateDir {
         path: dir.path().to_owned(),
         source,
@@ -174,13 +174,7 @@ fn start(
         .mode(0o600)
         .open(&log_path)
         .map_err(log_err)?;
-    let log2 = log.try_clone().map_err(log_err)?;
 
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2));
     let (notify_r, notify_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ShimError::Spawn {
             program: program.to_owned(),
@@ -195,51 +189,33 @@ fn start(
         program: program.to_owned(),
         source: e.into(),
     })?;
-    let passed = inherited_fds::inherit_fds(&mut cmd, lock.as_fd(), Some(notify_w.as_fd()), idle)
-        .map_err(|source| ShimError::Spawn {
-        program: program.to_owned(),
-        source,
-    })?;
-    // A warm shim's fork, too, is done in SCHED_IDLE: copying the caller's
-    // (the daemon's) address space must not delay a job starting meanwhile.
-    let idle_here = idle && crate::priority::enter_idle().is_ok();
-    let spawned = cmd.spawn();
-    if idle_here {
-        if let Err(e) = crate::priority::leave_idle_thread() {
-            tracing::warn!("the thread that started a warm shim stays in SCHED_IDLE: {e}");
-        }
-    }
-    let mut child = spawned.map_err(|source| ShimError::Spawn {
-        program: program.to_owned(),
-        source,
-    })?;
+    let fds = spawn::ShimFds {
+        stdout: log.as_fd(),
+        stderr: log.as_fd(),
+        lock: lock.as_fd(),
+        notify: Some(notify_w.as_fd()),
+    };
+    let spawn::Spawned { pid, stdin } =
+        spawn::spawn(program, args, fds, idle).map_err(|source| ShimError::Spawn {
+            program: program.to_owned(),
+            source,
+        })?;
     // The shim holds the lock through its own descriptor now. Closing ours
     // does not release it (flock locks belong to the shared open file).
     // Only the shim may hold the notify pipe's write end.
-    drop(passed);
     drop(notify_w);
     drop(lock);
-    drop(cmd);
-    let pid = child.id() as i32;
+    drop(log);
 
     // The child is not reaped until we wait for it, so this names it.
     let pidfd = match pidfd_open(pid) {
         Ok(fd) => fd,
         Err(source) => {
-            abandon(&mut child);
+            abandon(pid);
             return Err(ShimError::PidFd { pid, source });
         }
     };
-    let Some(stdin) = child.stdin.take() else {
-        abandon(&mut child);
-        return Err(ShimError::SendSpec {
-            pid,
-            dir: dir.path().to_owned(),
-            source: io::Error::other("the shim's stdin pipe was not set up"),
-        });
-    };
     tracing::trace!(job_id, pid, "shim spawned");
-    // Dropping `child` neither kills nor reaps the shim;
     // `ShimHandle::wait` reaps it through the pidfd.
     Ok((
         ShimHandle {
@@ -248,17 +224,18 @@ fn start(
             dir: dir.clone(),
             notify: Some(notify_r),
         },
-        stdin,
+        File::from(stdin),
     ))
 }
 
-/// Kills and reaps a shim that could not be given its spec.
-fn abandon(child: &mut std::process::Child) {
-    if let Err(e) = child.kill() {
-        tracing::warn!("killing shim {}: {e}", child.id());
+/// Kills and reaps a shim (our child) whose pidfd could not be opened.
+fn abandon(pid: libc::pid_t) {
+    let pid = nix::unistd::Pid::from_raw(pid);
+    if let Err(e) = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL) {
+        tracing::warn!("killing shim {pid}: {e}");
     }
-    if let Err(e) = child.wait() {
-        tracing::warn!("reaping shim {}: {e}", child.id());
+    if let Err(e) = nix::sys::wait::waitpid(pid, None) {
+        tracing::warn!("reaping shim {pid}: {e}");
     }
 }
 

@@ -38,6 +38,7 @@ mod reap;
 pub mod runner;
 pub mod shim;
 mod signal_defaults;
+mod spawn;
 pub mod spec;
 
 pub use control_client::{request_kill, request_stop};

@@ -641,7 +641,9 @@ impl Engine {
                 .transition_of(id, JobState::Running, now_ms(), TransitionExtra::default())
                 .map_err(|e| fail(store_error(e).to_string()))?;
         }
-        let launched = match self.warm.claim(id) {
+        let claimed = self.warm.claim(id);
+        let sandbox = if claimed.is_some() { "warm" } else { "cold" };
+        let launched = match claimed {
             Some(shim) => match shim.claim(&spec) {
                 Ok(handle) => {
                     // The claim woke the shim, likely on this CPU (a pipe's
@@ -663,7 +665,7 @@ impl Engine {
         };
         match launched {
             Ok(handle) => {
-                tracing::info!(job = %id, shim_pid = handle.pid(), "job started");
+                tracing::info!(job = %id, shim_pid = handle.pid(), sandbox, "job started");
                 self.watch(id.clone(), handle);
                 Ok(())
             }
