@@ -114,9 +114,7 @@ pub(crate) fn spawn(
             envp_ptrs.as_ptr(),
         )
     };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
+    check(rc)?;
     // The copies above HIGH_FD and the pipe's read end close here: the
     // child has its own.
     drop(moves);

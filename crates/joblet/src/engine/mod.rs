@@ -641,9 +641,8 @@ impl Engine {
                 .transition_of(id, JobState::Running, now_ms(), TransitionExtra::default())
                 .map_err(|e| fail(store_error(e).to_string()))?;
         }
-        let claimed = self.warm.claim(id);
-        let sandbox = if claimed.is_some() { "warm" } else { "cold" };
-        let launched = match claimed {
+        // The sandbox it started in: a warm shim's, or a fresh shim's.
+        let launched = match self.warm.claim(id) {
             Some(shim) => match shim.claim(&spec) {
                 Ok(handle) => {
                     // The claim woke the shim, likely on this CPU (a pipe's
@@ -653,18 +652,18 @@ impl Engine {
                     // which the job's start needs (~0.1 ms). Yielding lets
                     // the shim start the job first.
                     std::thread::yield_now();
-                    Ok(handle)
+                    Ok((handle, "warm"))
                 }
                 Err(e) => {
                     // Its shim died waiting; the job gets a fresh one.
                     tracing::warn!(job = %id, error = %e, "the job's warm shim is gone; starting a fresh one");
-                    self.launch(&dir, &spec)
+                    self.launch(&dir, &spec).map(|h| (h, "cold"))
                 }
             },
-            None => self.launch(&dir, &spec),
+            None => self.launch(&dir, &spec).map(|h| (h, "cold")),
         };
         match launched {
-            Ok(handle) => {
+            Ok((handle, sandbox)) => {
                 tracing::info!(job = %id, shim_pid = handle.pid(), sandbox, "job started");
                 self.watch(id.clone(), handle);
                 Ok(())
