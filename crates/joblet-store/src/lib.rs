@@ -262,6 +262,21 @@ impl Store {
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::JournalMode { path, got: mode });
         }
+        // Truncate the WAL whenever it restarts, so that new frames are
+        // appended past its end instead of overwriting old ones: a frame
+        // (page + 24-byte header) never lines up with the file system's
+        // blocks, and overwriting part of a block whose page has left the
+        // page cache (written back and reclaimed) first reads it from
+        // disk, a wait on the path of every job's start and end.
+        let limit: i64 = conn
+            .pragma_update_and_check(None, "journal_size_limit", 0, |r| r.get(0))
+            .during(&path, || "set PRAGMA journal_size_limit=0".into())?;
+        if limit != 0 {
+            tracing::warn!(
+                limit,
+                "SQLite kept another WAL size limit; the WAL is rewritten in place"
+            );
+        }
         for (pragma, value) in [
             ("synchronous", "NORMAL"),
             ("foreign_keys", "ON"),

@@ -93,6 +93,31 @@ fn creates_a_database_and_reopens_it_unchanged() {
     assert_eq!(wal.to_lowercase(), "wal");
 }
 
+/// The WAL is truncated when it restarts after a checkpoint, so frames are
+/// appended instead of overwriting old ones in place (which reads back any
+/// block whose page the kernel has reclaimed: a disk wait per job start).
+#[test]
+fn the_wal_starts_over_from_an_empty_file_after_a_checkpoint() {
+    let env = Env::new();
+    let store = env.open();
+    let wal = env.db().with_extension("db-wal");
+    let mut largest = 0;
+    for n in 1..=2000 {
+        store
+            .create_job(&id(n), "alice", &spec("sh"), &no_secrets(), 100)
+            .unwrap();
+        let size = fs::metadata(&wal).unwrap().len();
+        if size < largest / 4 {
+            // Past the auto-checkpoint (1000 pages), a commit restarted
+            // the log: the file holds that commit's frames only.
+            assert!(largest > 1000 * 4096, "checkpoint came early: {largest}");
+            return;
+        }
+        largest = largest.max(size);
+    }
+    panic!("the WAL never shrank: it grew to {largest} bytes and was rewritten in place");
+}
+
 #[test]
 fn a_database_from_a_newer_joblet_is_refused() {
     let env = Env::new();
