@@ -1,25 +1,27 @@
-//! Capturing the job's output: one reader thread per pipe, one writer thread
-//! that owns `output.log` and the seq counter.
+//! Capturing the job's output: one thread polls both pipes and appends each
+//! chunk it reads to `output.log` as a record, numbering the bytes (seq).
+//!
+//! One thread, not a reader per pipe plus a writer: starting and ending a
+//! thread costs the shim about 0.1 ms of CPU on this kind of machine, paid
+//! by every job (BENCHMARKS.md, run 15), and a chunk no longer crosses
+//! threads on its way to the log. A slow disk still slows the job down (its
+//! pipes fill) rather than growing the shim's memory.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
 
 use joblet_core::joblog::{self, Stream};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use super::now_unix_ms;
 
-enum Msg {
-    Chunk(Stream, Vec<u8>, i64),
-    Eof,
-    /// Stop now, even if a pipe has not reached end-of-file.
-    Finish,
-}
-
-/// What the writer managed to record.
+/// What the capture managed to record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Written {
     /// Output bytes recorded (the seq the next byte would have had).
@@ -30,46 +32,40 @@ pub(super) struct Written {
 
 /// The running capture.
 pub(super) struct Capture {
-    tx: SyncSender<Msg>,
-    /// The writer's result, sent once `output.log` is written and closed
-    /// (its thread then only exits, which the job's end needs not wait for).
+    /// Closed to stop the capture before both pipes reach end of file.
+    stop: OwnedFd,
+    /// The thread's result, sent once `output.log` is written and closed
+    /// (the thread then only exits, which the job's end needs not wait for).
     done: Receiver<Written>,
 }
 
-/// Chunks in flight between readers and the writer; bounded so that a slow
-/// disk slows the job down instead of growing the shim's memory.
-const QUEUE: usize = 32;
+/// Reads taken from the pipes after a stop, at most: what they hold then is
+/// still recorded, but a process that writes on and on cannot keep the
+/// shim waiting.
+const STOP_READS: usize = 64;
 
-/// Starts the reader threads on `stdout`/`stderr` (the pipes' read ends) and
-/// the writer thread appending to `log` (opened with O_APPEND).
+/// Starts the thread reading `stdout`/`stderr` (the pipes' read ends) and
+/// appending to `log` (opened with O_APPEND).
 pub(super) fn start(log: File, stdout: OwnedFd, stderr: OwnedFd) -> io::Result<Capture> {
-    let (tx, rx) = mpsc::sync_channel(QUEUE);
+    let (stop_r, stop) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     let (done_tx, done) = mpsc::channel();
     thread::Builder::new()
-        .name("output-writer".into())
+        .name("output".into())
         .spawn(move || {
-            let w = write_loop(log, rx);
+            let w = capture(log, [File::from(stdout), File::from(stderr)], stop_r);
             // The receiver may be gone if the shim is already exiting.
             let _ = done_tx.send(w);
         })?;
-    for (stream, fd, name) in [
-        (Stream::Stdout, stdout, "stdout-reader"),
-        (Stream::Stderr, stderr, "stderr-reader"),
-    ] {
-        let tx = tx.clone();
-        thread::Builder::new()
-            .name(name.into())
-            .spawn(move || read_loop(stream, File::from(fd), tx))?;
-    }
-    Ok(Capture { tx, done })
+    Ok(Capture { stop, done })
 }
 
 impl Capture {
     /// Waits up to `drain` for both pipes to reach end-of-file and their data
-    /// to be written, then stops the writer (abandoning readers still blocked
-    /// on a pipe some escaped process holds open) and reports what it wrote.
+    /// to be written, then stops the capture (abandoning a pipe some escaped
+    /// process holds open) and reports what it wrote.
     pub(super) fn finish(self, drain: Duration) -> Written {
-        let written = match self.done.recv_timeout(drain) {
+        let Capture { stop, done } = self;
+        let written = match done.recv_timeout(drain) {
             Ok(w) => Ok(w),
             Err(RecvTimeoutError::Disconnected) => Err(()),
             Err(RecvTimeoutError::Timeout) => {
@@ -77,74 +73,131 @@ impl Capture {
                     "job output did not reach end-of-file within {drain:?} after the job ended \
                      (a process outside its process group holds the pipe?); closing the log"
                 );
-                // Queued chunks are written before the writer sees Finish.
-                let _ = self.tx.send(Msg::Finish);
-                self.done.recv().map_err(|_| ())
+                // What the pipes hold now is written before the thread stops.
+                drop(stop);
+                done.recv().map_err(|_| ())
             }
         };
         written.unwrap_or_else(|()| Written {
             bytes: 0,
-            error: Some("the output writer thread panicked".into()),
+            error: Some("the output capture thread panicked".into()),
         })
     }
 }
 
-fn read_loop(stream: Stream, mut pipe: File, tx: SyncSender<Msg>) {
+/// The capture thread: until both pipes reach end of file (or, once `stop`
+/// hangs up, until they hold nothing more to read), reads whichever is
+/// ready and records what it read.
+fn capture(log: File, mut pipes: [File; 2], stop: OwnedFd) -> Written {
+    const STREAMS: [Stream; 2] = [Stream::Stdout, Stream::Stderr];
+    let mut log = Log::new(log);
     let mut buf = vec![0u8; joblog::MAX_DATA];
-    loop {
-        match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if tx
-                    .send(Msg::Chunk(stream, buf[..n].to_vec(), now_unix_ms()))
-                    .is_err()
-                {
-                    return;
-                }
+    let mut open = [true, true];
+    // Reads left after a stop; `None` until then.
+    let mut after_stop: Option<usize> = None;
+    while open.contains(&true) {
+        let mut fds = Vec::with_capacity(3);
+        let mut which = Vec::with_capacity(2);
+        for (i, pipe) in pipes.iter().enumerate() {
+            if open[i] {
+                fds.push(PollFd::new(pipe.as_fd(), PollFlags::POLLIN));
+                which.push(i);
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+        }
+        if after_stop.is_none() {
+            fds.push(PollFd::new(stop.as_fd(), PollFlags::POLLIN));
+        }
+        let timeout = match after_stop {
+            Some(_) => PollTimeout::ZERO,
+            None => PollTimeout::NONE,
+        };
+        match poll(&mut fds, timeout) {
+            // Stopped, and nothing more is ready.
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
             Err(e) => {
-                tracing::error!("reading the job's {stream:?}: {e}; no more output from it");
+                tracing::error!("waiting for the job's output: {e}; no more output is recorded");
                 break;
             }
         }
-    }
-    let _ = tx.send(Msg::Eof);
-}
-
-fn write_loop(mut log: File, rx: Receiver<Msg>) -> Written {
-    let mut seq = 0u64;
-    let mut error: Option<String> = None;
-    let mut eofs = 0;
-    let mut rec = Vec::with_capacity(joblog::HEADER_LEN + joblog::MAX_DATA);
-    while let Ok(msg) = rx.recv() {
-        match msg {
-            Msg::Chunk(stream, data, unix_ms) => {
-                if error.is_some() {
-                    continue;
-                }
-                rec.clear();
-                joblog::encode(stream, seq, unix_ms, &data, &mut rec);
-                match append(&mut log, &rec) {
-                    Ok(()) => seq += data.len() as u64,
-                    Err(e) => {
-                        tracing::error!("writing output.log: {e}; further output is discarded");
-                        error = Some(format!("writing output.log failed: {e}"));
-                    }
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|fd| fd.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        if ready.len() > which.len() && ready[which.len()] {
+            after_stop = Some(STOP_READS);
+        }
+        for (slot, &i) in which.iter().enumerate() {
+            if !ready[slot] {
+                continue;
+            }
+            match pipes[i].read(&mut buf) {
+                Ok(0) => open[i] = false,
+                Ok(n) => log.record(STREAMS[i], &buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::error!(
+                        "reading the job's {:?}: {e}; no more output from it",
+                        STREAMS[i]
+                    );
+                    open[i] = false;
                 }
             }
-            Msg::Eof => {
-                eofs += 1;
-                if eofs == 2 {
-                    break;
-                }
+            if let Some(left) = after_stop.as_mut() {
+                *left = left.saturating_sub(1);
             }
-            Msg::Finish => break,
+        }
+        if after_stop == Some(0) {
+            break;
         }
     }
     // Not synced, like exit.json (see `crate::atomic`): the log survives a
     // daemon crash; a power loss may cut its end.
-    Written { bytes: seq, error }
+    log.written()
+}
+
+/// `output.log` and the seq of the next byte.
+struct Log {
+    file: File,
+    seq: u64,
+    error: Option<String>,
+    rec: Vec<u8>,
+}
+
+impl Log {
+    fn new(file: File) -> Log {
+        Log {
+            file,
+            seq: 0,
+            error: None,
+            rec: Vec::with_capacity(joblog::HEADER_LEN + joblog::MAX_DATA),
+        }
+    }
+
+    /// Appends `data` as one record, or discards it after a write error.
+    fn record(&mut self, stream: Stream, data: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        self.rec.clear();
+        joblog::encode(stream, self.seq, now_unix_ms(), data, &mut self.rec);
+        match append(&mut self.file, &self.rec) {
+            Ok(()) => self.seq += data.len() as u64,
+            Err(e) => {
+                tracing::error!("writing output.log: {e}; further output is discarded");
+                self.error = Some(format!("writing output.log failed: {e}"));
+            }
+        }
+    }
+
+    fn written(self) -> Written {
+        Written {
+            bytes: self.seq,
+            error: self.error,
+        }
+    }
 }
 
 /// One write(2) per record, so a reader sees whole records or an incomplete
@@ -211,6 +264,56 @@ mod tests {
         }
         assert_eq!(out, big);
         assert_eq!(err, b"oops");
+    }
+
+    /// Runs `capture` on a thread; `None` if it is still running after 10 s.
+    fn capture_within_10s(log: File, pipes: [File; 2], stop: OwnedFd) -> Option<Written> {
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || tx.send(capture(log, pipes, stop)));
+        rx.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    #[test]
+    fn a_stop_records_what_the_pipes_hold_then_returns() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = File::create(tmp.path().join("output.log")).unwrap();
+        let (out_r, out_w) = nix::unistd::pipe().unwrap();
+        let (err_r, err_w) = nix::unistd::pipe().unwrap();
+        let (mut out_w, mut err_w) = (File::from(out_w), File::from(err_w));
+        // More than one read's worth, and both pipes held open.
+        nix::fcntl::fcntl(&out_w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(256 << 10)).unwrap();
+        out_w.write_all(&vec![b'o'; 3 * joblog::MAX_DATA]).unwrap();
+        err_w.write_all(b"e").unwrap();
+        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
+        drop(stop_w);
+        let w = capture_within_10s(log, [File::from(out_r), File::from(err_r)], stop_r)
+            .expect("a stopped capture waited on pipes held open");
+        assert_eq!(w.bytes, 3 * joblog::MAX_DATA as u64 + 1);
+        drop((out_w, err_w));
+    }
+
+    #[test]
+    fn a_job_writing_on_and_on_cannot_hold_a_stopped_capture() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = File::create(tmp.path().join("output.log")).unwrap();
+        let (out_r, out_w) = nix::unistd::pipe().unwrap();
+        let (err_r, _err_w) = nix::unistd::pipe().unwrap();
+        let writer = thread::spawn(move || {
+            let mut out_w = File::from(out_w);
+            let chunk = vec![b'x'; 4096];
+            // Ends when the capture is gone (EPIPE).
+            while out_w.write_all(&chunk).is_ok() {}
+        });
+        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
+        drop(stop_w);
+        let w = capture_within_10s(log, [File::from(out_r), File::from(err_r)], stop_r)
+            .expect("a stopped capture kept reading");
+        assert!(
+            w.bytes <= (STOP_READS * joblog::MAX_DATA) as u64,
+            "{}",
+            w.bytes
+        );
+        writer.join().unwrap();
     }
 
     #[test]
