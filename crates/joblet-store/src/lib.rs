@@ -267,7 +267,7 @@ impl Store {
         // (page + 24-byte header) never lines up with the file system's
         // blocks, and overwriting part of a block whose page has left the
         // page cache (written back and reclaimed) first reads it from
-        // disk, a wait on the path of every job's start and end.
+        // disk: a wait on a job's start and end path.
         let limit: i64 = conn
             .pragma_update_and_check(None, "journal_size_limit", 0, |r| r.get(0))
             .during(&path, || "set PRAGMA journal_size_limit=0".into())?;
