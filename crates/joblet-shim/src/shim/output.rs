@@ -266,17 +266,20 @@ mod tests {
         assert_eq!(err, b"oops");
     }
 
-    /// Runs `capture` on a thread; `None` if it is still running after 10 s.
-    fn capture_within_10s(log: File, pipes: [File; 2], stop: OwnedFd) -> Option<Written> {
+    /// Runs `capture` of `out` and `err` on a thread, into a fresh log and
+    /// with its stop already hung up; `None` if it still runs after 10 s.
+    fn capture_stopped(out: OwnedFd, err: OwnedFd) -> Option<Written> {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = File::create(tmp.path().join("output.log")).unwrap();
+        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
+        drop(stop_w);
         let (tx, rx) = mpsc::channel();
-        thread::spawn(move || tx.send(capture(log, pipes, stop)));
+        thread::spawn(move || tx.send(capture(log, [File::from(out), File::from(err)], stop_r)));
         rx.recv_timeout(Duration::from_secs(10)).ok()
     }
 
     #[test]
     fn a_stop_records_what_the_pipes_hold_then_returns() {
-        let tmp = tempfile::tempdir().unwrap();
-        let log = File::create(tmp.path().join("output.log")).unwrap();
         let (out_r, out_w) = nix::unistd::pipe().unwrap();
         let (err_r, err_w) = nix::unistd::pipe().unwrap();
         let (mut out_w, mut err_w) = (File::from(out_w), File::from(err_w));
@@ -284,36 +287,23 @@ mod tests {
         nix::fcntl::fcntl(&out_w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(256 << 10)).unwrap();
         out_w.write_all(&vec![b'o'; 3 * joblog::MAX_DATA]).unwrap();
         err_w.write_all(b"e").unwrap();
-        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
-        drop(stop_w);
-        let w = capture_within_10s(log, [File::from(out_r), File::from(err_r)], stop_r)
-            .expect("a stopped capture waited on pipes held open");
+        let w = capture_stopped(out_r, err_r).expect("a stopped capture waited on pipes held open");
         assert_eq!(w.bytes, 3 * joblog::MAX_DATA as u64 + 1);
         drop((out_w, err_w));
     }
 
     #[test]
     fn a_job_writing_on_and_on_cannot_hold_a_stopped_capture() {
-        let tmp = tempfile::tempdir().unwrap();
-        let log = File::create(tmp.path().join("output.log")).unwrap();
-        let (out_r, out_w) = nix::unistd::pipe().unwrap();
+        // /dev/zero stands for a pipe that never runs dry: there is always
+        // more to read, so only the bound on reads ends the capture.
+        let endless = OwnedFd::from(File::open("/dev/zero").unwrap());
         let (err_r, _err_w) = nix::unistd::pipe().unwrap();
-        let writer = thread::spawn(move || {
-            let mut out_w = File::from(out_w);
-            let chunk = vec![b'x'; 4096];
-            // Ends when the capture is gone (EPIPE).
-            while out_w.write_all(&chunk).is_ok() {}
-        });
-        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
-        drop(stop_w);
-        let w = capture_within_10s(log, [File::from(out_r), File::from(err_r)], stop_r)
-            .expect("a stopped capture kept reading");
+        let w = capture_stopped(endless, err_r).expect("a stopped capture kept reading");
         assert!(
             w.bytes <= (STOP_READS * joblog::MAX_DATA) as u64,
             "{}",
             w.bytes
         );
-        writer.join().unwrap();
     }
 
     #[test]
