@@ -169,9 +169,35 @@ fn escape_pid_1_is_the_sandbox_init_and_unreadable() {
     assert_eq!(kids.len(), 1, "the leader forks only pid 1: {kids:?}");
     let init = kids[0];
     assert_eq!(status_line(init, "NSpid:"), format!("{init} 1"));
-    let cmdline = std::fs::read(format!("/proc/{init}/cmdline")).unwrap();
-    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-    assert!(cmdline.contains("sandbox-init"), "{cmdline}");
+    // Named so by the init itself, whether it was exec'd or forked from
+    // a warm shim (whose command line it then still shows).
+    let comm = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm(leader).trim_end(), "sandbox-init");
+    assert_eq!(comm(init).trim_end(), "sandbox-init");
+    // The leader starts from a clean process state either way: no signal
+    // blocked, only SIGPIPE ignored (as the Rust runtime sets it), a
+    // process group of its own, and none of the shim's descriptors (its
+    // lock, log, control socket): /dev/null as 0-2 and its two pipes.
+    assert_eq!(status_line(leader, "SigBlk:"), "0000000000000000");
+    assert_eq!(status_line(leader, "SigIgn:"), "0000000000001000");
+    let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).unwrap();
+    let pgrp = stat.rsplit_once(") ").unwrap().1.split(' ').nth(2).unwrap();
+    assert_eq!(pgrp, leader.to_string(), "{stat}");
+    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{leader}/fd"))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let target = std::fs::read_link(e.path()).unwrap();
+            format!(
+                "{} -> {}",
+                e.file_name().to_string_lossy(),
+                target.display()
+            )
+        })
+        .collect();
+    let pipes = fds.iter().filter(|f| f.contains("-> pipe:")).count();
+    let null = fds.iter().filter(|f| f.ends_with("-> /dev/null")).count();
+    assert_eq!((null, pipes, fds.len()), (3, 2, 5), "{fds:?}");
     let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).unwrap();
     assert_ne!(
         ns(&init.to_string()),

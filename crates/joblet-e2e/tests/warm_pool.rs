@@ -46,13 +46,19 @@ fn idle_warm(node: &Node) -> Vec<(i32, String)> {
     out
 }
 
-/// Every process with its command line.
+/// Every process with its command line, but sandbox inits: a warm shim
+/// forks its init, which keeps the shim's command line and is told apart
+/// by its name.
 fn processes() -> Vec<(i32, Vec<String>)> {
     let mut out = Vec::new();
     for pid in joblet_e2e::pids() {
         let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             continue;
         };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim_end() == "sandbox-init" {
+            continue;
+        }
         let args = raw
             .split(|&b| b == 0)
             .filter(|a| !a.is_empty())

@@ -66,6 +66,8 @@ pub struct SandboxRunner {
     roots: CgroupRoots,
     active: Mutex<Option<Active>>,
     warm: Mutex<Option<Warm>>,
+    /// The init [`Runner::fork_ahead`] forked, for `prepare` to use.
+    forked: Mutex<Option<init::ForkedInit>>,
 }
 
 /// A sandbox built by [`Runner::prepare`], waiting for its job.
@@ -128,6 +130,13 @@ struct Active {
     _filter: Option<AttachedFilter>,
 }
 
+/// Where the init's output goes: the job's pipes for an init to spawn,
+/// or an init forked ahead with them already.
+enum Output {
+    Fds(OwnedFd, OwnedFd),
+    Forked(init::ForkedInit),
+}
+
 fn isolation(what: &str, e: impl std::fmt::Display) -> RunnerError {
     RunnerError::Isolation(format!("{what}: {e}"))
 }
@@ -142,6 +151,7 @@ impl SandboxRunner {
             roots,
             active: Mutex::new(None),
             warm: Mutex::new(None),
+            forked: Mutex::new(None),
         }
     }
 
@@ -216,12 +226,16 @@ impl SandboxRunner {
         &self,
         config: &InitConfig,
         sandbox: &JobSandbox,
-        stdout: OwnedFd,
-        stderr: OwnedFd,
+        output: Output,
     ) -> Result<(init::PendingInit, Layout, JobCgroup), RunnerError> {
         let t0 = std::time::Instant::now();
-        let pending = init::spawn(&self.program, &self.args, config, stdout, stderr)
-            .map_err(|e| isolation("sandbox init", e))?;
+        let pending = match output {
+            Output::Fds(stdout, stderr) => {
+                init::spawn(&self.program, &self.args, config, stdout, stderr)
+            }
+            Output::Forked(forked) => forked.start(config),
+        }
+        .map_err(|e| isolation("sandbox init", e))?;
         tracing::debug!(
             elapsed_us = t0.elapsed().as_micros() as u64,
             "sandbox init spawned"
@@ -240,18 +254,12 @@ impl SandboxRunner {
     }
 
     /// Builds the warm sandbox of `settings` (see the module doc).
-    fn build_warm(
-        &self,
-        settings: JobSandbox,
-        stdout: OwnedFd,
-        stderr: OwnedFd,
-    ) -> Result<Warm, RunnerError> {
+    fn build_warm(&self, settings: JobSandbox, output: Output) -> Result<Warm, RunnerError> {
         let mut config = settings.init.clone();
         config.warm = true;
         let t0 = std::time::Instant::now();
         let host_mounts = self.host_mounts()?;
-        let (mut pending, layout, cgroup) =
-            self.spawn_with_cgroup(&config, &settings, stdout, stderr)?;
+        let (mut pending, layout, cgroup) = self.spawn_with_cgroup(&config, &settings, output)?;
         let entered = Self::apply_devices(&cgroup, &settings.devices, true).and_then(|filter| {
             cgroup
                 .add_pid(pending.pid())
@@ -403,20 +411,40 @@ impl Runner for SandboxRunner {
         stdout: BorrowedFd<'_>,
         stderr: BorrowedFd<'_>,
     ) -> Result<(), RunnerError> {
+        // Taken first, so that on any error below it is killed now.
+        let forked = self.forked.lock().unwrap_or_else(|p| p.into_inner()).take();
         let settings: JobSandbox = serde_json::from_value(warm.clone())
             .map_err(|e| isolation("invalid warm sandbox settings from the daemon", e))?;
-        let dup = |fd: BorrowedFd<'_>| {
-            fd.try_clone_to_owned()
-                .map_err(|e| isolation("duplicating the job's output pipe", e))
+        let output = match forked {
+            Some(forked) => Output::Forked(forked),
+            None => {
+                let dup = |fd: BorrowedFd<'_>| {
+                    fd.try_clone_to_owned()
+                        .map_err(|e| isolation("duplicating the job's output pipe", e))
+                };
+                Output::Fds(dup(stdout)?, dup(stderr)?)
+            }
         };
-        let built = self.build_warm(settings, dup(stdout)?, dup(stderr)?)?;
+        let built = self.build_warm(settings, output)?;
         if let Some(old) = self.warm_slot().replace(built) {
             old.discard();
         }
         Ok(())
     }
 
+    fn fork_ahead(&self, stdout: BorrowedFd<'_>, stderr: BorrowedFd<'_>) {
+        match init::fork_ahead(stdout, stderr) {
+            Ok(forked) => {
+                *self.forked.lock().unwrap_or_else(|p| p.into_inner()) = Some(forked);
+            }
+            Err(e) => {
+                tracing::warn!("cannot fork the warm sandbox's init ahead ({e}); it will be exec'd")
+            }
+        }
+    }
+
     fn discard(&self) {
+        drop(self.forked.lock().unwrap_or_else(|p| p.into_inner()).take());
         let warm = self.warm_slot().take();
         if let Some(warm) = warm {
             warm.discard();
@@ -456,7 +484,8 @@ impl Runner for SandboxRunner {
         // while this thread creates the cgroup and the device filter. It
         // runs nothing of the job until released, after the move. Dropping
         // `pending` on an error below kills it.
-        let (pending, _, cgroup) = self.spawn_with_cgroup(&config, &job, stdout, stderr)?;
+        let (pending, _, cgroup) =
+            self.spawn_with_cgroup(&config, &job, Output::Fds(stdout, stderr))?;
         match self.start(&job, &cgroup, pending) {
             Ok((init::Started { pid, end, teardown }, filter)) => {
                 tracing::info!(job = %spec.job_id, pid, "sandboxed job started");

@@ -54,6 +54,15 @@ pub trait Runner {
         Ok(())
     }
 
+    /// A warm shim calls this once before `prepare`, while it still has a
+    /// single thread, with the future job's output: a runner whose
+    /// `prepare` needs a process forked from the shim (cheaper than
+    /// exec'ing a fresh image, but only sound before any other thread
+    /// exists) starts it here. Nothing here may fail the shim: without it,
+    /// `prepare` starts what it needs its usual way. The default does
+    /// nothing.
+    fn fork_ahead(&self, _stdout: BorrowedFd<'_>, _stderr: BorrowedFd<'_>) {}
+
     /// Tears down what `prepare` built, when no job came for it.
     fn discard(&self) {}
 

@@ -1,6 +1,8 @@
 //! The process that becomes the job (runc-init style): the caller
 //! [`spawn`]s a re-exec of a binary whose `main` calls [`run_init`] first
-//! thing (before any thread exists); that process reads an [`InitConfig`]
+//! thing (before any thread exists), or, while it is itself still
+//! single-threaded, forks one ahead ([`fork_ahead`], a warm shim) that
+//! runs [`run_init`] without the exec; that process reads an [`InitConfig`]
 //! from standard input, builds what it can of the sandbox, and blocks
 //! until [`PendingInit::release`], so the caller can meanwhile create the
 //! job's cgroups and then put it in them.
@@ -72,6 +74,7 @@ mod config;
 mod devfs;
 mod error;
 mod exec;
+mod forked;
 mod frame;
 mod hostfds;
 mod job;
@@ -88,6 +91,7 @@ mod work;
 
 pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, NetMode};
 pub use error::{InitError, Stage};
+pub use forked::{fork_ahead, ForkedInit};
 pub use outer::run_init;
 pub use seccomp::denied_syscalls;
 pub use spawn::{spawn, PendingInit, Started, RELEASE_TIMEOUT};

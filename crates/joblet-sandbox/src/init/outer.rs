@@ -46,8 +46,11 @@ pub(crate) fn forwarded_raw() -> [libc::c_int; 6] {
     FORWARDED.map(|s| s as libc::c_int)
 }
 
+/// The init's (and its pid 1's) process name.
+pub(crate) const INIT_COMM: &std::ffi::CStr = c"sandbox-init";
+
 /// Exit code when the init was started without its pipes.
-const EXIT_NOT_SPAWNED: i32 = 125;
+pub(crate) const EXIT_NOT_SPAWNED: i32 = 125;
 /// Exit code after a setup error was reported.
 pub(crate) const EXIT_SETUP_FAILED: i32 = 126;
 
@@ -63,6 +66,9 @@ pub fn run_init() -> ! {
     };
     report::set_status_fd(status.into_raw_fd());
     report::hello();
+    // `ps` and `/proc/PID/comm` tell the init (and pid 1, forked from it)
+    // from the shim whose binary it runs or was forked from.
+    let _ = nix::sys::prctl::set_name(INIT_COMM);
     std::panic::set_hook(Box::new(|info| {
         report::error(Stage::Internal, &format!("sandbox init panicked: {info}"));
     }));
@@ -210,10 +216,15 @@ pub(crate) fn prepare_job(
 }
 
 fn read_config() -> Result<InitConfig, SetupError> {
+    // Read from a copy of descriptor 0, not through `std::io::stdin()`:
+    // an init forked from the shim (`forked`) inherits that global's
+    // buffer, which may hold bytes the shim read from its own stdin.
     let mut json = Vec::new();
     std::io::stdin()
-        .lock()
-        .read_to_end(&mut json)
+        .as_fd()
+        .try_clone_to_owned()
+        .map(File::from)
+        .and_then(|mut stdin| stdin.read_to_end(&mut json))
         .stage(Stage::Config, || "reading the config from stdin".into())?;
     let config: InitConfig = serde_json::from_slice(&json).stage(Stage::Config, || {
         "parsing the config JSON from stdin".into()

@@ -40,24 +40,8 @@ pub fn spawn(
     stdout: OwnedFd,
     stderr: OwnedFd,
 ) -> Result<PendingInit, InitError> {
-    config.validate()?;
-    // Validation guarantees UTF-8 paths, so encoding cannot fail; should it
-    // anyway, the message says where.
-    let json = serde_json::to_vec(config).map_err(|e| {
-        InitError::Pipe(io::Error::other(format!(
-            "encoding the sandbox config as JSON: {e}"
-        )))
-    })?;
-    // The release channel: a stream socket, so that a warm init's job can
-    // come with the descriptors of its host sources (see `hostfds`).
-    let (go_r, go_w) = std::os::unix::net::UnixStream::pair().map_err(InitError::Pipe)?;
-    let (go_r, go_w) = (OwnedFd::from(go_r), OwnedFd::from(go_w));
-    let (status_r, status_w) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
-    let (end_r, end_w) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
-    let (teardown_r, teardown_w) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()))?;
+    let json = encode_config(config)?;
+    let (ours, theirs) = Channels::new()?;
 
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -66,42 +50,19 @@ pub fn spawn(
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
         .process_group(0);
-    sys::inherit_fds(
-        &mut cmd,
-        [
-            (go_r.as_raw_fd(), GO_FD),
-            (status_w.as_raw_fd(), STATUS_FD),
-            (end_w.as_raw_fd(), END_FD),
-            (teardown_r.as_raw_fd(), TEARDOWN_FD),
-        ],
-    );
+    sys::inherit_fds(&mut cmd, theirs.targets());
     let mut child = cmd.spawn().map_err(|source| InitError::Spawn {
         program: program.to_path_buf(),
         source,
     })?;
-    drop(go_r);
-    drop(status_w);
-    drop(end_w);
-    drop(teardown_r);
+    drop(theirs);
     // Pids are positive pid_t values, so the cast is exact.
     let pid = child.id() as i32;
     let stdin = child.stdin.take();
     // From here on, dropping `pending` kills and reaps the init. Dropping
     // `child` neither waits for nor kills it.
-    let pending = PendingInit {
-        pid,
-        program: program.to_path_buf(),
-        go: Some(go_w),
-        status: Some(File::from(status_r)),
-        end: Some(end_r),
-        teardown: Some(teardown_w),
-        pid1: None,
-        warm: config.warm.then(|| Box::new(config.clone())),
-        go_failed: None,
-        buf: Vec::new(),
-        greeted: false,
-        armed: true,
-    };
+    let mut pending = PendingInit::new(pid, program.to_path_buf(), ours);
+    pending.set_config(config);
     let Some(mut stdin) = stdin else {
         return Err(InitError::SendConfig {
             pid,
@@ -113,6 +74,73 @@ pub fn spawn(
         .map_err(|source| InitError::SendConfig { pid, source })?;
     drop(stdin);
     Ok(pending)
+}
+
+/// Checks `config` and encodes it as the JSON the init reads.
+pub(super) fn encode_config(config: &InitConfig) -> Result<Vec<u8>, InitError> {
+    config.validate()?;
+    // Validation guarantees UTF-8 paths, so encoding cannot fail; should it
+    // anyway, the message says where.
+    serde_json::to_vec(config).map_err(|e| {
+        InitError::Pipe(io::Error::other(format!(
+            "encoding the sandbox config as JSON: {e}"
+        )))
+    })
+}
+
+/// The caller's ends of the init's private descriptors.
+pub(super) struct Channels {
+    go: OwnedFd,
+    status: OwnedFd,
+    end: OwnedFd,
+    teardown: OwnedFd,
+}
+
+/// The init's ends, each bound for its fixed number.
+pub(super) struct InitEnds {
+    go: OwnedFd,
+    status: OwnedFd,
+    end: OwnedFd,
+    teardown: OwnedFd,
+}
+
+impl Channels {
+    /// The release socket (a stream socket, so that a warm init's job can
+    /// come with the descriptors of its host sources, see `hostfds`) and
+    /// the status, end and teardown pipes.
+    pub(super) fn new() -> Result<(Channels, InitEnds), InitError> {
+        let (go_r, go_w) = std::os::unix::net::UnixStream::pair().map_err(InitError::Pipe)?;
+        let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| InitError::Pipe(e.into()));
+        let (status_r, status_w) = pipe()?;
+        let (end_r, end_w) = pipe()?;
+        let (teardown_r, teardown_w) = pipe()?;
+        Ok((
+            Channels {
+                go: go_w.into(),
+                status: status_r,
+                end: end_r,
+                teardown: teardown_w,
+            },
+            InitEnds {
+                go: go_r.into(),
+                status: status_w,
+                end: end_w,
+                teardown: teardown_r,
+            },
+        ))
+    }
+}
+
+impl InitEnds {
+    /// Each end with the number the init takes it from.
+    pub(super) fn targets(&self) -> [(i32, i32); 4] {
+        [
+            (self.go.as_raw_fd(), GO_FD),
+            (self.status.as_raw_fd(), STATUS_FD),
+            (self.end.as_raw_fd(), END_FD),
+            (self.teardown.as_raw_fd(), TEARDOWN_FD),
+        ]
+    }
 }
 
 /// A sandbox init that is waiting to be released. Dropping it (or
@@ -175,6 +203,30 @@ enum Until {
 }
 
 impl PendingInit {
+    /// The init `pid` (our child, started by `program`) with the caller's
+    /// ends of its descriptors; armed: dropping it kills and reaps `pid`.
+    pub(super) fn new(pid: i32, program: PathBuf, ours: Channels) -> PendingInit {
+        PendingInit {
+            pid,
+            program,
+            go: Some(ours.go),
+            status: Some(File::from(ours.status)),
+            end: Some(ours.end),
+            teardown: Some(ours.teardown),
+            pid1: None,
+            warm: None,
+            go_failed: None,
+            buf: Vec::new(),
+            greeted: false,
+            armed: true,
+        }
+    }
+
+    /// Records that `config` (sent to the init) builds a warm sandbox.
+    pub(super) fn set_config(&mut self, config: &InitConfig) {
+        self.warm = config.warm.then(|| Box::new(config.clone()));
+    }
+
     /// The init's pid: the future job leader, in the caller's pid namespace.
     pub fn pid(&self) -> i32 {
         self.pid

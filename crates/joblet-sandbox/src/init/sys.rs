@@ -64,31 +64,89 @@ pub(crate) fn take_inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
 /// above the highest `to` close-on-exec there. `from` descriptors stay
 /// close-on-exec in this process.
 pub(crate) fn inherit_fds<const N: usize>(cmd: &mut Command, fds: [(RawFd, RawFd); N]) {
-    let highest = fds.iter().map(|&(_, to)| to).max().unwrap_or(2);
     let hook = move || -> io::Result<()> {
-        // First move every source above all targets so that no dup2 below
-        // overwrites a source that happens to sit on another's target.
-        let mut moved = [(0, 0); N];
-        for (slot, &(from, to)) in moved.iter_mut().zip(fds.iter()) {
-            // SAFETY: F_DUPFD duplicates a descriptor number; it touches no
-            // memory and is async-signal-safe, as required after fork.
-            let high = unsafe { libc::fcntl(from, libc::F_DUPFD, highest + 1) };
-            check(high.into())?;
-            *slot = (high, to);
-        }
-        for (high, to) in moved {
-            // SAFETY: dup2 touches no memory and is async-signal-safe; the
-            // new descriptor has close-on-exec cleared.
-            check(unsafe { libc::dup2(high, to) }.into())?;
-        }
+        let highest = place_fds(fds)?;
         close_range_cloexec(highest + 1)
     };
     // SAFETY: the hook runs in the forked child before exec and only makes
-    // the async-signal-safe calls above; it allocates nothing and takes no
-    // locks. Standard I/O is already in place when hooks run.
+    // the async-signal-safe calls of `place_fds` and `close_range_cloexec`;
+    // it allocates nothing and takes no locks. Standard I/O is already in
+    // place when hooks run.
     unsafe {
         cmd.pre_exec(hook);
     }
+}
+
+/// Makes each `(from, to)` descriptor appear as `to`, without
+/// close-on-exec; returns the highest `to`. Async-signal-safe (no
+/// allocation, no lock).
+pub(crate) fn place_fds<const N: usize>(fds: [(RawFd, RawFd); N]) -> io::Result<RawFd> {
+    let highest = fds.iter().map(|&(_, to)| to).max().unwrap_or(2);
+    // First move every source above all targets so that no dup2 below
+    // overwrites a source that happens to sit on another's target.
+    let mut moved = [(0, 0); N];
+    for (slot, &(from, to)) in moved.iter_mut().zip(fds.iter()) {
+        // SAFETY: F_DUPFD duplicates a descriptor number; it touches no
+        // memory and is async-signal-safe, as required after fork.
+        let high = unsafe { libc::fcntl(from, libc::F_DUPFD, highest + 1) };
+        check(high.into())?;
+        *slot = (high, to);
+    }
+    for (high, to) in moved {
+        // SAFETY: dup2 touches no memory and is async-signal-safe; the
+        // new descriptor has close-on-exec cleared.
+        check(unsafe { libc::dup2(high, to) }.into())?;
+    }
+    Ok(highest)
+}
+
+/// Closes every descriptor from `first` up (a forked child that will not
+/// exec, so close-on-exec would not).
+pub(crate) fn close_from(first: RawFd) -> io::Result<()> {
+    let first =
+        libc::c_uint::try_from(first).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: close_range without flags closes descriptor numbers; it
+    // passes no memory. Only the forked child's own table is affected.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) };
+    check(ret).map(drop)
+}
+
+/// Ends this process at once with `code`: no exit handlers, no flushing
+/// of buffers it only has copies of (a forked child).
+pub(crate) fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit takes no memory and does not return.
+    unsafe { libc::_exit(code) }
+}
+
+/// In a child forked to become the sandbox init (instead of a fresh
+/// `exec`): the process state an `exec` through [`inherit_fds`] would give
+/// it, apart from the memory image. Every signal at its default action
+/// but `SIGPIPE` ignored (what the Rust runtime of an exec'd init sets), no
+/// signal blocked, an empty environment (`environ`; `/proc/PID/environ`
+/// still shows the shim's, as readable as the shim's own) and a process
+/// group of its own.
+///
+/// Call only in the child of [`fork_single_threaded`]: it changes
+/// process-wide state (environment, dispositions) that other threads
+/// would race with.
+pub(crate) fn become_fresh_process() -> io::Result<()> {
+    reset_signal_dispositions()?;
+    // SAFETY: SIG_IGN installs no handler; `signal` takes no memory.
+    if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::empty()),
+        None,
+    )?;
+    // SAFETY: this process has a single thread (the caller's contract), so
+    // nothing reads the environment while it is cleared.
+    if unsafe { libc::clearenv() } != 0 {
+        return Err(io::Error::other("clearenv failed"));
+    }
+    nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+    Ok(())
 }
 
 /// Marks every descriptor from `first` up close-on-exec. Async-signal-safe.

@@ -24,7 +24,7 @@ mod supervise;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, Read};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -140,7 +140,11 @@ pub fn run_warm_shim_with(
     }
     let result = process_state().and_then(|signals| {
         let warm = read_warm_spec()?;
-        let ready = setup(&dir, signals)?;
+        let ready = setup(&dir, signals, |stdout, stderr| {
+            if warm.runner.is_some() {
+                runner.fork_ahead(stdout, stderr);
+            }
+        })?;
         let watch = ClaimWatch::start()?;
         Ok((warm, ready, watch))
     });
@@ -267,7 +271,7 @@ pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, Sh
     let result = process_state().and_then(|signals| {
         let spec = read_spec()?.ok_or(ShimRunError::NoSpec)?;
         tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
-        let ready = setup(&dir, signals)?;
+        let ready = setup(&dir, signals, |_, _| {})?;
         Ok(run_job(&dir, spec, ready, runner, None, false))
     });
     let run = match result {
@@ -375,7 +379,13 @@ struct Ready {
     control: control::Control,
 }
 
-fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready, ShimRunError> {
+/// Sets the shim up for its job; `before_threads` gets the job's output
+/// pipes while the shim still has a single thread.
+fn setup(
+    dir: &JobDir,
+    signals: signal_hook::iterator::Signals,
+    before_threads: impl FnOnce(BorrowedFd<'_>, BorrowedFd<'_>),
+) -> Result<Ready, ShimRunError> {
     leave_terminal();
     // Orphaned job processes become the shim's children, so it can reap
     // them and know when the whole group is gone.
@@ -408,6 +418,11 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
             source,
         })?;
     let listener = bind_control(&dir.control_sock_path())?;
+    let (out_r, out_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| ShimRunError::Pipe { source })?;
+    let (err_r, err_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| ShimRunError::Pipe { source })?;
+    before_threads(out_w.as_fd(), err_w.as_fd());
 
     let thread_err = |what| move |source| ShimRunError::Thread { what, source };
     let (ev_tx, events) = mpsc::channel();
@@ -416,11 +431,6 @@ fn setup(dir: &JobDir, signals: signal_hook::iterator::Signals) -> Result<Ready,
     let control =
         control::start(listener, ev_tx.clone(), finished.clone()).map_err(thread_err("control"))?;
     let reaper = reaper::start_reaper(ev_tx.clone()).map_err(thread_err("reaper"))?;
-
-    let (out_r, out_w) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| ShimRunError::Pipe { source })?;
-    let (err_r, err_w) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| ShimRunError::Pipe { source })?;
     let capture = output::start(log, out_r, err_r).map_err(thread_err("output"))?;
     Ok(Ready {
         out_w,
