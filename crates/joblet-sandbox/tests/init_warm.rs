@@ -584,5 +584,11 @@ fn a_missing_source_fails_a_warm_start_naming_it() {
     };
     assert!(message.contains("binds[0]"), "{message}");
     assert!(message.contains(gone), "{message}");
+    // Where the job would have seen it: what the user asked for.
+    assert!(
+        message.contains("at /run/lib/libcuda.so.1 in the job"),
+        "{message}"
+    );
     assert!(message.contains("does not exist on the host"), "{message}");
+    assert!(!message.contains("run_init"), "{message}");
 }

@@ -112,6 +112,11 @@ pub enum InitError {
         #[source]
         source: io::Error,
     },
+    /// A host path of the job's own part (its work directory, a bind's
+    /// or device's source) could not be opened for a warm sandbox; the
+    /// message names the config field and the paths.
+    #[error("the job's host paths: {0}")]
+    HostSource(io::Error),
     #[error("releasing sandbox init (pid {pid}): {source}")]
     Release {
         pid: i32,

@@ -44,7 +44,8 @@ pub(crate) const MAX_SOURCES: usize = 253;
 
 /// The host sources of `job`'s own part of the tree, in the order they
 /// travel: the work directory, each of `binds`, `extra_devices`,
-/// `device_binds`, then `dev_shm`. Each with the config field it is for.
+/// `device_binds`, then `dev_shm`. Each with what an error calls it: the
+/// config field and the path (for a bind, where the job sees it too).
 pub(crate) fn wanted(job: &InitConfig) -> Vec<(String, &Path, Kind)> {
     let mut v = Vec::new();
     let work = if job.work_size_mb == 0 {
@@ -52,31 +53,44 @@ pub(crate) fn wanted(job: &InitConfig) -> Vec<(String, &Path, Kind)> {
     } else {
         Kind::Dir
     };
-    v.push(("work_dir".to_owned(), job.work_dir.as_path(), work));
+    let named = |field: String, path: &Path| format!("{field} ({})", path.display());
+    v.push((
+        named("work_dir".into(), &job.work_dir),
+        job.work_dir.as_path(),
+        work,
+    ));
     for (i, b) in job.binds.iter().enumerate() {
         v.push((
-            format!("binds[{i}]"),
+            format!(
+                "binds[{i}] ({}, at {} in the job)",
+                b.source.display(),
+                b.target.display()
+            ),
             b.source.as_path(),
             Kind::Tree { recursive: true },
         ));
     }
     for (i, p) in job.extra_devices.iter().enumerate() {
         v.push((
-            format!("extra_devices[{i}]"),
+            named(format!("extra_devices[{i}]"), p),
             p.as_path(),
             Kind::Tree { recursive: false },
         ));
     }
     for (i, b) in job.device_binds.iter().enumerate() {
         v.push((
-            format!("device_binds[{i}]"),
+            format!(
+                "device_binds[{i}] ({}, at {} in the job)",
+                b.source.display(),
+                b.target.display()
+            ),
             b.source.as_path(),
             Kind::Tree { recursive: false },
         ));
     }
     if let Some(dir) = &job.dev_shm {
         v.push((
-            "dev_shm".to_owned(),
+            named("dev_shm".into(), dir),
             dir.as_path(),
             Kind::Tree { recursive: false },
         ));
@@ -96,7 +110,7 @@ pub(crate) fn open_all(job: &InitConfig) -> io::Result<Vec<OwnedFd>> {
     }
     wanted
         .into_iter()
-        .map(|(field, path, kind)| {
+        .map(|(what, path, kind)| {
             let opened = match kind {
                 Kind::Tree { recursive } => sys::open_tree_clone(path, recursive),
                 Kind::Dir => open(
@@ -108,7 +122,7 @@ pub(crate) fn open_all(job: &InitConfig) -> io::Result<Vec<OwnedFd>> {
             };
             opened.map_err(|e| {
                 let why = unopenable(&e);
-                io::Error::new(e.kind(), format!("{field} ({}): {why}", path.display()))
+                io::Error::new(e.kind(), format!("{what}: {why}"))
             })
         })
         .collect()

@@ -305,10 +305,7 @@ impl PendingInit {
             }
             None => job,
         };
-        let sources = hostfds::open_all(to_build).map_err(|source| InitError::SendConfig {
-            pid: self.pid,
-            source,
-        })?;
+        let sources = hostfds::open_all(to_build).map_err(InitError::HostSource)?;
         // A warm sandbox is built in SCHED_IDLE (the shim's class); the
         // outer process ends like the job, and pid 1 (which resets itself
         // too, but must first get the CPU to read the config) starts it, in
