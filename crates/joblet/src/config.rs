@@ -291,10 +291,19 @@ impl Default for GpuConfig {
             driver_capabilities: "utility,compute".into(),
             dev_dir: PathBuf::from("/dev"),
             ld_cache: PathBuf::from("/etc/ld.so.cache"),
-            driver_bin_dirs: ["/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin"]
-                .into_iter()
-                .map(PathBuf::from)
-                .collect(),
+            // Last: where NVIDIA's container-host installs (GKE, some
+            // cloud images) put the driver's binaries, with nothing in
+            // /usr/bin.
+            driver_bin_dirs: [
+                "/usr/bin",
+                "/usr/local/bin",
+                "/usr/sbin",
+                "/bin",
+                "/usr/local/nvidia/bin",
+            ]
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
             proc_dir: PathBuf::from("/proc"),
             mps_control: None,
             mps_dir: PathBuf::from("/run/joblet/mps"),
