@@ -87,11 +87,6 @@ fn become_init(fds: [(i32, i32); 7]) -> ! {
 }
 
 impl ForkedInit {
-    /// The init's pid.
-    pub fn pid(&self) -> i32 {
-        self.pending.pid()
-    }
-
     /// Sends `config` (it must pass [`InitConfig::validate`]): the init
     /// builds the sandbox and blocks like one from [`super::spawn`].
     pub fn start(self, config: &InitConfig) -> Result<PendingInit, InitError> {
