@@ -11,18 +11,40 @@ fn fake_control(dir: &Path) -> PathBuf {
     let p = dir.join("fake-mps-control");
     let calls = dir.join("calls");
     let fail = dir.join("fail");
-    std::fs::write(
+    write_script(
         &p,
-        format!(
+        &format!(
             "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  if [ -e '{fail}' ]; then echo 'cannot start: no GPU' >&2; exit 3; fi\n  echo \"start $CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY\" >> '{calls}'\n  touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"\n  echo \"$CUDA_VISIBLE_DEVICES\" > '/dev/shm/{marker}'\nelse\n  read cmd\n  echo \"cmd $CUDA_VISIBLE_DEVICES $cmd\" >> '{calls}'\nfi\n",
             fail = fail.display(),
             calls = calls.display(),
             marker = marker(dir),
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     p
+}
+
+/// Writes an executable script through a child `sh`, never opening it for
+/// writing in this process: a process another test thread forks while it
+/// is open would hold it until that child execs, and executing the script
+/// meanwhile fails with ETXTBSY (seen in CI).
+fn write_script(path: &Path, text: &str) {
+    let mut child = Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "writing {}",
+        path.display()
+    );
 }
 
 /// The fake's marker file name, unique to the test's temp dir (were
