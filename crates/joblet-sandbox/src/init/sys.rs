@@ -101,14 +101,9 @@ pub(crate) fn place_fds<const N: usize>(fds: [(RawFd, RawFd); N]) -> io::Result<
 }
 
 /// Closes every descriptor from `first` up (a forked child that will not
-/// exec, so close-on-exec would not).
+/// exec, so close-on-exec would not). Async-signal-safe.
 pub(crate) fn close_from(first: RawFd) -> io::Result<()> {
-    let first =
-        libc::c_uint::try_from(first).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: close_range without flags closes descriptor numbers; it
-    // passes no memory. Only the forked child's own table is affected.
-    let ret = unsafe { libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) };
-    check(ret).map(drop)
+    close_range(first, 0)
 }
 
 /// Ends this process at once with `code`: no exit handlers, no flushing
@@ -151,18 +146,17 @@ pub(crate) fn become_fresh_process() -> io::Result<()> {
 
 /// Marks every descriptor from `first` up close-on-exec. Async-signal-safe.
 pub(crate) fn close_range_cloexec(first: RawFd) -> io::Result<()> {
+    close_range(first, libc::CLOSE_RANGE_CLOEXEC)
+}
+
+/// close_range(2) from `first` to the last descriptor, with `flags`.
+fn close_range(first: RawFd, flags: libc::c_uint) -> io::Result<()> {
     let first =
         libc::c_uint::try_from(first).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on the
-    // descriptors in the range; it passes no memory.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            first,
-            libc::c_uint::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    };
+    // SAFETY: close_range takes descriptor numbers and flags and passes no
+    // memory: with CLOSE_RANGE_CLOEXEC it only sets a flag on each, without
+    // it it closes them (callers own every descriptor in the range).
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, flags) };
     check(ret).map(drop)
 }
 
