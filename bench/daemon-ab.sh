@@ -11,7 +11,7 @@
 #            libnvidia_ml.so (say, a copy of target/release of one commit)
 #   PARENT   where the daemon's state directory goes (default: the scratch
 #            dir, on whatever filesystem holds it; /dev/shm puts it on tmpfs)
-#   GPU_AB_ROUNDS  (default 20)  rounds (each: 3 paced and BLOCK back-to-back runs per daemon)
+#   GPU_AB_ROUNDS  (default 20)  rounds (each: 1 paced and BLOCK back-to-back runs per daemon)
 #   GPU_AB_BLOCK   (default 10)
 #   GPU_AB_DIR     (default ${TMPDIR:-/tmp}/joblet-bench-ab) scratch dir
 #   GPU_AB_PROFILE (default fixtures/nvml-profiles/mock-nvml-config-a100.yaml)
@@ -70,6 +70,7 @@ for arg in "$@"; do
     [ -f "$bin/$f" ] || die "$bin/$f missing (BINDIR must hold joblet, joblet-shim, rnx, libnvidia_ml.so)"
   done
   [ -d "$parent" ] || die "$parent (the state dir's parent for $name) is not a directory"
+  for seen in "${names[@]}"; do [ "$seen" != "$name" ] || die "daemon name '$name' given twice"; done
   names+=("$name") bins+=("$(cd "$bin" && pwd)") parents+=("$parent")
 done
 
@@ -108,10 +109,11 @@ out, rounds, block = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 json.dump({"rounds": rounds, "block": block, "pause_ms": 50, "settle_ms": 300, "warmup": 3,
            "commands": [json.loads(c) for c in sys.argv[4:]]}, open(out, "w"))
 EOF
-log "timing: $ROUNDS rounds, $BLOCK back to back and paced starts per daemon and round"
+machine="machine: $(nproc) cores, kernel $(uname -r), $(date -u +%F); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+log "timing: $ROUNDS rounds, in each one paced and $BLOCK back-to-back starts per daemon"
 python3 "$ROOT/bench/lib/interleave.py" "$spec" >"$DIR/results.tsv"
 
-echo "machine: $(nproc) cores, kernel $(uname -r), $(date -u +%F); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$machine"
 echo
 echo "| daemon | paced: median ms (p90) | back to back: median ms (p90) | back to back: mean ms |"
 echo "|---|---:|---:|---:|"
