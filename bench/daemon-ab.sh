@@ -41,7 +41,7 @@ PROFILE="${GPU_AB_PROFILE:-$ROOT/fixtures/nvml-profiles/mock-nvml-config-a100.ya
 [ ! -e "$DIR" ] || die "$DIR exists; remove it or set GPU_AB_DIR"
 
 # shellcheck source=bench/lib/oci.sh
-source "$ROOT/bench/lib/oci.sh" # start_joblet_daemon, stop_joblet_daemon, remove_cgroups_named
+source "$ROOT/bench/lib/oci.sh" # make_sim_gpu_nodes, write_sim_gpu_config, start/stop_joblet_daemon, remove_cgroups_named
 
 pids=() states=()
 cleanup() {
@@ -57,10 +57,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-mkdir -p "$DIR/dev"
-mknod -m 666 "$DIR/dev/nvidiactl" c 195 255
-mknod -m 666 "$DIR/dev/nvidia-uvm" c 4000 0 # a major no driver owns here
-for n in 0 1 2 3 4 5 6 7; do mknod -m 666 "$DIR/dev/nvidia$n" c 195 "$n"; done
+make_sim_gpu_nodes "$DIR/dev" 8
 
 names=() bins=() parents=()
 for arg in "$@"; do
@@ -78,20 +75,7 @@ commands=()
 for i in "${!names[@]}"; do
   state="$(mktemp -d "${parents[$i]}/joblet-ab-$$-$i.XXXXXX")"
   states+=("$state")
-  cat >"$state/config.yml" <<YAML
-server:
-  address: "127.0.0.1:0"
-  state_dir: "$state/state"
-jobs:
-  max_running: 4
-sandbox:
-  enabled: true
-  cgroup_base: "joblet-ab-$$-$i"
-gpu:
-  enabled: true
-  simulate: "$PROFILE"
-  dev_dir: "$DIR/dev"
-YAML
+  write_sim_gpu_config "$state/config.yml" "$state/state" "joblet-ab-$$-$i" "$PROFILE" "$DIR/dev"
   log "starting ${names[$i]} (${bins[$i]}, state in $state)"
   if ! start_joblet_daemon "${bins[$i]}" "$state/config.yml" "$state/state" "$state/joblet.log"; then
     pids+=("$DAEMON_PID")

@@ -191,18 +191,11 @@ if [ "$SLURM" = 1 ]; then
 fi
 
 # --- device nodes for the simulated GPUs -------------------------------------
-# The joblet daemon gets a device dir of its own (gpu.dev_dir): nvidiactl
-# (c 195:255), nvidia-uvm (c 4000:0, a major no driver owns here, standing in
-# for the one /proc/devices would give) and nvidia[0-7] (c 195 N). It goes
-# away with $DIR.
+# The joblet daemon gets a device dir of its own (gpu.dev_dir; see
+# make_sim_gpu_nodes). It goes away with $DIR.
 if [ "$JOBLET" = 1 ]; then
   DEVDIR="$DIR/joblet-dev"
-  mkdir -p "$DEVDIR"
-  mknod -m 666 "$DEVDIR/nvidiactl" c 195 255
-  mknod -m 666 "$DEVDIR/nvidia-uvm" c 4000 0
-  for ((n = 0; n < GPUS; n++)); do
-    mknod -m 666 "$DEVDIR/nvidia$n" c 195 "$n"
-  done
+  make_sim_gpu_nodes "$DEVDIR" "$GPUS"
 fi
 
 # --- joblet daemon with simulated GPUs ---------------------------------------
@@ -212,21 +205,7 @@ if [ "$JOBLET" = 1 ]; then
   STATE="$DIR/joblet"
   CONFIG="$STATE/joblet-config.yml"
   mkdir -p "$STATE"
-  cat >"$CONFIG" <<YAML
-# Written by joblet bench/gpu-start.sh; removed with $DIR.
-server:
-  address: "127.0.0.1:0"
-  state_dir: "$STATE/state"
-jobs:
-  max_running: 4
-sandbox:
-  enabled: true
-  cgroup_base: "$CGROUP_BASE"
-gpu:
-  enabled: true
-  simulate: "$PROFILE"
-  dev_dir: "$DEVDIR"
-YAML
+  write_sim_gpu_config "$CONFIG" "$STATE/state" "$CGROUP_BASE" "$PROFILE" "$DEVDIR"
   log "starting joblet daemon (config $CONFIG)"
   if start_joblet_daemon "$BIN" "$CONFIG" "$STATE/state" "$STATE/joblet.log"; then
     export RNX_CONFIG="$STATE/state/rnx-config.yml"

@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2016  # the sh -c script is single-quoted on purpose
-# Pieces shared by bench/isolation-peers.sh, bench/gpu-start.sh and
-# bench/start-latency.sh: the OCI runtimes, their packages and a joblet daemon
-# (sourced; they all time `crun run` of the same bundle, so they build it the
-# same way). Needs: UNIFIED (the hybrid layout's cgroup2 mount point), a
+# Pieces shared by bench/isolation-peers.sh, bench/gpu-start.sh,
+# bench/start-latency.sh and bench/daemon-ab.sh: the OCI runtimes, their
+# packages and a joblet daemon, with simulated GPUs (sourced; the first three
+# time `crun run` of the same bundle, so they build it the same way). Needs: UNIFIED (the hybrid layout's cgroup2 mount point), a
 # `log` function, python3.
 
 # static_busybox: prints the path of a static busybox, or fails. The bundle's
@@ -105,6 +105,41 @@ start_joblet_daemon() {
     sleep 0.05
   done
   return 1
+}
+
+# make_sim_gpu_nodes DEVDIR COUNT: the device dir of a daemon with COUNT
+# simulated GPUs (gpu.dev_dir): nvidiactl (c 195:255), nvidia-uvm (c 4000:0,
+# a major no driver owns here, standing in for the one /proc/devices would
+# give) and nvidia0..nvidia<COUNT-1> (c 195 N).
+make_sim_gpu_nodes() {
+  local n
+  mkdir -p "$1"
+  mknod -m 666 "$1/nvidiactl" c 195 255
+  mknod -m 666 "$1/nvidia-uvm" c 4000 0
+  for ((n = 0; n < $2; n++)); do
+    mknod -m 666 "$1/nvidia$n" c 195 "$n"
+  done
+}
+
+# write_sim_gpu_config CONFIG STATE_DIR CGROUP_BASE PROFILE DEVDIR: a daemon
+# config for start-latency benches: local address, sandbox on, GPUs
+# simulated from the mock-NVML PROFILE with nodes in DEVDIR.
+write_sim_gpu_config() {
+  cat >"$1" <<YAML
+# Written by joblet's bench scripts; removed with their scratch dir.
+server:
+  address: "127.0.0.1:0"
+  state_dir: "$2"
+jobs:
+  max_running: 4
+sandbox:
+  enabled: true
+  cgroup_base: "$3"
+gpu:
+  enabled: true
+  simulate: "$4"
+  dev_dir: "$5"
+YAML
 }
 
 # stop_joblet_daemon: SIGTERM to DAEMON_PID (if it runs), SIGKILL after
