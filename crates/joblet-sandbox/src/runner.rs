@@ -6,8 +6,11 @@
 //! 2. meanwhile create the job's cgroup with every limit (read back);
 //! 3. apply the device allow-list to it: v1 `devices.*` files and the v2
 //!    eBPF filter, each one that exists (none at all is an error);
-//! 4. move the init into the cgroup and release it: cgroup namespace,
-//!    pid 1, `/proc`, privileges, seccomp, `exec`.
+//! 4. release the init into the cgroup: it moves itself into the v1
+//!    cgroups and forks pid 1 into the cgroup2 one, from descriptors sent
+//!    with the release ([`JobCgroup::entry`]: no pid is written to a
+//!    `cgroup.procs`, whose global lock waits for an RCU grace period);
+//!    then cgroup namespace, `/proc`, privileges, seccomp, `exec`.
 //!
 //! Any failure undoes what was done (the init is killed, the cgroup
 //! removed) and the job does not start. The init tells the job's end
@@ -19,8 +22,8 @@
 //! A warm shim runs the same steps in two halves. [`Runner::prepare`], before
 //! the job is known, builds from a placeholder job of the node: the init with
 //! its namespaces and shared tree, the cgroup with the node's default
-//! limits and the device filter of a CPU job, the init moved in, its pid 1
-//! forked and waiting. [`Runner::spawn`] then writes the job's limits,
+//! limits and the device filter of a CPU job, the init entered in it, its
+//! pid 1 forked and waiting. [`Runner::spawn`] then writes the job's limits,
 //! hands pid 1 the job's config (it builds the job's part of the tree
 //! meanwhile, and starts nothing yet), widens the device filter by the
 //! job's extra devices (a GPU's nodes: v1 `devices.allow` lines and entries
@@ -261,11 +264,11 @@ impl SandboxRunner {
         let host_mounts = self.host_mounts()?;
         let (mut pending, layout, cgroup) = self.spawn_with_cgroup(&config, &settings, output)?;
         let entered = Self::apply_devices(&cgroup, &settings.devices, true).and_then(|filter| {
-            cgroup
-                .add_pid(pending.pid())
+            let entry = cgroup
+                .entry()
                 .map_err(|e| isolation("moving the job into its cgroup", e))?;
             pending
-                .enter(init::RELEASE_TIMEOUT)
+                .enter_into(entry, init::RELEASE_TIMEOUT)
                 .map_err(|e| RunnerError::Isolation(e.to_string()))?;
             Ok(filter)
         });
@@ -375,8 +378,8 @@ impl SandboxRunner {
         }
     }
 
-    /// Puts the waiting init in `cgroup` with the job's device filter and
-    /// releases it.
+    /// Applies the job's device filter to `cgroup` and releases the waiting
+    /// init into it.
     fn start(
         &self,
         job: &JobSandbox,
@@ -384,17 +387,12 @@ impl SandboxRunner {
         pending: init::PendingInit,
     ) -> Result<(init::Started, Option<AttachedFilter>), RunnerError> {
         let filter = Self::apply_devices(cgroup, &job.devices, false)?;
-        let t0 = std::time::Instant::now();
-        cgroup
-            .add_pid(pending.pid())
+        let entry = cgroup
+            .entry()
             .map_err(|e| isolation("moving the job into its cgroup", e))?;
-        tracing::debug!(
-            elapsed_us = t0.elapsed().as_micros() as u64,
-            "sandbox init moved into the job's cgroups"
-        );
         let t0 = std::time::Instant::now();
         let started = pending
-            .release()
+            .release_into(entry, init::RELEASE_TIMEOUT)
             .map_err(|e| RunnerError::Isolation(e.to_string()))?;
         tracing::debug!(
             elapsed_us = t0.elapsed().as_micros() as u64,

@@ -68,6 +68,9 @@ pub enum CgroupError {
     #[error("cannot read {path}: {source}")]
     Read { path: PathBuf, source: io::Error },
 
+    #[error("cannot open {path} for the sandbox init to enter the job's cgroup: {source}; the job was not started")]
+    Open { path: PathBuf, source: io::Error },
+
     #[error("cannot write {value:?} to {path}: {source}")]
     Write {
         path: PathBuf,

@@ -3,6 +3,9 @@
 //! verified, then watched, killed and removed.
 
 use std::collections::BTreeSet;
+use std::fs::OpenOptions;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -152,6 +155,36 @@ impl JobCgroup {
             files::write(&m.dir.join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
+    }
+
+    /// What a process needs to enter the job's cgroups by itself, without
+    /// a pid written to `cgroup.procs` (which write-locks the kernel's
+    /// global `cgroup_threadgroup_rwsem` and so, unless cgroup2 is mounted
+    /// with `favordynmods`, waits for an RCU grace period: milliseconds on
+    /// every job's start): each v1 directory's `tasks` file, opened for
+    /// writing, where a single-threaded process moves itself by writing
+    /// `0` (the kernel takes no global lock for that), then the cgroup2
+    /// directory, opened, for `clone3(CLONE_INTO_CGROUP)`. The sandbox init
+    /// takes them on its release (see `init::entry`).
+    pub fn entry(&self) -> Result<Vec<OwnedFd>, CgroupError> {
+        self.members
+            .iter()
+            .map(|m| {
+                let (path, dir) = match m.version {
+                    Version::V1 => (m.dir.join("tasks"), false),
+                    Version::V2 => (m.dir.clone(), true),
+                };
+                let mut open = OpenOptions::new();
+                if dir {
+                    open.read(true).custom_flags(libc::O_DIRECTORY);
+                } else {
+                    open.write(true);
+                }
+                open.open(&path)
+                    .map(OwnedFd::from)
+                    .map_err(|source| CgroupError::Open { path, source })
+            })
+            .collect()
     }
 
     /// The job's v1 devices directory, for the v1 device rules.

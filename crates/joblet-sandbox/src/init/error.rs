@@ -16,6 +16,8 @@ pub enum Stage {
     Config,
     /// Creating the namespaces.
     Unshare,
+    /// Entering the job's cgroups (v1 `tasks`, `clone3` into cgroup2).
+    Cgroup,
     /// Forking pid 1 or the job.
     Fork,
     /// The root filesystem: tmpfs root, read-only binds, `/work`, `/tmp`,
@@ -46,6 +48,7 @@ impl Stage {
         match self {
             Stage::Config => "config",
             Stage::Unshare => "unshare",
+            Stage::Cgroup => "cgroup",
             Stage::Fork => "fork",
             Stage::Rootfs => "rootfs",
             Stage::Proc => "proc",
@@ -61,9 +64,10 @@ impl Stage {
         }
     }
 
-    pub(crate) const ALL: [Stage; 14] = [
+    pub(crate) const ALL: [Stage; 15] = [
         Stage::Config,
         Stage::Unshare,
+        Stage::Cgroup,
         Stage::Fork,
         Stage::Rootfs,
         Stage::Proc,

@@ -72,6 +72,7 @@
 mod binds;
 mod config;
 mod devfs;
+mod entry;
 mod error;
 mod exec;
 mod forked;

@@ -1,10 +1,12 @@
 //! The re-exec'd init process itself ([`run_init`]): reads the config,
 //! unshares every namespace but the cgroup one and builds the job's tree
 //! (a warm init: the part every job shares) while the caller sets up the
-//! cgroup, waits to be released, unshares the cgroup namespace, forks pid 1
-//! of the new pid namespace (which a warm init's pid 1 gives its job's
-//! config on the release socket, and which tells the job's end on the end
-//! pipe), forwards signals to it and ends the way the job ended.
+//! cgroup, waits to be released, enters the job's cgroups from the
+//! descriptors that come with the release (see [`super::entry`]), forks
+//! pid 1 of the new pid namespace into them (pid 1 unshares the cgroup
+//! namespace; a warm init's pid 1 gets its job's config on the release
+//! socket; pid 1 tells the job's end on the end pipe), forwards signals to
+//! it and ends the way the job ended.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -22,7 +24,7 @@ use super::error::Stage;
 use super::hostfds::Host;
 use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked};
-use super::{pid1, privileges, rootfs, seccomp, END_FD, GO_FD, STATUS_FD, TEARDOWN_FD};
+use super::{entry, pid1, privileges, rootfs, seccomp, END_FD, GO_FD, STATUS_FD, TEARDOWN_FD};
 
 /// Signals passed on outer -> pid 1 -> the job's process group.
 pub(crate) const FORWARDED: [Signal; 6] = [
@@ -109,34 +111,36 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
 
     let filters = before_release(&config)?;
 
-    let mut go = File::from(go);
+    let go = File::from(go);
     let mut byte = [0u8; 1];
-    let n = go
-        .read(&mut byte)
+    let (n, cgroups) = sys::recv_with_fds(go.as_fd(), &mut byte, entry::MAX_FDS)
         .stage(Stage::Config, || "waiting for release".into())?;
     if n == 0 {
         // The caller aborted: the job never runs.
         std::process::exit(1);
     }
-
-    // Now inside the job's cgroups: the cgroup namespace's root is the
-    // job's own cgroup, and pid 1 (forked below) starts there.
-    unshare(CloneFlags::CLONE_NEWCGROUP)
-        .stage(Stage::Unshare, || "unshare(CLONE_NEWCGROUP)".into())?;
+    let cgroups = entry::Entry::from_fds(cgroups)?;
+    cgroups.enter_v1(&proc_self)?;
 
     let me = sys::pidfd_open(std::process::id() as i32)
         .stage(Stage::Fork, || "pidfd_open(self)".into())?;
     let (exit_r, exit_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
         .stage(Stage::Fork, || "creating the exit status pipe".into())?;
 
-    let forked =
-        sys::fork_single_threaded(&proc_self).stage(Stage::Fork, || "forking pid 1".into())?;
+    // Pid 1 starts in the job's cgroup2 directory, and in its v1 cgroups
+    // like this process.
+    let forked = cgroups.fork_pid1(&proc_self)?;
     // Neither pid 1 nor this process needs the host's /proc any more.
     drop(proc_self);
     match forked {
         Forked::Child => {
             drop(exit_r);
             drop(teardown);
+            // The cgroup namespace's root is the job's own cgroup.
+            if let Err(e) = entry::enter_namespace() {
+                report::error(e.stage, &e.message);
+                std::process::exit(EXIT_SETUP_FAILED)
+            }
             // A warm init's pid 1 reads the job's config from the release
             // pipe; a cold one has it already.
             let claim = config.warm.then_some(go);

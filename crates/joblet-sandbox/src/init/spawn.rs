@@ -31,8 +31,8 @@ const GO: u8 = b'G';
 /// once read), `stdout`/`stderr` become the job's, the process leads its own
 /// process group, its environment is empty, and it inherits no other
 /// descriptor than its two private pipes. It blocks until
-/// [`PendingInit::release`] (a warm init, [`InitConfig::warm`]:
-/// [`PendingInit::enter`]); put it in its cgroups first.
+/// [`PendingInit::release_into`] (a warm init, [`InitConfig::warm`]:
+/// [`PendingInit::enter_into`]), which gives it the job's cgroups to enter.
 pub fn spawn(
     program: &Path,
     args: &[OsString],
@@ -242,8 +242,21 @@ impl PendingInit {
     }
 
     /// [`PendingInit::release`] with a chosen time limit.
-    pub fn release_within(mut self, limit: Duration) -> Result<Started, InitError> {
-        let go_failed = self.send(&[GO], true)?;
+    pub fn release_within(self, limit: Duration) -> Result<Started, InitError> {
+        self.release_into(Vec::new(), limit)
+    }
+
+    /// [`PendingInit::release`] into the job's cgroups: `cgroups` are
+    /// `JobCgroup::entry`'s descriptors, which the init uses to move
+    /// itself into every v1 cgroup and to fork pid 1 into the cgroup2
+    /// directory before anything of the job runs (an init that cannot
+    /// fails, and the job never runs). Empty: it stays in this process's.
+    pub fn release_into(
+        mut self,
+        cgroups: Vec<OwnedFd>,
+        limit: Duration,
+    ) -> Result<Started, InitError> {
+        let go_failed = self.send(&[GO], &cgroups, true)?;
         let quiet = sys::NoWakeupPreemption::enter();
         self.wait_status(Until::Exec, limit, go_failed)?;
         drop(quiet);
@@ -254,7 +267,13 @@ impl PendingInit {
     /// (cgroup namespace, pid 1, `/proc`) and waits up to `limit` until its
     /// pid 1 waits for the job. On error the init is not usable; drop it.
     pub fn enter(&mut self, limit: Duration) -> Result<(), InitError> {
-        let go_failed = self.send(&[GO], false)?;
+        self.enter_into(Vec::new(), limit)
+    }
+
+    /// [`PendingInit::enter`] into the job's cgroups (`JobCgroup::entry`'s
+    /// descriptors, as for [`PendingInit::release_into`]).
+    pub fn enter_into(&mut self, cgroups: Vec<OwnedFd>, limit: Duration) -> Result<(), InitError> {
+        let go_failed = self.send(&[GO], &cgroups, false)?;
         self.wait_status(Until::Ready, limit, go_failed)?;
         // Looked up now, so that `start` need not on the job's path.
         self.pid1 = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid))
@@ -347,7 +366,7 @@ impl PendingInit {
     pub fn go(mut self, limit: Duration) -> Result<Started, InitError> {
         let go_failed = match self.go_failed.take() {
             Some(e) => Some(e),
-            None => self.send(&[GO], true)?,
+            None => self.send(&[GO], &[], true)?,
         };
         let quiet = sys::NoWakeupPreemption::enter();
         self.wait_status(Until::Exec, limit, go_failed)?;
@@ -372,11 +391,17 @@ impl PendingInit {
         })
     }
 
-    /// Writes `bytes` to the release socket (closing it if `close`). An init
-    /// that failed while building the sandbox has exited and closed the
-    /// pipe; its status pipe says why, so a broken pipe is returned for
-    /// [`PendingInit::wait_status`] to report only if that says nothing.
-    fn send(&mut self, bytes: &[u8], close: bool) -> Result<Option<io::Error>, InitError> {
+    /// Writes `bytes` to the release socket with `fds` attached (closing
+    /// it if `close`). An init that failed while building the sandbox has
+    /// exited and closed the socket; its status pipe says why, so a broken
+    /// pipe is returned for [`PendingInit::wait_status`] to report only if
+    /// that says nothing.
+    fn send(
+        &mut self,
+        bytes: &[u8],
+        fds: &[OwnedFd],
+        close: bool,
+    ) -> Result<Option<io::Error>, InitError> {
         let pid = self.pid;
         let Some(go) = self.go.take() else {
             return Err(InitError::Release {
@@ -384,14 +409,13 @@ impl PendingInit {
                 source: io::Error::other("the release socket is already closed"),
             });
         };
-        let mut file = File::from(go);
-        let failed = match file.write_all(bytes) {
+        let failed = match sys::send_with_fds(go.as_fd(), bytes, fds) {
             Ok(()) => None,
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Some(e),
             Err(source) => return Err(InitError::Release { pid, source }),
         };
         if !close {
-            self.go = Some(OwnedFd::from(file));
+            self.go = Some(go);
         }
         Ok(failed)
     }

@@ -1,6 +1,7 @@
 //! The `unsafe` system calls the init needs, each behind a safe wrapper:
-//! fork, signal handlers and dispositions, raw waits, descriptor plumbing
-//! across `exec`, `pidfd_open`, `mount_setattr`, `open_tree`,
+//! fork (also `clone3` into a cgroup), signal handlers and dispositions,
+//! raw waits, descriptor plumbing across `exec`, `pidfd_open`,
+//! `mount_setattr`, `open_tree`,
 //! `move_mount`, `close_range` and the
 //! `SIOCSIFFLAGS` ioctl that brings `lo` up.
 
@@ -183,6 +184,17 @@ impl ProcSelf {
         Ok(ProcSelf(fd))
     }
 
+    /// Refuses unless this process has exactly one thread.
+    pub(crate) fn single_threaded(&self) -> io::Result<()> {
+        let threads = self.threads()?;
+        if threads != 1 {
+            return Err(io::Error::other(format!(
+                "the sandbox init must be single-threaded to fork, but it has {threads} threads; call run_init before starting any thread"
+            )));
+        }
+        Ok(())
+    }
+
     /// The `Threads:` count of `status`.
     fn threads(&self) -> io::Result<usize> {
         let fd = nix::fcntl::openat(
@@ -204,17 +216,93 @@ impl ProcSelf {
 /// Forks, refusing unless this process has exactly one thread: only then
 /// may the child go on running arbitrary code (allocating, locking).
 pub(crate) fn fork_single_threaded(me: &ProcSelf) -> io::Result<Forked> {
-    let threads = me.threads()?;
-    if threads != 1 {
-        return Err(io::Error::other(format!(
-            "the sandbox init must be single-threaded to fork, but it has {threads} threads; call run_init before starting any thread"
-        )));
-    }
+    me.single_threaded()?;
     // SAFETY: this process has a single thread (checked above, and only
     // this thread could have started another since), so the child inherits
     // no lock held by a thread that does not exist in it.
     let pid = unsafe { libc::fork() };
     match check(pid.into())? {
+        0 => Ok(Forked::Child),
+        child => Ok(Forked::Parent {
+            child: child as i32,
+        }),
+    }
+}
+
+/// `clone3`'s flag (Linux 5.7): the child starts in the cgroup2 directory
+/// `CloneArgs::cgroup` refers to.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// `prctl` option: the address the kernel clears at this thread's exit,
+/// which glibc sets to its own copy of the thread id.
+const PR_GET_TID_ADDRESS: libc::c_int = 40;
+
+/// `struct clone_args` as of Linux 5.7 (`CLONE_ARGS_SIZE_VER2`, 88 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// [`fork_single_threaded`], but the child starts in the cgroup2 directory
+/// `cgroup` (`clone3` with `CLONE_INTO_CGROUP`): no pid is written to a
+/// `cgroup.procs` file, so the kernel takes its global threadgroup lock
+/// only for reading (a writer waits for an RCU grace period). Errors are
+/// `clone3`'s: `ENOSYS` (before Linux 5.3, or filtered), `E2BIG` (5.3-5.6,
+/// no `CLONE_INTO_CGROUP`), a refused cgroup (`EBADF`, `EPERM`,
+/// `EOPNOTSUPP`, `EBUSY`); nothing was forked.
+pub(crate) fn fork_into_cgroup(me: &ProcSelf, cgroup: BorrowedFd<'_>) -> io::Result<Forked> {
+    use std::os::fd::AsRawFd;
+    me.single_threaded()?;
+    let mut args = CloneArgs {
+        flags: CLONE_INTO_CGROUP,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: cgroup.as_raw_fd() as u64,
+        ..CloneArgs::default()
+    };
+    // glibc's fork has the kernel store the child's thread id in glibc's
+    // own copy (the address its threads clear at exit): do the same, so
+    // the child's glibc knows its thread id as after a fork.
+    let mut tid_at: *mut libc::c_int = std::ptr::null_mut();
+    // SAFETY: PR_GET_TID_ADDRESS stores one pointer into `tid_at`, which
+    // outlives the call.
+    let got = unsafe {
+        libc::prctl(
+            PR_GET_TID_ADDRESS,
+            &mut tid_at as *mut *mut libc::c_int as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    if got == 0 && !tid_at.is_null() {
+        args.flags |= (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID) as u64;
+        args.child_tid = tid_at as u64;
+    }
+    // SAFETY: as for `fork` in `fork_single_threaded`: this process has a
+    // single thread (checked above), so the child inherits no lock held by
+    // a thread that does not exist in it; it runs on a copy of this
+    // stack (`stack` 0), and `args` is a valid clone_args that outlives the
+    // call. Unlike glibc's fork, no atfork handlers run (none is needed
+    // without other threads) and the robust-futex list is not registered
+    // again (nothing here uses robust mutexes).
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    match check(pid)? {
         0 => Ok(Forked::Child),
         child => Ok(Forked::Parent {
             child: child as i32,
@@ -451,8 +539,8 @@ pub(crate) fn move_mount(tree: &OwnedFd, target: &Path) -> io::Result<()> {
 }
 
 /// Sends `bytes` on the stream socket `socket` with `fds` attached as
-/// `SCM_RIGHTS` (at most [`super::hostfds::MAX_SOURCES`]); they arrive
-/// with the first bytes.
+/// `SCM_RIGHTS` (at most [`super::hostfds::MAX_SOURCES`]; none: no control
+/// message); they arrive with the first bytes.
 pub(crate) fn send_with_fds(
     socket: BorrowedFd<'_>,
     bytes: &[u8],
@@ -461,16 +549,11 @@ pub(crate) fn send_with_fds(
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
     use std::os::fd::AsRawFd;
     let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
-    let cmsg = [ControlMessage::ScmRights(&raw)];
+    let rights = [ControlMessage::ScmRights(&raw)];
+    let cmsg: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &rights };
     let sent = loop {
         let iov = [io::IoSlice::new(bytes)];
-        match sendmsg::<()>(
-            socket.as_raw_fd(),
-            &iov,
-            &cmsg,
-            MsgFlags::MSG_NOSIGNAL,
-            None,
-        ) {
+        match sendmsg::<()>(socket.as_raw_fd(), &iov, cmsg, MsgFlags::MSG_NOSIGNAL, None) {
             Err(nix::errno::Errno::EINTR) => continue,
             r => break r?,
         }
