@@ -22,7 +22,7 @@ use nix::sys::stat::{fstat, SFlag};
 use nix::sys::statfs::{fstatfs, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
 
 use super::error::Stage;
-use super::report::{Context, SetupError};
+use super::report::{self, Context, SetupError};
 use super::sys::{self, Forked, ProcSelf};
 
 /// The most descriptors a release may bring: a `tasks` file per v1
@@ -93,16 +93,25 @@ impl Entry {
         Ok(())
     }
 
-    /// Forks pid 1: into the cgroup2 directory when there is one. A kernel
-    /// without `CLONE_INTO_CGROUP` (before 5.7, or `clone3` filtered) gets
-    /// the old way instead: this process moves into the directory (`0` to
-    /// its `cgroup.procs`) and forks.
+    /// Forks pid 1: into the cgroup2 directory when there is one. Where
+    /// `clone3` into it fails (before Linux 5.7, or `clone3` filtered by a
+    /// container runtime's seccomp profile) this process moves into the
+    /// directory the old way (`0` to its `cgroup.procs`, which fails
+    /// closed like the clone would have) and forks; an unexpected error
+    /// is also told as a warning, since every job then pays for that way.
     pub(crate) fn fork_pid1(self, me: &ProcSelf) -> Result<Forked, SetupError> {
         let Some(unified) = self.unified else {
             return sys::fork_single_threaded(me).stage(Stage::Fork, || "forking pid 1".into());
         };
         match sys::fork_into_cgroup(me, unified.as_fd()) {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::E2BIG)) => {
+            Ok(forked) => Ok(forked),
+            Err(e) => {
+                if !matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::E2BIG)) {
+                    report::warn(
+                        Stage::Cgroup,
+                        &format!("clone3 into the job's cgroup2 directory failed ({e}); moving the sandbox init there through cgroup.procs instead, which is slower"),
+                    );
+                }
                 let procs = nix::fcntl::openat(
                     &unified,
                     "cgroup.procs",
@@ -117,10 +126,6 @@ impl Entry {
                 })?;
                 sys::fork_single_threaded(me).stage(Stage::Fork, || "forking pid 1".into())
             }
-            r => r.stage(Stage::Cgroup, || {
-                "forking pid 1 into the job's cgroup2 directory (clone3 with CLONE_INTO_CGROUP)"
-                    .into()
-            }),
         }
     }
 }
