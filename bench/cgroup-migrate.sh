@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# What moving a process into a job's cgroups costs on this host, in the two
-# ways the kernel offers on cgroup v1 (issue 6's start latency; BENCHMARKS.md
-# run 17):
-#   - procs: the pid written to each hierarchy's `cgroup.procs` (what
-#     JobCgroup::add_pid does for a sandbox init, and what crun and Slurm do).
+# What moving a process into a job's cgroups costs on this host, in the
+# ways the kernel offers (issue 6's start latency; BENCHMARKS.md runs 17-18):
+# cgroup v1
+#   - procs: the pid written to each hierarchy's `cgroup.procs` (how the
+#     shim moved a sandbox init until run 18, and what crun and Slurm do).
 #     This write-locks the global cgroup_threadgroup_rwsem, whose first
 #     writer after a quiet spell waits for an RCU grace period
 #     (rcu_sync_enter -> synchronize_rcu), unless favordynmods is on;
 #   - tasks: the process writes "0" to each hierarchy's `tasks` (a single
-#     thread moving itself), which the kernel does without that lock.
-# Each sample: a pause of PAUSE_MS (so the lock's fast path goes idle again),
-# then this single-threaded python process moves itself into a scratch
-# cgroup in every v1 hierarchy, timed, and back, timed.
+#     thread moving itself, as the sandbox init does since run 18), which
+#     the kernel does without that lock.
+#   Each sample: a pause of PAUSE_MS (so the lock's fast path goes idle
+#   again), then this single-threaded python process moves itself into a
+#   scratch cgroup in every v1 hierarchy, timed, and back, timed.
+# cgroup2 (where mounted), a new process into a scratch directory:
+#   - fork, then its pid to `cgroup.procs` (the same global write lock);
+#   - clone3 with CLONE_INTO_CGROUP (how the sandbox init forks pid 1 since
+#     run 18), which takes that lock only for reading.
+#   Each sample: a pause, then the fork and the write (or the clone3)
+#   timed until the child is in the directory; the child exits 50 ms later.
 #
 # Usage: bench/cgroup-migrate.sh   (as root, on a host with cgroup v1 hierarchies)
 #   CGMIG_SAMPLES  (default 10)   samples per way
@@ -51,9 +58,11 @@ for line in open("/proc/self/mounts"):
     key = next((k for k in mine if set(k.split(",")) == set(ctrls.split(","))), None)
     if key is not None:
         hier.append((mnt, mnt + mine[key]))
-if not hier:
-    sys.exit("cgroup-migrate: no cgroup v1 hierarchy mounted; nothing to measure")
+unified = next((l.split()[1] for l in open("/proc/self/mounts") if l.split()[2] == "cgroup2"), None)
+if not hier and unified is None:
+    sys.exit("cgroup-migrate: no cgroup filesystem mounted; nothing to measure")
 scratch = [os.path.join(m, f"joblet-cgmig-{os.getpid()}") for m, _ in hier]
+scratch2 = unified and os.path.join(unified, f"joblet-cgmig-{os.getpid()}")
 favor = [l.split()[1] for l in open("/proc/self/mounts")
          if l.split()[2].startswith("cgroup") and "favordynmods" in l.split()[3].split(",")]
 try:
@@ -73,30 +82,90 @@ try:
         return (time.perf_counter() - t) * 1000
 
     res = {"procs": ([], []), "tasks": ([], [])}
-    for _ in range(samples):
+    for _ in range(samples if hier else 0):
         for way in ("procs", "tasks"):
             time.sleep(pause)
             res[way][0].append(move(scratch, way))
             res[way][1].append(move([h for _, h in hier], way))
+
+    res2 = {"fork": [], "clone3": []}
+    if scratch2:
+        import ctypes
+        os.mkdir(scratch2)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+
+        class CloneArgs(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_uint64) for n in (
+                "flags", "pidfd", "child_tid", "parent_tid", "exit_signal", "stack",
+                "stack_size", "tls", "set_tid", "set_tid_size", "cgroup")]
+
+        SYS_CLONE3, CLONE_INTO_CGROUP = 435, 0x200000000  # x86_64 and aarch64 number
+        dirfd = os.open(scratch2, os.O_RDONLY | os.O_DIRECTORY)
+        procs2 = os.path.join(scratch2, "cgroup.procs")
+
+        def child():
+            time.sleep(0.05)  # still there when the parent writes its pid
+            os._exit(0)
+
+        def spawn(way):
+            t = time.perf_counter()
+            if way == "fork":
+                pid = os.fork()
+                if pid == 0:
+                    child()
+                with open(procs2, "w") as f:
+                    f.write(str(pid))
+            else:
+                args = CloneArgs(flags=CLONE_INTO_CGROUP, exit_signal=17, cgroup=dirfd)
+                pid = libc.syscall(SYS_CLONE3, ctypes.byref(args), ctypes.sizeof(args))
+                if pid == 0:
+                    child()
+                if pid < 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"clone3 into {scratch2}: {os.strerror(err)}")
+            took = (time.perf_counter() - t) * 1000
+            os.waitpid(pid, 0)
+            return took
+
+        for _ in range(samples):
+            for way in ("fork", "clone3"):
+                time.sleep(pause)
+                res2[way].append(spawn(way))
+        os.close(dirfd)
 finally:
     for (_, home) in hier:
         try:
             open(os.path.join(home, "cgroup.procs"), "w").write(str(os.getpid()))
         except OSError:
             pass
-    for d in scratch:
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
+    for d in scratch + ([scratch2] if scratch2 else []):
+        for _ in range(100):  # a child that just exited may not have left yet
+            try:
+                os.rmdir(d)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.01)
 
 print(f"machine: {os.cpu_count()} cores, kernel {os.uname().release}; {len(hier)} v1 hierarchies; "
-      f"favordynmods on: {', '.join(favor) or 'none'}; {samples} samples, {pause * 1000:.0f} ms apart")
-print()
-print("| way | into the scratch cgroups: median ms (max) | back: median ms (max) |")
-print("|---|---:|---:|")
-for way, label in (("procs", "pid to `cgroup.procs`"), ("tasks", '`"0"` to `tasks` (self)')):
-    into, back = res[way]
-    print(f"| {label} | {statistics.median(into):.2f} ({max(into):.2f}) | "
-          f"{statistics.median(back):.2f} ({max(back):.2f}) |")
+      f"cgroup2: {unified or 'none'}; favordynmods on: {', '.join(favor) or 'none'}; "
+      f"{samples} samples, {pause * 1000:.0f} ms apart")
+if hier:
+    print()
+    print("| v1: way | into the scratch cgroups: median ms (max) | back: median ms (max) |")
+    print("|---|---:|---:|")
+    for way, label in (("procs", "pid to `cgroup.procs`"), ("tasks", '`"0"` to `tasks` (self)')):
+        into, back = res[way]
+        print(f"| {label} | {statistics.median(into):.2f} ({max(into):.2f}) | "
+              f"{statistics.median(back):.2f} ({max(back):.2f}) |")
+if scratch2:
+    print()
+    print("| cgroup2: way | a new process into the scratch directory: median ms (max) |")
+    print("|---|---:|")
+    for way, label in (("fork", "fork, then its pid to `cgroup.procs`"),
+                       ("clone3", "`clone3` with `CLONE_INTO_CGROUP`")):
+        t = res2[way]
+        print(f"| {label} | {statistics.median(t):.2f} ({max(t):.2f}) |")
 EOF
