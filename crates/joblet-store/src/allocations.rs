@@ -75,7 +75,8 @@ impl Store {
         let path = &self.path;
         let n = self
             .lock()
-            .execute("DELETE FROM gpu_allocations WHERE job_id = ?1", [job])
+            .prepare_cached("DELETE FROM gpu_allocations WHERE job_id = ?1")
+            .and_then(|mut stmt| stmt.execute([job]))
             .during(path, || format!("release the allocation of job {job}"))?;
         Ok(n > 0)
     }

@@ -244,14 +244,13 @@ impl Store {
                 format!("begin closing the GPU audit record of job {job}")
             })?;
         let row: Option<(i64, RawAudit)> = tx
-            .query_row(
-                &format!(
-                    "SELECT id, {COLUMNS} FROM gpu_audit WHERE job_id = ?1 AND end_ms IS NULL"
-                ),
-                [job],
-                |r| Ok((r.get(0)?, RawAudit::from_row_at(r, 1)?)),
-            )
-            .optional()
+            .prepare_cached(&format!(
+                "SELECT id, {COLUMNS} FROM gpu_audit WHERE job_id = ?1 AND end_ms IS NULL"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row([job], |r| Ok((r.get(0)?, RawAudit::from_row_at(r, 1)?)))
+                    .optional()
+            })
             .during(path, || format!("read the GPU audit record of job {job}"))?;
         let Some((id, raw)) = row else {
             return Ok(None);
@@ -260,10 +259,10 @@ impl Store {
         rec.end_ms = Some(end_ms);
         rec.ended = Some(ended.to_owned());
         rec.reason = non_empty(reason).map(str::to_owned);
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE gpu_audit SET end_ms = ?2, ended = ?3, reason = ?4 WHERE id = ?1",
-            params![id, end_ms, ended, rec.reason],
         )
+        .and_then(|mut stmt| stmt.execute(params![id, end_ms, ended, rec.reason]))
         .during(path, || format!("close the GPU audit record of job {job}"))?;
         tx.commit().during(path, || {
             format!("commit closing the GPU audit record of job {job}")
@@ -305,14 +304,10 @@ impl Store {
     pub fn job_gpus(&self, job: &str) -> Result<Option<AuditRecord>, StoreError> {
         let path = &self.path;
         self.lock()
-            .query_row(
-                &format!(
-                    "SELECT {COLUMNS} FROM gpu_audit WHERE job_id = ?1 ORDER BY id DESC LIMIT 1"
-                ),
-                [job],
-                RawAudit::from_row,
-            )
-            .optional()
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM gpu_audit WHERE job_id = ?1 ORDER BY id DESC LIMIT 1"
+            ))
+            .and_then(|mut stmt| stmt.query_row([job], RawAudit::from_row).optional())
             .during(path, || format!("read the GPUs of job {job}"))?
             .map(RawAudit::into_record)
             .transpose()

@@ -62,6 +62,10 @@ use secrets::SealingKey;
 /// How long an operation waits for a lock held by another connection before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Statements the connection keeps prepared: well above the two dozen the
+/// store prepares with `prepare_cached`, so none is evicted by the others.
+const STATEMENT_CACHE: usize = 64;
+
 /// How many ids [`Store::resolve`] fetches for a prefix: enough to tell "one" from "several"
 /// and to name a few of them.
 const RESOLVE_CANDIDATES: usize = 6;
@@ -287,6 +291,11 @@ impl Store {
                 .during(&path, || format!("set PRAGMA {pragma}={value}"))?;
         }
         migrations::apply(&mut conn, &path)?;
+        // rusqlite's default of 16 is fewer than the statements a GPU job's
+        // life goes through: they evicted each other and were parsed again
+        // on every use (~0.25 ms of the daemon's CPU per GPU job,
+        // BENCHMARKS.md run 18).
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         tracing::debug!(path = %path.display(), "opened the job database");
         Ok(Store {
             conn: Mutex::new(conn),
