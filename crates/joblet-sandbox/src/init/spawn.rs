@@ -148,9 +148,10 @@ impl InitEnds {
 /// pid yourself before `release` (or `start`) has returned.
 ///
 /// A cold init ([`InitConfig::warm`] false) is released once with
-/// [`PendingInit::release`]. A warm one is let into its cgroup with
-/// [`PendingInit::enter`], which returns when its pid 1 waits for a job,
-/// and given that job with [`PendingInit::start`].
+/// [`PendingInit::release_into`]. A warm one is let into its cgroups with
+/// [`PendingInit::enter_into`], which returns when its pid 1 waits for a
+/// job, and given that job with [`PendingInit::start`]. ([`PendingInit::release`]
+/// and [`PendingInit::enter`] leave it in the caller's cgroups.)
 #[derive(Debug)]
 pub struct PendingInit {
     pid: i32,
@@ -232,7 +233,8 @@ impl PendingInit {
         self.pid
     }
 
-    /// Lets the init build the sandbox and start the job; waits up to
+    /// Lets the init build the sandbox and start the job, in the caller's
+    /// cgroups (see [`PendingInit::release_into`]); waits up to
     /// [`RELEASE_TIMEOUT`]. `Ok` means the job's `execve` succeeded (or the
     /// process was killed meanwhile: its exit status tells); the caller now
     /// owns (and must reap) [`Started::pid`]. On error the init has been
@@ -263,9 +265,9 @@ impl PendingInit {
         self.started()
     }
 
-    /// For a warm init: lets it go on inside the cgroup it has been put in
-    /// (cgroup namespace, pid 1, `/proc`) and waits up to `limit` until its
-    /// pid 1 waits for the job. On error the init is not usable; drop it.
+    /// For a warm init: lets it go on where it is (pid 1, cgroup namespace,
+    /// `/proc`) and waits up to `limit` until its pid 1 waits for the job.
+    /// On error the init is not usable; drop it.
     pub fn enter(&mut self, limit: Duration) -> Result<(), InitError> {
         self.enter_into(Vec::new(), limit)
     }
