@@ -149,7 +149,9 @@ impl JobCgroup {
     }
 
     /// Moves process `pid` (all its threads) into the job's cgroup in every
-    /// hierarchy (v1 first, the cgroup2 directory last).
+    /// hierarchy (v1 first, the cgroup2 directory last). Each write of a pid
+    /// to `cgroup.procs` takes the kernel's global lock that
+    /// [`JobCgroup::entry`] avoids; the sandbox runner uses that instead.
     pub fn add_pid(&self, pid: i32) -> Result<(), CgroupError> {
         for m in &self.members {
             files::write(&m.dir.join("cgroup.procs"), &pid.to_string())?;
