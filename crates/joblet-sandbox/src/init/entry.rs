@@ -71,14 +71,11 @@ impl Entry {
     }
 
     /// Moves this process into every v1 cgroup: `0` to each `tasks` file
-    /// moves the calling thread, which is the whole process only while it
-    /// has one thread (checked first).
-    pub(crate) fn enter_v1(&self, me: &ProcSelf) -> Result<(), SetupError> {
-        if self.tasks.is_empty() {
-            return Ok(());
-        }
-        me.single_threaded()
-            .stage(Stage::Cgroup, || "entering the job's cgroups".into())?;
+    /// moves the calling thread, which is the whole process while it has
+    /// one thread. Call [`Entry::fork_pid1`] next: it refuses to fork
+    /// unless this process has one thread, so a thread left outside could
+    /// never see anything of the job run.
+    pub(crate) fn enter_v1(&self) -> Result<(), SetupError> {
         for (i, tasks) in self.tasks.iter().enumerate() {
             let n = nix::unistd::write(tasks, b"0").stage(Stage::Cgroup, || {
                 format!("writing 0 to the job's v1 `tasks` file {i} (moving the sandbox init into its cgroup)")

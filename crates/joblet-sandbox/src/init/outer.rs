@@ -120,7 +120,7 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
         std::process::exit(1);
     }
     let cgroups = entry::Entry::from_fds(cgroups)?;
-    cgroups.enter_v1(&proc_self)?;
+    cgroups.enter_v1()?;
 
     let me = sys::pidfd_open(std::process::id() as i32)
         .stage(Stage::Fork, || "pidfd_open(self)".into())?;

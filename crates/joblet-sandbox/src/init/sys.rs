@@ -185,7 +185,7 @@ impl ProcSelf {
     }
 
     /// Refuses unless this process has exactly one thread.
-    pub(crate) fn single_threaded(&self) -> io::Result<()> {
+    fn single_threaded(&self) -> io::Result<()> {
         let threads = self.threads()?;
         if threads != 1 {
             return Err(io::Error::other(format!(
