@@ -12,8 +12,6 @@ mod init_common;
 use std::fs::{self, File};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
 
 use init_common::*;
 use joblet_sandbox::cgroup::{CgroupRoots, JobCgroup, Layout, Limits};
@@ -95,18 +93,6 @@ fn children(pid: i32) -> Vec<i32> {
         .collect()
 }
 
-fn wait_for(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        sleep(Duration::from_millis(10));
-    }
-}
-
 /// The job writes its own `/proc/self/cgroup` and waits for `/work/stop`.
 fn job_config(work: &Path) -> joblet_sandbox::init::InitConfig {
     config(
@@ -123,8 +109,15 @@ fn job_config(work: &Path) -> joblet_sandbox::init::InitConfig {
 /// job, the outer process in every v1 one and in the cgroup2 one only if
 /// `outer_in_unified` (it is forked into it, and the outer process stays
 /// in its caller's, unless the kernel has no `clone3`), and the job sees
-/// each of its cgroups as `/`.
-fn check_placement(cg: &Cgroup, outer: i32, work: &Path, outer_in_unified: bool) {
+/// each of its cgroups as `/`. Then lets the job end and checks that it
+/// exited 0 (`outer`: the outer process's pid, `Started::pid`, to reap).
+fn check_placement_and_end(
+    cg: &Cgroup,
+    outer: i32,
+    work: &Path,
+    outer_in_unified: bool,
+    logs: &Logs,
+) {
     wait_for(&work.join("ready"));
     let pid1 = children(outer);
     assert_eq!(pid1.len(), 1, "outer {outer} has one child, pid 1");
@@ -161,6 +154,12 @@ fn check_placement(cg: &Cgroup, outer: i32, work: &Path, outer_in_unified: bool)
         );
     }
     File::create(work.join("stop")).unwrap();
+    let status = wait(outer);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status:#x}, stderr: {}",
+        logs.stderr()
+    );
 }
 
 #[test]
@@ -173,13 +172,8 @@ fn a_released_init_puts_pid_1_and_the_job_in_every_job_cgroup() {
     let started = pending
         .release_into(cg.job().entry().unwrap(), init::RELEASE_TIMEOUT)
         .unwrap_or_else(|e| panic!("sandbox did not start: {e}"));
-    check_placement(&cg, outer, work.path(), false);
-    let status = wait(started.pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "status {status:#x}, stderr: {}",
-        logs.stderr()
-    );
+    assert_eq!(started.pid, outer);
+    check_placement_and_end(&cg, started.pid, work.path(), false, &logs);
 }
 
 /// Where `clone3` fails with `ENOSYS`, the init moves itself into the
@@ -201,13 +195,8 @@ fn without_clone3_the_init_enters_the_cgroup2_directory_itself() {
     let started = pending
         .release_into(cg.job().entry().unwrap(), init::RELEASE_TIMEOUT)
         .unwrap_or_else(|e| panic!("sandbox did not start: {e}"));
-    check_placement(&cg, outer, work.path(), cg.unified.is_some());
-    let status = wait(started.pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "status {status:#x}, stderr: {}",
-        logs.stderr()
-    );
+    assert_eq!(started.pid, outer);
+    check_placement_and_end(&cg, started.pid, work.path(), cg.unified.is_some(), &logs);
 }
 
 #[test]
@@ -226,13 +215,8 @@ fn a_warm_init_enters_the_jobs_cgroups_before_its_pid_1_exists() {
         .enter_into(cg.job().entry().unwrap(), init::RELEASE_TIMEOUT)
         .unwrap();
     let started = pending.start(&job, init::RELEASE_TIMEOUT).unwrap();
-    check_placement(&cg, outer, work.path(), false);
-    let status = wait(started.pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "status {status:#x}, stderr: {}",
-        logs.stderr()
-    );
+    assert_eq!(started.pid, outer);
+    check_placement_and_end(&cg, started.pid, work.path(), false, &logs);
 }
 
 /// Fail closed: a release whose descriptors are not the job's cgroups (here
@@ -253,7 +237,5 @@ fn a_descriptor_that_is_no_cgroup_stops_the_job_at_the_cgroup_stage() {
         other => panic!("expected a setup error, got {other:?}"),
     }
     assert!(!work.path().join("ran").exists());
-    // SAFETY: signal 0 only checks for existence.
-    let alive = unsafe { libc::kill(pid, 0) } == 0;
-    assert!(!alive, "init {pid} was killed and reaped");
+    assert!(!alive(pid), "init {pid} was killed and reaped");
 }

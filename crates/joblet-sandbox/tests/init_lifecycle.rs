@@ -13,23 +13,6 @@ use std::time::{Duration, Instant};
 use init_common::*;
 use joblet_sandbox::init::{InitError, Stage};
 
-fn wait_for(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        sleep(Duration::from_millis(10));
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(pid, 0) == 0 }
-}
-
 #[test]
 fn exit_code_output_environment_and_descriptors_are_the_jobs() {
     let work = work_dir();

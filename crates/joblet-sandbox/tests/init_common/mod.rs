@@ -8,6 +8,8 @@ use std::fs::{self, File};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
 
 use joblet_sandbox::init::{self, InitConfig, InitError, NetMode, PendingInit};
 use tempfile::TempDir;
@@ -143,6 +145,25 @@ pub fn run_warm(base: &InitConfig, job: &InitConfig) -> Ended {
     let pid = pid.unwrap_or_else(|e| panic!("warm sandbox did not start: {e}"));
     let status = wait(pid);
     Ended { status, logs }
+}
+
+/// Waits (at most 10 s) until `path` exists.
+pub fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether process `pid` exists (a zombie counts).
+pub fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
 }
 
 /// Raw wait status of `pid`.
