@@ -163,13 +163,13 @@ impl SandboxRunner {
     }
 
     /// Applies `rules` to `cgroup`: the v1 `devices.*` files and the v2
-    /// eBPF filter, each one that exists (none at all is an error). With
-    /// `table`, the program gets an empty device table
-    /// ([`Self::extend_devices`] widens it later).
+    /// eBPF filter, each one that exists (none at all is an error). The
+    /// program keeps the exact devices in its device table
+    /// ([`bpf::attach_with_table`]: cheaper to verify, and
+    /// [`Self::extend_devices`] can widen it later).
     fn apply_devices(
         cgroup: &JobCgroup,
         rules: &DeviceRules,
-        table: bool,
     ) -> Result<Option<AttachedFilter>, RunnerError> {
         let v1_dir = cgroup.v1_devices_dir();
         let unified = cgroup.unified_dir();
@@ -179,12 +179,10 @@ impl SandboxRunner {
         if let Some(dir) = v1_dir {
             devices_v1::apply(dir, rules).map_err(|e| isolation("device filter (cgroup v1)", e))?;
         }
-        let attached = match unified {
-            Some(dir) if table => bpf::attach_with_table(dir, rules),
-            Some(dir) => bpf::attach(dir, rules),
-            None => return Ok(None),
+        let Some(dir) = unified else {
+            return Ok(None);
         };
-        attached
+        bpf::attach_with_table(dir, rules)
             .map(Some)
             .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e))
     }
@@ -263,7 +261,7 @@ impl SandboxRunner {
         let t0 = std::time::Instant::now();
         let host_mounts = self.host_mounts()?;
         let (mut pending, layout, cgroup) = self.spawn_with_cgroup(&config, &settings, output)?;
-        let entered = Self::apply_devices(&cgroup, &settings.devices, true).and_then(|filter| {
+        let entered = Self::apply_devices(&cgroup, &settings.devices).and_then(|filter| {
             let entry = cgroup
                 .entry()
                 .map_err(|e| isolation("moving the job into its cgroup", e))?;
@@ -341,7 +339,7 @@ impl SandboxRunner {
                 // The job's filter joins the placeholder's before that one
                 // goes: both must allow an access meanwhile, so the job is
                 // never allowed more than either.
-                let new = Self::apply_devices(&cgroup, &job.devices, false)?;
+                let new = Self::apply_devices(&cgroup, &job.devices)?;
                 if let Some(old) = filter {
                     old.detach()
                         .map_err(|e| isolation("device filter (cgroup v2 eBPF)", e))?;
@@ -386,7 +384,7 @@ impl SandboxRunner {
         cgroup: &JobCgroup,
         pending: init::PendingInit,
     ) -> Result<(init::Started, Option<AttachedFilter>), RunnerError> {
-        let filter = Self::apply_devices(cgroup, &job.devices, false)?;
+        let filter = Self::apply_devices(cgroup, &job.devices)?;
         let entry = cgroup
             .entry()
             .map_err(|e| isolation("moving the job into its cgroup", e))?;

@@ -629,3 +629,21 @@ fn generated_programs_load_for_many_rule_sets() {
     let loaded = bpf::load(&insns).unwrap_or_else(|e| panic!("{e}"));
     assert!(loaded.id() > 0);
 }
+
+/// More exact devices than a table holds: the filter keeps them all as
+/// blocks with an empty table, and still enforces them.
+#[test]
+fn a_filter_with_more_exact_devices_than_its_table_holds_keeps_them_as_blocks() {
+    let nodes = Nodes::new();
+    let cg = CgroupGuard::new(&unified_root());
+    let mut rules = job_rules();
+    for minor in 1000..1000 + bpf::TABLE_CAPACITY {
+        rules.allow(DeviceRule::char(195, minor, Access::RW));
+    }
+    let mut filter = bpf::attach_with_table(cg.job(), &rules).unwrap();
+    let table = filter.table_mut().expect("built with a table");
+    assert_eq!(table.room(), bpf::TABLE_CAPACITY as usize, "nothing in it");
+    let probe = Probe::spawn(&standard_ops(&nodes));
+    cg.add_process(cg.job(), probe.pid);
+    assert_eq!(probe.run(), FILTERED);
+}

@@ -259,16 +259,27 @@ pub fn attach(
     load(&program::generate(rules))?.attach(unified_cgroup_dir)
 }
 
-/// Like [`attach`], with an empty device table after the rules
-/// ([`program::generate_with_table`]): the filter can later be widened by
-/// exact devices ([`AttachedFilter::table_mut`]) without a new program.
+/// Like [`attach`], with a device table ([`program::generate_with_table`]):
+/// `rules`' exact devices go in the table, filled and read back before the
+/// program is loaded, and only its wildcard rules are blocks of the program
+/// ([`program::split_for_table`]), which makes it several times cheaper
+/// to verify. The filter can later be widened by exact devices
+/// ([`AttachedFilter::table_mut`]) without a new program. Rules with more
+/// exact devices than the table holds stay blocks, with an empty table.
 pub fn attach_with_table(
     unified_cgroup_dir: &Path,
     rules: &DeviceRules,
 ) -> Result<AttachedFilter, DeviceError> {
-    let table = DeviceTable::create()?;
+    let (blocks, exact) = match program::split_for_table(rules) {
+        (blocks, exact) if exact.len() <= TABLE_CAPACITY as usize => (blocks, exact),
+        _ => (rules.clone(), Vec::new()),
+    };
+    let mut table = DeviceTable::create()?;
+    if !exact.is_empty() {
+        table.extend(&exact)?;
+    }
     let mut filter =
-        load(&program::generate_with_table(rules, table.raw_fd()))?.attach(unified_cgroup_dir)?;
+        load(&program::generate_with_table(&blocks, table.raw_fd()))?.attach(unified_cgroup_dir)?;
     filter.table = Some(table);
     Ok(filter)
 }
