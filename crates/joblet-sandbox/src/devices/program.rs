@@ -48,10 +48,11 @@
 //! A filter with a table keeps its exact rules (`c 1:3 rw`) there, split off
 //! by [`split_for_table`], and only its wildcard rules (`c 136:* rw`) as
 //! blocks: the verifier's work grows with the blocks, and the table's
-//! entries cost it nothing. On 6.18 a GPU-ready sandbox's ten rules load in
-//! ~0.36 ms as blocks and ~0.07 ms as one block and a table of nine
-//! (`bpf(BPF_PROG_LOAD)`, median of 60), ~0.1 ms with creating and filling
-//! the table. The job that claims a warm sandbox adds its GPUs' devices to
+//! entries cost it nothing. On 6.18 (`benches/device_filter.rs`) a
+//! GPU-ready sandbox's ten rules take ~0.44 ms to load as blocks and
+//! ~0.15 ms as one block and a table of nine, creating, filling and reading
+//! back the table included; an 8-GPU job's 18 rules ~0.61 and ~0.17 ms.
+//! The job that claims a warm sandbox adds its GPUs' devices to
 //! the table ([`DeviceRules::extension`]) with one
 //! `bpf(BPF_MAP_UPDATE_ELEM)` each, instead of loading (and verifying) a
 //! program of its own and swapping it in.

@@ -270,6 +270,15 @@ pub fn attach_with_table(
     unified_cgroup_dir: &Path,
     rules: &DeviceRules,
 ) -> Result<AttachedFilter, DeviceError> {
+    let (program, table) = load_with_table(rules)?;
+    let mut filter = program.attach(unified_cgroup_dir)?;
+    filter.table = Some(table);
+    Ok(filter)
+}
+
+/// The program of [`attach_with_table`] and its table, loaded but not
+/// attached (the table must live as long as the handle that extends it).
+pub fn load_with_table(rules: &DeviceRules) -> Result<(LoadedProgram, DeviceTable), DeviceError> {
     let (blocks, exact) = match program::split_for_table(rules) {
         (blocks, exact) if exact.len() <= TABLE_CAPACITY as usize => (blocks, exact),
         _ => (rules.clone(), Vec::new()),
@@ -278,10 +287,8 @@ pub fn attach_with_table(
     if !exact.is_empty() {
         table.extend(&exact)?;
     }
-    let mut filter =
-        load(&program::generate_with_table(&blocks, table.raw_fd()))?.attach(unified_cgroup_dir)?;
-    filter.table = Some(table);
-    Ok(filter)
+    let program = load(&program::generate_with_table(&blocks, table.raw_fd()))?;
+    Ok((program, table))
 }
 
 /// A device program attached to a cgroup v2 directory.
