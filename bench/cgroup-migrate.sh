@@ -26,8 +26,11 @@
 # Prints a markdown table; whether favordynmods is on (a mount option of a
 # cgroup hierarchy; once set, this kernel keeps migrations off the global
 # lock until reboot even after the option is cleared: see dmesg's "per
-# threadgroup rwsem mechanism can't be disabled"). Removes its scratch
-# cgroups on exit.
+# threadgroup rwsem mechanism can't be disabled"); and a "kernel state"
+# line: default when a pid to `cgroup.procs` takes at least 3x as long as
+# "0" to `tasks` and 2 ms more (bench/gpu-start.sh prints it beside its
+# numbers). Removes
+# its scratch cgroups on exit.
 set -euo pipefail
 case "${1:-}" in
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -168,4 +171,16 @@ if scratch2:
                        ("clone3", "`clone3` with `CLONE_INTO_CGROUP`")):
         t = res2[way]
         print(f"| {label} | {statistics.median(t):.2f} ({max(t):.2f}) |")
+if hier:
+    procs, tasks = statistics.median(res["procs"][0]), statistics.median(res["tasks"][0])
+    print()
+    if procs >= 3 * tasks and procs - tasks >= 2:  # a grace period: ~5 ms on the standard machine
+        print(f"kernel state: default. A pid written to `cgroup.procs` waits for an RCU grace "
+              f"period ({procs:.2f} ms vs {tasks:.2f} ms for `\"0\"` to `tasks`); crun, runc and "
+              f"Slurm pay that on every start.")
+    else:
+        print(f"kernel state: `cgroup.procs` writes do not wait ({procs:.2f} ms vs {tasks:.2f} ms "
+              f"for `\"0\"` to `tasks`): favordynmods is on, or was set once since boot (dmesg: "
+              f"\"per threadgroup rwsem mechanism can't be disabled\"). crun, runc and Slurm start "
+              f"faster here than on a default kernel; compare runs only within one state.")
 EOF

@@ -24,6 +24,10 @@
 #   - paced: each start 50 ms after the last (an idle node: what one user's
 #     `rnx job run` meets; the daemon's warm sandboxes are ready);
 #   - back to back: runs of 10 in a row.
+# Before the timed runs, bench/cgroup-migrate.sh (5 samples) probes whether
+# this kernel makes a pid written to `cgroup.procs` wait for an RCU grace
+# period (its default; crun and Slurm pay it on every start) or not (after
+# favordynmods was set once since boot); its verdict is printed last.
 # crun 1.8 refuses this host's hybrid cgroup layout, so the harness runs
 # inside one private mount namespace with /sys/fs/cgroup/unified unmounted
 # (rnx and srun only talk to their daemons from there); it is not counted.
@@ -282,6 +286,13 @@ for line in open(rows).read().splitlines():
 json.dump({"rounds": int(rounds), "block": 10, "pause_ms": 50, "settle_ms": 300,
            "warmup": int(warmup), "commands": cmds}, open(out, "w"))
 PY
+# The peers' starts depend on a kernel state that this run cannot change:
+# whether a pid written to cgroup.procs waits for an RCU grace period
+# (BENCHMARKS.md run 17). Probe it, and print it beside the numbers.
+log "probing the kernel's cgroup migration state (bench/cgroup-migrate.sh, 5 samples)"
+if ! CGMIG_SAMPLES=5 "$ROOT/bench/cgroup-migrate.sh" >"$DIR/cgmig.md" 2>&1; then
+  echo "kernel state: not probed (bench/cgroup-migrate.sh: $(tail -n 1 "$DIR/cgmig.md"))" >"$DIR/cgmig.md"
+fi
 log "timing $ROUNDS rounds (paced and back to back), interleaved"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 crun_ns python3 "$ROOT/bench/lib/interleave.py" "$DIR/spec.json" >"$DIR/results.tsv"
@@ -342,6 +353,8 @@ if [ -n "$split_line" ]; then
   echo
   echo "$split_line"
 fi
+echo
+grep '^kernel state' "$DIR/cgmig.md" || echo "kernel state: unknown (bench/cgroup-migrate.sh printed no verdict)"
 if [ "$SLURM" = 1 ] && [ "$split_ok" = 0 ]; then all_ok=0; fi
 log "done in ${SECONDS}s"
 [ "$all_ok" = 1 ] || { log "some rows failed or the Slurm device split was not confirmed (see above)"; exit 1; }
