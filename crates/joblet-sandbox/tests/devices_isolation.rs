@@ -566,9 +566,13 @@ fn attach_to_something_not_a_cgroup_v2_dir_fails_closed() {
     }
 
     let err = v1::apply(not_cgroup.path(), &job_rules()).unwrap_err();
-    // A plain directory takes the writes as new files, but the read-back
-    // finds no devices.list: still an error, never a silent success.
-    assert!(matches!(err, DeviceError::V1Read { .. }), "{err:?}");
+    // A plain directory has no devices.deny, and none is created there.
+    assert!(
+        matches!(&err, DeviceError::V1Write { path, line, .. }
+            if path == &not_cgroup.path().join("devices.deny") && line == "a"),
+        "{err:?}"
+    );
+    assert!(!not_cgroup.path().join("devices.deny").exists());
 }
 
 #[test]

@@ -153,6 +153,21 @@ pub(crate) fn rmdir(dir: &Path) -> Result<(), CgroupError> {
     }
 }
 
+/// One `rmdir(2)` of a cgroup directory, no retry: `Ok(false)` when the
+/// kernel refuses it because processes (or child cgroups) are still in
+/// it, `Ok(true)` when it is gone (or was already).
+pub(crate) fn try_rmdir(dir: &Path) -> Result<bool, CgroupError> {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(false),
+        Err(source) => Err(CgroupError::Remove {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// `base/rel` for a relative cgroup path written with `/`.
 pub(crate) fn join_rel(base: &Path, rel: &str) -> PathBuf {
     rel.split('/')
@@ -214,6 +229,10 @@ mod tests {
         assert!(!mkdir(&d).unwrap());
         rmdir(&d).unwrap();
         rmdir(&d).unwrap();
+        assert!(!d.exists());
+        assert!(mkdir(&d).unwrap());
+        assert!(try_rmdir(&d).unwrap());
+        assert!(try_rmdir(&d).unwrap(), "gone already");
         assert!(!d.exists());
         assert!(mkdir(&tmp.path().join("no/parent")).is_err());
     }

@@ -132,9 +132,14 @@ impl JobCgroup {
 
     fn fill(&self, plan: &Plan, made: &mut Vec<PathBuf>) -> Result<(), CgroupError> {
         for m in &self.members {
-            files::mkdir(&m.dir)?;
+            let created = files::mkdir(&m.dir)?;
             made.push(m.dir.clone());
-            let pids = files::procs(&m.dir)?;
+            // Only a directory that was there already can hold processes.
+            let pids = if created {
+                Vec::new()
+            } else {
+                files::procs(&m.dir)?
+            };
             if !pids.is_empty() {
                 // Not ours to remove: it holds someone's processes.
                 made.pop();
@@ -366,10 +371,18 @@ impl JobCgroup {
 
     /// Kills every process left ([`Self::kill_all`]) and removes all the
     /// job's directories ([`Self::remove`]). Idempotent: destroying what is
-    /// already gone succeeds.
+    /// already gone succeeds. When the job's processes are all gone (the
+    /// usual case: its pid 1 has been reaped), each directory goes with one
+    /// `rmdir` and nothing is read; the first directory the kernel refuses
+    /// to remove (busy) switches to killing and removing as above.
     pub fn destroy(self) -> Result<(), CgroupError> {
-        self.kill_all()?;
-        self.remove()
+        for m in &self.members {
+            if !files::try_rmdir(&m.dir)? {
+                self.kill_all()?;
+                return self.remove();
+            }
+        }
+        Ok(())
     }
 }
 

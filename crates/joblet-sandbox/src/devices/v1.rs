@@ -2,6 +2,7 @@
 //! and reads it back, failing closed if the kernel's list differs.
 
 use std::fs;
+use std::io::{self, Write};
 use std::path::Path;
 
 use super::{DeviceError, DeviceRule, DeviceRules};
@@ -15,11 +16,9 @@ use super::{DeviceError, DeviceRule, DeviceRules};
 /// cgroups, so apply this to the job's leaf cgroup. Between the first and the
 /// last write the cgroup allows less than asked, never more.
 pub fn apply(devices_cgroup_dir: &Path, rules: &DeviceRules) -> Result<(), DeviceError> {
-    write_line(&devices_cgroup_dir.join("devices.deny"), "a")?;
-    let allow = devices_cgroup_dir.join("devices.allow");
-    for rule in rules.rules() {
-        write_line(&allow, &rule.to_v1_line())?;
-    }
+    write_lines(&devices_cgroup_dir.join("devices.deny"), &["a".to_owned()])?;
+    let lines: Vec<String> = rules.rules().iter().map(DeviceRule::to_v1_line).collect();
+    write_lines(&devices_cgroup_dir.join("devices.allow"), &lines)?;
     verify(devices_cgroup_dir, rules)?;
     tracing::debug!(
         dir = %devices_cgroup_dir.display(),
@@ -39,10 +38,8 @@ pub fn extend(
     added: &[DeviceRule],
     rules: &DeviceRules,
 ) -> Result<(), DeviceError> {
-    let allow = devices_cgroup_dir.join("devices.allow");
-    for rule in added {
-        write_line(&allow, &rule.to_v1_line())?;
-    }
+    let lines: Vec<String> = added.iter().map(DeviceRule::to_v1_line).collect();
+    write_lines(&devices_cgroup_dir.join("devices.allow"), &lines)?;
     verify(devices_cgroup_dir, rules)?;
     tracing::debug!(
         dir = %devices_cgroup_dir.display(),
@@ -82,12 +79,34 @@ pub fn verify(devices_cgroup_dir: &Path, rules: &DeviceRules) -> Result<(), Devi
 }
 
 /// One rule per write(2): the kernel parses each write as one line.
-fn write_line(path: &Path, line: &str) -> Result<(), DeviceError> {
-    fs::write(path, line).map_err(|source| DeviceError::V1Write {
+/// Writes each line to `path` (opened once) with a `write(2)` of its own,
+/// newline-terminated: the kernel takes one rule per write. Opening the
+/// file once instead of per rule saves a path walk through cgroupfs each.
+fn write_lines(path: &Path, lines: &[String]) -> Result<(), DeviceError> {
+    let Some(first) = lines.first() else {
+        return Ok(());
+    };
+    let fail = |line: &str, source| DeviceError::V1Write {
         path: path.to_path_buf(),
         line: line.to_owned(),
         source,
-    })
+    };
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| fail(first, e))?;
+    for line in lines {
+        let buf = format!("{line}\n");
+        match file.write(buf.as_bytes()) {
+            Ok(n) if n == buf.len() => {}
+            Ok(n) => {
+                let short = format!("short write: {n} of {} bytes", buf.len());
+                return Err(fail(line, io::Error::new(io::ErrorKind::WriteZero, short)));
+            }
+            Err(e) => return Err(fail(line, e)),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -95,8 +114,8 @@ mod tests {
     use super::*;
     use crate::devices::Access;
 
-    /// A temp dir standing in for a cgroup: regular files record the last
-    /// write, so only the write sequence and the read-back are tested here;
+    /// A temp dir standing in for a cgroup: regular files keep every write
+    /// in order, so only the write sequence and the read-back are tested here;
     /// the real kernel is exercised in `tests/devices_isolation.rs`.
     fn fake_cgroup(list: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -115,11 +134,12 @@ mod tests {
         apply(dir.path(), &DeviceRules::minimal()).unwrap();
         assert_eq!(
             fs::read_to_string(dir.path().join("devices.deny")).unwrap(),
-            "a"
+            "a\n"
         );
         assert_eq!(
             fs::read_to_string(dir.path().join("devices.allow")).unwrap(),
-            "c 136:* rw"
+            "c 1:3 rw\nc 1:5 rw\nc 1:7 rw\nc 1:8 rw\nc 1:9 rw\nc 5:0 rw\nc 5:2 rw\nc 136:* rw\n",
+            "one write per rule, in order"
         );
     }
 
@@ -166,7 +186,7 @@ mod tests {
         );
         assert_eq!(
             fs::read_to_string(dir.path().join("devices.allow")).unwrap(),
-            "c 195:3 rw"
+            "c 195:3 rw\n"
         );
         // The kernel's list lacks the GPU: fail closed.
         let dir = fake_cgroup(
