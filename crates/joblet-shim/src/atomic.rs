@@ -19,14 +19,25 @@ pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
 
 /// The first half of [`write_atomic`]: `data` in the temporary sibling only,
 /// for [`publish`] to put in place later.
+///
+/// The sibling is overwritten from the start and cut to `data`'s length
+/// only when it was longer, not opened with `O_TRUNC`: ext4 (its default
+/// `auto_da_alloc`) starts writing back, on close, any file that was
+/// truncated to zero, which for the empty file [`prepare_atomic`] made is
+/// disk I/O set off on a job's start and end for nothing.
 pub(crate) fn write_pending(path: &Path, data: &[u8]) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(false)
         .mode(0o644)
         .open(tmp_path(path))?;
-    f.write_all(data)
+    f.write_all(data)?;
+    let len = data.len() as u64;
+    if f.metadata()?.len() > len {
+        f.set_len(len)?;
+    }
+    Ok(())
 }
 
 /// The second half of [`write_atomic`]: renames the temporary sibling to
@@ -88,6 +99,15 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"late");
         assert!(!tmp_path(&p).exists());
         assert!(publish(&p).is_err(), "nothing pending any more");
+    }
+
+    #[test]
+    fn a_longer_leftover_temporary_file_is_cut_to_the_new_data() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("exit.json");
+        std::fs::write(tmp_path(&p), b"a much longer record from before").unwrap();
+        write_atomic(&p, b"short").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"short");
     }
 
     #[test]
