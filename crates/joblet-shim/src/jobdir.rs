@@ -48,6 +48,12 @@ impl JobDir {
         self.root.join("control.sock")
     }
 
+    /// Where the control socket goes once the job has ended (renamed, not
+    /// removed: see `shim::close`).
+    pub fn closed_control_sock_path(&self) -> PathBuf {
+        self.root.join(".control.sock.closed")
+    }
+
     /// The job's [`ShimExit`](crate::ShimExit).
     pub fn exit_path(&self) -> PathBuf {
         self.root.join("exit.json")

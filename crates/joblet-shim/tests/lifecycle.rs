@@ -50,6 +50,10 @@ async fn echo_to_stdout_and_stderr() {
     assert_eq!(dir.read_shim_pid().unwrap().unwrap().pid, pid);
     assert!(dir.read_job_pid().unwrap().is_some());
     assert!(!dir.control_sock_path().exists());
+    assert!(
+        dir.closed_control_sock_path().exists(),
+        "renamed, not removed"
+    );
     assert!(reattach(&dir).unwrap().is_none());
 }
 

@@ -20,8 +20,8 @@ use crate::spec::ShimExit;
 const TEARDOWN_DEFER: Duration = Duration::from_millis(2);
 
 /// After the job: tells the daemon its end (the record on the notification
-/// pipe, which it then closes), records it in `exit.json`, removes the
-/// control socket, reaps a leader still exiting, and only then lets the
+/// pipe, which it then closes), records it in `exit.json`, takes the
+/// control socket away, reaps a leader still exiting, and only then lets the
 /// runner clean up. The daemon that launched the shim thus records the
 /// end before any file is written; `exit.json` is for a daemon that
 /// restarted meanwhile (or that finds the pipe closed empty).
@@ -37,7 +37,14 @@ pub(super) fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, run
     }
     if let Some(control) = &run.control {
         tracing::info!("job ended: {}", run.exit.message);
-        let _ = std::fs::remove_file(dir.control_sock_path());
+        // Renamed out of the way rather than removed: clients find no
+        // socket either way, and no inode is freed. On an ext4 without a
+        // journal, every inode freed makes each new file in its block group
+        // skip it for 60-300 s (`recently_deleted`), which with one socket
+        // freed per job cost back-to-back starts ~0.3-0.45 ms each
+        // (BENCHMARKS.md run 19). The job's directory holds it until the
+        // job is deleted.
+        let _ = std::fs::rename(dir.control_sock_path(), dir.closed_control_sock_path());
         control.quiesce();
     }
     remove_unused_tmp(dir);
