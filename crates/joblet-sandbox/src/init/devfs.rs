@@ -1,16 +1,25 @@
-//! The job's `/dev`: a small tmpfs holding bind mounts of the host's
-//! minimal nodes ([`NODES`]) and of the configured extra devices (binding
-//! works where `mknod` would not, e.g. in user namespaces), the usual
-//! symlinks, a private devpts instance and `/dev/shm` (a private tmpfs, or
-//! the host directory [`InitConfig::dev_shm`] bound read-write); then the
-//! tmpfs itself is remounted read-only.
+//! The job's `/dev`: a small tmpfs holding the host's minimal nodes
+//! ([`NODES`]) and the configured extra devices, the usual symlinks, a
+//! private devpts instance and `/dev/shm` (a private tmpfs, or the host
+//! directory [`InitConfig::dev_shm`] bound read-write); then the tmpfs
+//! itself is remounted read-only.
+//!
+//! Each node is made with `mknod` as a copy of the host's (type, device
+//! number, permission bits, owner), as crun and runc do as root: no mount
+//! to make, remount and tear down again when the sandbox goes (two mount
+//! calls and a mount's teardown per node). Where the kernel refuses
+//! `mknod` (`EPERM`: a device cgroup without `m`, which is the case for a
+//! warm sandbox's pid 1 adding its job's devices from inside the job's
+//! cgroups, or a daemon confined by its own), the host node is bound
+//! instead (nosuid, noexec).
 
 use std::fs;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use nix::errno::Errno;
 use nix::mount::MsFlags;
+use nix::sys::stat::{mknod, Mode, SFlag};
 
 use super::config::InitConfig;
 use super::error::Stage;
@@ -49,7 +58,11 @@ pub(crate) fn build_base() -> Result<(), SetupError> {
     .stage(Stage::Dev, || "mounting the /dev tmpfs".into())?;
     for name in NODES {
         let path = dev.join(name);
-        bind_node(&path)?;
+        let source = Source::Path(host(&path));
+        let meta = fs::metadata(source.path()).stage(Stage::Dev, || {
+            format!("{}: cannot stat it on the host", path.display())
+        })?;
+        make_node(&source, &meta, &path)?;
     }
     for (name, target) in LINKS {
         std::os::unix::fs::symlink(target, dev.join(name))
@@ -127,15 +140,58 @@ pub(crate) fn bind_devices(config: &InitConfig, host: &Host) -> Result<(), Setup
                 ),
             ));
         }
-        bind_node_from(&node, target)?;
+        make_node(&node, &meta, target)?;
     }
     Ok(())
 }
 
-/// Binds the host node at `path` onto an empty file at the same path
-/// (nosuid, noexec).
-fn bind_node(path: &Path) -> Result<(), SetupError> {
-    bind_node_from(&Source::Path(host(path)), path)
+/// Puts a copy of the host device node `source` (whose metadata is `meta`)
+/// at `path` in the job: `mknod` of the same type and device number, then
+/// its permission bits (the umask may have taken some off) and, when not
+/// root's, its owner. Bound instead where `mknod` is refused (see the
+/// module doc).
+fn make_node(source: &Source<'_>, meta: &fs::Metadata, path: &Path) -> Result<(), SetupError> {
+    if path.parent() != Some(Path::new("/dev")) {
+        if let Some(parent) = path.parent() {
+            mkdir_p(parent).stage(Stage::Dev, || format!("creating {}", parent.display()))?;
+        }
+    }
+    let kind = if meta.file_type().is_block_device() {
+        SFlag::S_IFBLK
+    } else {
+        SFlag::S_IFCHR
+    };
+    let perm = meta.mode() & 0o777;
+    match mknod(path, kind, Mode::from_bits_truncate(perm), meta.rdev()) {
+        Ok(()) => {}
+        Err(Errno::EPERM) => return bind_node_from(source, path),
+        // Named twice (say, as an extra device and a device bind): the
+        // node made first stands if it is the same device.
+        Err(Errno::EEXIST)
+            if fs::symlink_metadata(path).is_ok_and(|m| {
+                m.rdev() == meta.rdev()
+                    && m.file_type().is_block_device() == meta.file_type().is_block_device()
+            }) =>
+        {
+            return Ok(())
+        }
+        Err(e) => {
+            return Err(SetupError::new(
+                Stage::Dev,
+                format!("making device node {}: {e}", path.display()),
+            ))
+        }
+    }
+    fs::set_permissions(path, fs::Permissions::from_mode(perm)).stage(Stage::Dev, || {
+        format!("setting the mode of {}", path.display())
+    })?;
+    if meta.uid() != 0 || meta.gid() != 0 {
+        std::os::unix::fs::chown(path, Some(meta.uid()), Some(meta.gid()))
+            .stage(Stage::Dev, || {
+                format!("setting the owner of {}", path.display())
+            })?;
+    }
+    Ok(())
 }
 
 /// Binds the host node `source` onto an empty file at `path` in the job

@@ -26,7 +26,8 @@ const READ_ONLY: [&str; 5] = [
     "/proc/sysrq-trigger",
 ];
 
-/// Hidden: an empty read-only tmpfs over directories, `/dev/null` over files.
+/// Hidden: an empty read-only tmpfs over directories, `/dev/null` (bound
+/// read-only) over files.
 const MASKED: [&str; 9] = [
     "/proc/acpi",
     "/proc/asound",
@@ -85,6 +86,9 @@ pub(crate) fn build() -> Result<(), SetupError> {
                 "size=4k,mode=0555",
             )
         } else {
+            // Then read-only whatever `/dev` is at this point (a cold
+            // sandbox's is read-only already, a warm one's not yet), so
+            // every sandbox's masks look the same; `/dev/null` still opens.
             mnt(
                 Some(Path::new("/dev/null")),
                 p,
@@ -92,6 +96,19 @@ pub(crate) fn build() -> Result<(), SetupError> {
                 MsFlags::MS_BIND,
                 None,
             )
+            .and_then(|()| {
+                mnt(
+                    None,
+                    p,
+                    None,
+                    MsFlags::MS_REMOUNT
+                        | MsFlags::MS_BIND
+                        | MsFlags::MS_RDONLY
+                        | MsFlags::MS_NOSUID
+                        | MsFlags::MS_NOEXEC,
+                    None,
+                )
+            })
         }
         .stage(Stage::Proc, || format!("masking {}", p.display()))?;
     }
