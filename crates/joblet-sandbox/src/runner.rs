@@ -223,11 +223,14 @@ impl SandboxRunner {
     /// Starts the init for `config` (it builds its namespaces and tree on
     /// its own meanwhile) and creates the cgroup of `sandbox` with its
     /// limits. On error the init is killed (dropping `PendingInit`).
+    /// `mountinfo`: the host's mount table when the caller has read it
+    /// already (the cgroup layout is parsed from it rather than read again).
     fn spawn_with_cgroup(
         &self,
         config: &InitConfig,
         sandbox: &JobSandbox,
         output: Output,
+        mountinfo: Option<&str>,
     ) -> Result<(init::PendingInit, Layout, JobCgroup), RunnerError> {
         let t0 = std::time::Instant::now();
         let pending = match output {
@@ -241,8 +244,11 @@ impl SandboxRunner {
             elapsed_us = t0.elapsed().as_micros() as u64,
             "sandbox init spawned"
         );
-        let layout =
-            Layout::detect(&self.roots.mountinfo).map_err(|e| isolation("detecting cgroups", e))?;
+        let layout = match mountinfo {
+            Some(text) => Layout::parse_mountinfo(text, &self.roots.mountinfo),
+            None => Layout::detect(&self.roots.mountinfo),
+        }
+        .map_err(|e| isolation("detecting cgroups", e))?;
         let cgroup = JobCgroup::create(
             &layout,
             &self.roots,
@@ -260,7 +266,8 @@ impl SandboxRunner {
         config.warm = true;
         let t0 = std::time::Instant::now();
         let host_mounts = self.host_mounts()?;
-        let (mut pending, layout, cgroup) = self.spawn_with_cgroup(&config, &settings, output)?;
+        let (mut pending, layout, cgroup) =
+            self.spawn_with_cgroup(&config, &settings, output, Some(host_mounts.text()))?;
         let entered = Self::apply_devices(&cgroup, &settings.devices).and_then(|filter| {
             let entry = cgroup
                 .entry()
@@ -481,7 +488,7 @@ impl Runner for SandboxRunner {
         // runs nothing of the job until released, after the move. Dropping
         // `pending` on an error below kills it.
         let (pending, _, cgroup) =
-            self.spawn_with_cgroup(&config, &job, Output::Fds(stdout, stderr))?;
+            self.spawn_with_cgroup(&config, &job, Output::Fds(stdout, stderr), None)?;
         match self.start(&job, &cgroup, pending) {
             Ok((init::Started { pid, end, teardown }, filter)) => {
                 tracing::info!(job = %spec.job_id, pid, "sandboxed job started");
