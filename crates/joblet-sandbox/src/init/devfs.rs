@@ -62,6 +62,15 @@ pub(crate) fn build_base() -> Result<(), SetupError> {
         let meta = fs::metadata(source.path()).stage(Stage::Dev, || {
             format!("{}: cannot stat it on the host", path.display())
         })?;
+        if !meta.file_type().is_char_device() {
+            return Err(SetupError::new(
+                Stage::Dev,
+                format!(
+                    "{} is not a character device on the host; the job's /dev copies it",
+                    path.display()
+                ),
+            ));
+        }
         make_node(&source, &meta, &path)?;
     }
     for (name, target) in LINKS {
