@@ -18,7 +18,7 @@ pub const DEFAULT_CUDA_PATHS: [&str; 3] = ["/usr/local/cuda", "/opt/cuda", "/usr
 /// first. Directories that resolve to the same place are reported once,
 /// under the path found first (`/usr/local/cuda` rather than the
 /// `cuda-12.2` it links to). A configured path that does not exist is
-/// skipped quietly; one without a readable version (see [`read_toolkit`])
+/// skipped quietly; one without a readable version (see `read_toolkit`)
 /// is a warning.
 ///
 /// Returns the toolkits and the warnings.

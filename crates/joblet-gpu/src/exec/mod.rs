@@ -4,7 +4,7 @@
 //! [`driver_files`]), which of its GPUs a user-given
 //! `NVIDIA_VISIBLE_DEVICES` leaves visible ([`visible`]), how jobs share a
 //! GPU ([`sharing`]), the MIG capability nodes of a slice ([`mig`]) and the
-//! environment inside the job ([`env`]). The
+//! environment inside the job ([`env`](mod@env)). The
 //! CUDA toolkit choice is [`crate::cuda::select_toolkit`].
 //!
 //! Nothing here mounts, forks or talks to the daemon; the filesystem is

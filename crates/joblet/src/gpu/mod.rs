@@ -120,7 +120,7 @@ impl SharedGpus {
         }
     }
 
-    /// [`GpuShared::commit`] of an allocation, with its ledger entry and
+    /// [`SharedGpus::commit`] of an allocation, with its ledger entry and
     /// the audit record it opens saved in the same transaction. A store
     /// failure is returned: nothing of the allocation was saved, and the
     /// job must not start (the caller fails it, which releases what the

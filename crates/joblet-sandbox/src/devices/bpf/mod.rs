@@ -1,6 +1,6 @@
 //! The thin cgroup v2 loader: `bpf(2)` syscalls that load the generated
 //! device program and attach/detach/query it on a cgroup v2 directory, and
-//! the device table such a program may consult ([`table`]). The only
+//! the device table such a program may consult ([`DeviceTable`]). The only
 //! `unsafe` of the device filter lives here.
 //!
 //! Lifetime: attaching gives the cgroup its own reference to the program.
