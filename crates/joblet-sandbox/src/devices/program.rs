@@ -640,6 +640,36 @@ mod tests {
         prop_oneof![1 => Just(None), 3 => n.prop_map(Some)]
     }
 
+    /// A request built from the numbers of one of `rules` (5:6 when `pick`
+    /// lands past them; a wildcard number becomes 5 or 6), so that matches
+    /// are common: its type, major (`bump`ed), minor and access.
+    fn request_near(
+        rules: &DeviceRules,
+        pick: proptest::sample::Index,
+        block: bool,
+        bits: u32,
+        bump: u32,
+    ) -> (DeviceType, u32, u32, Access) {
+        let numbers: Vec<(Option<u32>, Option<u32>)> = rules
+            .rules()
+            .iter()
+            .map(|r| (r.major, r.minor))
+            .chain([(Some(5), Some(6))])
+            .collect();
+        let (major, minor) = numbers[pick.index(numbers.len())];
+        let kind = if block {
+            DeviceType::Block
+        } else {
+            DeviceType::Char
+        };
+        (
+            kind,
+            major.unwrap_or(5).wrapping_add(bump),
+            minor.unwrap_or(6),
+            Access::from_bpf_bits(bits),
+        )
+    }
+
     prop_compose! {
         fn any_rule()(kind in prop_oneof![Just(DeviceType::Char), Just(DeviceType::Block), Just(DeviceType::All)],
                       major in wild_or(number()), minor in wild_or(number()), bits in 0u32..8) -> DeviceRule {
@@ -711,13 +741,7 @@ mod tests {
             let mut table: Table = (fd, HashMap::new());
             let prog = generate_with_table(&base, fd);
 
-            let numbers: Vec<(Option<u32>, Option<u32>)> = wider.rules().iter()
-                .map(|r| (r.major, r.minor)).chain([(Some(5), Some(6))]).collect();
-            let (ma, mi) = numbers[pick.index(numbers.len())];
-            let major = ma.unwrap_or(5).wrapping_add(bump);
-            let minor = mi.unwrap_or(6);
-            let kind = if block { DeviceType::Block } else { DeviceType::Char };
-            let access = Access::from_bpf_bits(bits);
+            let (kind, major, minor, access) = request_near(&wider, pick, block, bits, bump);
             let req = ctx(kind, major, minor, access);
 
             let before = interpret_with(&prog, req, Some(&table));
@@ -752,13 +776,7 @@ mod tests {
             }
             let prog = generate_with_table(&blocks, 7);
 
-            let numbers: Vec<(Option<u32>, Option<u32>)> = rules.rules().iter()
-                .map(|r| (r.major, r.minor)).chain([(Some(5), Some(6))]).collect();
-            let (ma, mi) = numbers[pick.index(numbers.len())];
-            let major = ma.unwrap_or(5).wrapping_add(bump);
-            let minor = mi.unwrap_or(6);
-            let kind = if block { DeviceType::Block } else { DeviceType::Char };
-            let access = Access::from_bpf_bits(bits);
+            let (kind, major, minor, access) = request_near(&rules, pick, block, bits, bump);
             let got = interpret_with(&prog, ctx(kind, major, minor, access), Some(&table));
             prop_assert_eq!(got == 1, rules.allows(kind, major, minor, access));
         }

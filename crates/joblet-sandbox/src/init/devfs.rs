@@ -25,7 +25,7 @@ use super::config::InitConfig;
 use super::error::Stage;
 use super::hostfds::{Host, Source};
 use super::report::{self, Context, SetupError};
-use super::rootfs::{attach, host, mkdir_p, mnt, tmpfs, touch, touch_file};
+use super::rootfs::{attach, host, mkdir_p, mnt, remount_bind, tmpfs, touch, touch_file};
 
 /// Host device nodes every job gets.
 pub(crate) const NODES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
@@ -102,16 +102,9 @@ pub(crate) fn finish(
         }
         (_, false) => shm(config, host)?,
     }
-    mnt(
-        None,
+    remount_bind(
         Path::new("/dev"),
-        None,
-        MsFlags::MS_REMOUNT
-            | MsFlags::MS_BIND
-            | MsFlags::MS_RDONLY
-            | MsFlags::MS_NOSUID
-            | MsFlags::MS_NOEXEC,
-        None,
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
     )
     .stage(Stage::Dev, || "remounting /dev read-only".into())
 }
@@ -218,14 +211,7 @@ fn bind_node_from(source: &Source<'_>, path: &Path) -> Result<(), SetupError> {
     attach(source, path, false).stage(Stage::Dev, || {
         format!("binding host {} into the job", path.display())
     })?;
-    mnt(
-        None,
-        path,
-        None,
-        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        None,
-    )
-    .stage(Stage::Dev, || {
+    remount_bind(path, MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC).stage(Stage::Dev, || {
         format!("remounting {} nosuid,noexec", path.display())
     })
 }
@@ -271,14 +257,7 @@ fn shm(config: &InitConfig, host: &Host) -> Result<(), SetupError> {
     // be mounted below it.
     attach(&tree, shm, false)
         .stage(Stage::Dev, || format!("{}: binding it on /dev/shm", what()))?;
-    mnt(
-        None,
-        shm,
-        None,
-        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags,
-        None,
-    )
-    .stage(Stage::Dev, || {
+    remount_bind(shm, flags).stage(Stage::Dev, || {
         format!("{}: remounting /dev/shm nosuid,nodev,noexec", what())
     })
 }

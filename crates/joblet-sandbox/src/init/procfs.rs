@@ -11,7 +11,7 @@ use nix::mount::MsFlags;
 
 use super::error::Stage;
 use super::report::{self, Context, SetupError};
-use super::rootfs::{bind_readonly, mkdir_p, mnt, tmpfs};
+use super::rootfs::{bind_readonly, mkdir_p, mnt, remount_bind, tmpfs};
 
 /// procfs options, most wanted first (`invisible` is Linux 5.8+, `2` the
 /// older spelling).
@@ -97,16 +97,9 @@ pub(crate) fn build() -> Result<(), SetupError> {
                 None,
             )
             .and_then(|()| {
-                mnt(
-                    None,
+                remount_bind(
                     p,
-                    None,
-                    MsFlags::MS_REMOUNT
-                        | MsFlags::MS_BIND
-                        | MsFlags::MS_RDONLY
-                        | MsFlags::MS_NOSUID
-                        | MsFlags::MS_NOEXEC,
-                    None,
+                    MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
                 )
             })
         }

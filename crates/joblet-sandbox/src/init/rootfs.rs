@@ -127,14 +127,7 @@ fn set_flags(
     mnt(Some(source), target, None, MsFlags::MS_BIND, None).stage(stage, || {
         format!("binding {} on {}", source.display(), target.display())
     })?;
-    mnt(
-        None,
-        target,
-        None,
-        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | remount,
-        None,
-    )
-    .stage(stage, || {
+    remount_bind(target, remount).stage(stage, || {
         format!("remounting {} with {remount:?}", target.display())
     })
 }
@@ -167,6 +160,18 @@ pub(crate) fn bind_readonly(source: &Path, target: &Path, stage: Stage) -> Resul
         format!("binding {} on {}", source.display(), target.display())
     })?;
     set_read_only(target, source, stage)
+}
+
+/// Sets the flags of the bind mount at `path` itself (`MS_REMOUNT |
+/// MS_BIND | flags`; not the mounts below it).
+pub(crate) fn remount_bind(path: &Path, flags: MsFlags) -> nix::Result<()> {
+    mnt(
+        None,
+        path,
+        None,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags,
+        None,
+    )
 }
 
 /// Makes the bind of `source` at `target` (and the mounts below it)
@@ -405,16 +410,9 @@ pub(crate) fn detach_host_root() -> Result<(), SetupError> {
 
 /// Makes `/` read-only (the host root is detached already).
 pub(crate) fn root_read_only() -> Result<(), SetupError> {
-    mnt(
-        None,
+    remount_bind(
         Path::new("/"),
-        None,
-        MsFlags::MS_REMOUNT
-            | MsFlags::MS_BIND
-            | MsFlags::MS_RDONLY
-            | MsFlags::MS_NOSUID
-            | MsFlags::MS_NODEV,
-        None,
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
     )
     .stage(Stage::Rootfs, || "remounting / read-only".into())
 }
