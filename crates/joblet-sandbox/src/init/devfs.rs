@@ -153,10 +153,9 @@ pub(crate) fn bind_devices(config: &InitConfig, host: &Host) -> Result<(), Setup
 /// root's, its owner. Bound instead where `mknod` is refused (see the
 /// module doc).
 fn make_node(source: &Source<'_>, meta: &fs::Metadata, path: &Path) -> Result<(), SetupError> {
-    if path.parent() != Some(Path::new("/dev")) {
-        if let Some(parent) = path.parent() {
-            mkdir_p(parent).stage(Stage::Dev, || format!("creating {}", parent.display()))?;
-        }
+    // Most nodes go straight into /dev, which exists.
+    if let Some(parent) = path.parent().filter(|p| *p != Path::new("/dev")) {
+        mkdir_p(parent).stage(Stage::Dev, || format!("creating {}", parent.display()))?;
     }
     let kind = if meta.file_type().is_block_device() {
         SFlag::S_IFBLK

@@ -337,11 +337,7 @@ proptest! {
     ) {
         let mut rules = DeviceRules::deny_all();
         for r in &raw { rules.allow(*r); }
-        let near = raw[pick.index(raw.len())];
-        let major = near.major.unwrap_or(5).wrapping_add(bump);
-        let minor = near.minor.unwrap_or(6);
-        let kind = if block { DeviceType::Block } else { DeviceType::Char };
-        let access = Access::from_bpf_bits(bits);
+        let (kind, major, minor, access) = request_near(&rules, pick, block, bits, bump);
         let got = interpret(&generate(&rules), ctx(kind, major, minor, access));
         prop_assert_eq!(got == 1, rules.allows(kind, major, minor, access));
     }
@@ -383,9 +379,7 @@ proptest! {
         prop_assert_eq!(after == 1, wider.allows(kind, major, minor, access));
         prop_assert!(after <= 1);
     }
-}
 
-proptest! {
     /// A program of `rules`' wildcard blocks whose table holds their
     /// exact devices ([`split_for_table`]) decides as `rules` do.
     #[test]
