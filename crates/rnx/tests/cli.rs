@@ -158,3 +158,18 @@ fn rnx_does_not_load_libgcc_s() {
     );
     assert!(!needs(b"libgcc_s.so.1\0"), "rnx still needs libgcc_s.so.1");
 }
+
+/// build.rs links rnx without PIE: the loader has no relative relocations
+/// to apply at every command's start (x86-64 GNU/Linux).
+#[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+fn rnx_is_position_dependent() {
+    let bin = std::fs::read(env!("CARGO_BIN_EXE_rnx")).unwrap();
+    assert_eq!(&bin[..4], b"\x7fELF", "not an ELF file");
+    // e_type, little-endian at offset 16: 2 is ET_EXEC, 3 ET_DYN (a PIE).
+    assert_eq!(
+        u16::from_le_bytes([bin[16], bin[17]]),
+        2,
+        "rnx is not linked with -no-pie"
+    );
+}
