@@ -12,6 +12,11 @@ pub(crate) const LOCK_FD: RawFd = 3;
 /// write end, closed once `exit.json` is in place (the daemon holds the
 /// read end and so learns of the job's end before the shim's own teardown).
 pub(crate) const NOTIFY_FD: RawFd = 4;
+/// The descriptor number of a warm shim's ready pipe in the shim: its write
+/// end, on which the shim writes one byte once its sandbox is built (or
+/// could not be), so the daemon builds one warm sandbox at a time and
+/// knows which ones a job can start in at once.
+pub(crate) const READY_FD: RawFd = 5;
 
 /// Marks every descriptor above `fd` close-on-exec (close_range(2) with
 /// CLOSE_RANGE_CLOEXEC): inherited strays stay usable by whoever owns them
@@ -67,18 +72,31 @@ pub(crate) fn take_fd3() -> Result<OwnedFd, Fd3Error> {
 /// only be what the parent passed.
 pub(crate) fn take_notify() -> Option<OwnedFd> {
     static NOTIFY_TAKEN: AtomicBool = AtomicBool::new(false);
-    if NOTIFY_TAKEN.swap(true, Ordering::SeqCst) {
+    take_passed(NOTIFY_FD, &NOTIFY_TAKEN)
+}
+
+/// Takes a warm shim's ready pipe, [`READY_FD`], if the parent passed one;
+/// like [`take_notify`].
+pub(crate) fn take_ready() -> Option<OwnedFd> {
+    static READY_TAKEN: AtomicBool = AtomicBool::new(false);
+    take_passed(READY_FD, &READY_TAKEN)
+}
+
+/// Descriptor `fd`, passed by the parent, made close-on-exec so no job
+/// inherits it; `None` if nothing is open there or it was taken already.
+fn take_passed(fd: RawFd, taken: &AtomicBool) -> Option<OwnedFd> {
+    if taken.swap(true, Ordering::SeqCst) {
         return None;
     }
     // SAFETY: F_GETFD only queries the flags of a descriptor number.
-    if unsafe { libc::fcntl(NOTIFY_FD, libc::F_GETFD) } < 0 {
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return None;
     }
-    // SAFETY: descriptor 4 is open (checked above) and was inherited from
-    // the parent, not opened by this process's code; NOTIFY_TAKEN
-    // guarantees it is wrapped in an OwnedFd only once. It is made
-    // close-on-exec so no job inherits it.
-    let fd = unsafe { OwnedFd::from_raw_fd(NOTIFY_FD) };
+    // SAFETY: `fd` is open (checked above) and was inherited from the
+    // parent, not opened by this process's code (callers take it before
+    // opening any file); `taken` guarantees it is wrapped in an OwnedFd
+    // only once.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let _ = nix::fcntl::fcntl(
         &fd,
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ pub fn launch(
         job_id: spec.job_id.clone(),
         source,
     })?;
-    let (handle, mut stdin) = start(program, args, dir, &spec.job_id, false)?;
+    let (handle, mut stdin) = start(program, args, dir, &spec.job_id, None)?;
     if let Err(source) = stdin.write_all(&json) {
         return Err(handle.abandon_after(source));
     }
@@ -55,12 +55,53 @@ pub struct WarmShim {
     handle: ShimHandle,
     stdin: File,
     job_id: String,
+    /// The read end of its ready pipe, until [`WarmShim::take_ready`].
+    ready: Option<File>,
+}
+
+/// Waits for a warm shim to have built its sandbox ([`WarmShim::take_ready`]).
+#[derive(Debug)]
+pub struct WarmReady {
+    pipe: File,
+}
+
+impl WarmReady {
+    /// Blocks until the shim has built its sandbox as far as it goes
+    /// without the job, or found it could not, or died: `true` then;
+    /// `false` when `timeout` passed first (the build is still going on,
+    /// or stuck). For a thread of its own.
+    pub fn wait(self, timeout: Duration) -> bool {
+        let mut fds = [nix::poll::PollFd::new(
+            self.pipe.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        loop {
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+                Ok(0) => return false,
+                // A byte (built) or end of file (the shim is gone): either
+                // way nothing is being built for this pipe any more.
+                Ok(_) => return true,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    tracing::debug!("cannot wait on a warm shim's ready pipe: {e}");
+                    return true;
+                }
+            }
+        }
+    }
 }
 
 impl WarmShim {
     /// The job id it was started for.
     pub fn job_id(&self) -> &str {
         &self.job_id
+    }
+
+    /// What waits for its sandbox to be built, once (then `None`). A job
+    /// may claim the shim before: the build then finishes for that job.
+    pub fn take_ready(&mut self) -> Option<WarmReady> {
+        self.ready.take().map(|pipe| WarmReady { pipe })
     }
 
     /// Hands the shim its job (`spec.job_id` must be the warm one's) and
@@ -70,6 +111,7 @@ impl WarmShim {
             handle,
             mut stdin,
             job_id,
+            ..
         } = self;
         if spec.job_id != job_id {
             drop(stdin);
@@ -117,7 +159,12 @@ pub fn launch_warm(
     line.push(b'\n');
     let mut args = args.to_vec();
     args.push("--warm".into());
-    let (handle, mut stdin) = start(program, &args, dir, &warm.job_id, true)?;
+    let (ready_r, ready_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| ShimError::Spawn {
+            program: program.to_owned(),
+            source: e.into(),
+        })?;
+    let (handle, mut stdin) = start(program, &args, dir, &warm.job_id, Some(ready_w))?;
     if let Err(source) = stdin.write_all(&line) {
         return Err(handle.abandon_after(source));
     }
@@ -126,19 +173,22 @@ pub fn launch_warm(
         handle,
         stdin,
         job_id: warm.job_id.clone(),
+        ready: Some(File::from(ready_r)),
     })
 }
 
 /// Creates `dir`, locks `shim.lock` and spawns the shim with it as fd 3,
-/// its output appended to `shim.log`, in `SCHED_IDLE` if `idle`; returns
-/// its handle and stdin.
+/// its output appended to `shim.log`; a warm shim (`ready`, the write end
+/// of its ready pipe, passed as fd 5) in `SCHED_IDLE`. Returns its handle
+/// and stdin.
 fn start(
     program: &Path,
     args: &[OsString],
     dir: &JobDir,
     job_id: &str,
-    idle: bool,
+    ready: Option<OwnedFd>,
 ) -> Result<(ShimHandle, File), ShimError> {
+    let idle = ready.is_some();
     std::fs::create_dir_all(dir.path()).map_err(|source| ShimError::CreateDir {
         path: dir.path().to_owned(),
         source,
@@ -194,6 +244,7 @@ fn start(
         stderr: log.as_fd(),
         lock: lock.as_fd(),
         notify: Some(notify_w.as_fd()),
+        ready: ready.as_ref().map(|fd| fd.as_fd()),
     };
     let spawn::Spawned { pid, stdin } =
         spawn::spawn(program, args, fds, idle).map_err(|source| ShimError::Spawn {
@@ -202,8 +253,9 @@ fn start(
         })?;
     // The shim holds the lock through its own descriptor now. Closing ours
     // does not release it (flock locks belong to the shared open file).
-    // Only the shim may hold the notify pipe's write end.
+    // Only the shim may hold the write ends of the notify and ready pipes.
     drop(notify_w);
+    drop(ready);
     drop(lock);
     drop(log);
 
@@ -333,5 +385,42 @@ fn lock_held(dir: &JobDir) -> Result<bool, ShimError> {
         Ok(()) => Ok(false),
         Err(TryLockError::WouldBlock) => Ok(true),
         Err(TryLockError::Error(source)) => Err(ShimError::Lock { path, source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready_pipe() -> (WarmReady, OwnedFd) {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        (
+            WarmReady {
+                pipe: File::from(r),
+            },
+            w,
+        )
+    }
+
+    #[test]
+    fn the_wait_ends_with_the_shims_byte() {
+        let (ready, w) = ready_pipe();
+        File::from(w).write_all(b"r").unwrap();
+        assert!(ready.wait(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn the_wait_ends_when_the_shim_is_gone() {
+        let (ready, w) = ready_pipe();
+        drop(w);
+        assert!(ready.wait(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn the_wait_gives_up_after_its_timeout() {
+        let (ready, _w) = ready_pipe();
+        let t0 = Instant::now();
+        assert!(!ready.wait(Duration::from_millis(50)));
+        assert!(t0.elapsed() >= Duration::from_millis(50));
     }
 }

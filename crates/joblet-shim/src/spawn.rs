@@ -18,21 +18,23 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::inherited_fds::{LOCK_FD, NOTIFY_FD};
+use crate::inherited_fds::{LOCK_FD, NOTIFY_FD, READY_FD};
 
 /// The lowest number the passed descriptors are copied to before the
-/// spawn, so that placing them at 0–4 in the child never overwrites one
+/// spawn, so that placing them at 0–5 in the child never overwrites one
 /// source with another.
 const HIGH_FD: RawFd = 10;
 
 /// What the shim's process gets: its output, the locked `shim.lock` (as
-/// [`LOCK_FD`]) and the exit notification pipe's write end (as
-/// [`NOTIFY_FD`]). Its stdin is a new pipe.
+/// [`LOCK_FD`]), the exit notification pipe's write end (as [`NOTIFY_FD`])
+/// and, for a warm shim, its ready pipe's write end (as [`READY_FD`]). Its
+/// stdin is a new pipe.
 pub(crate) struct ShimFds<'a> {
     pub stdout: BorrowedFd<'a>,
     pub stderr: BorrowedFd<'a>,
     pub lock: BorrowedFd<'a>,
     pub notify: Option<BorrowedFd<'a>>,
+    pub ready: Option<BorrowedFd<'a>>,
 }
 
 /// A spawned shim: our child, not reaped yet, and its stdin's write end.
@@ -43,7 +45,7 @@ pub(crate) struct Spawned {
 }
 
 /// Runs `program args…` with this process's environment and `fds` as
-/// descriptors 0–4 (no other descriptor reaches it), every signal
+/// descriptors 0–5 (no other descriptor reaches it), every signal
 /// unblocked and `SIGPIPE` back to its default, in `SCHED_IDLE` when
 /// `idle` (a warm shim), else in the normal class (the daemon's own
 /// threads run in `SCHED_BATCH`). An `execve` that fails is reported here,
@@ -78,7 +80,10 @@ pub(crate) fn spawn(
     if let Some(notify) = fds.notify {
         moves.push((high(notify)?, NOTIFY_FD));
     }
-    let first_free = moves.last().map_or(3, |(_, to)| to + 1);
+    if let Some(ready) = fds.ready {
+        moves.push((high(ready)?, READY_FD));
+    }
+    let first_free = moves.iter().map(|(_, to)| to + 1).max().unwrap_or(3);
 
     let mut actions = FileActions::new()?;
     for (from, to) in &moves {
@@ -285,9 +290,14 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
-    /// Runs `sh -c script` through [`spawn`] with `lock` as the lock and an
-    /// optional notify pipe; returns its stdout and exit status.
-    fn run(script: &str, notify: Option<BorrowedFd<'_>>, idle: bool) -> (String, i32) {
+    /// Runs `sh -c script` through [`spawn`] with `lock` as the lock and
+    /// optional notify and ready pipes; returns its stdout and exit status.
+    fn run(
+        script: &str,
+        notify: Option<BorrowedFd<'_>>,
+        ready: Option<BorrowedFd<'_>>,
+        idle: bool,
+    ) -> (String, i32) {
         let tmp = tempfile::tempdir().unwrap();
         let lock = std::fs::File::create(tmp.path().join("shim.lock")).unwrap();
         let out_path = tmp.path().join("out");
@@ -308,6 +318,7 @@ mod tests {
                 stderr: out.as_fd(),
                 lock: lock.as_fd(),
                 notify,
+                ready,
             },
             idle,
         )
@@ -329,6 +340,7 @@ mod tests {
         let (text, code) = run(
             "ls /proc/$$/fd; readlink /proc/$$/fd/3; read line; echo \"got $line\"",
             None,
+            None,
             false,
         );
         assert_eq!(code, 0, "{text}");
@@ -345,6 +357,7 @@ mod tests {
         let (text, code) = run(
             "ls /proc/$$/fd; readlink /proc/$$/fd/4; echo done >&4",
             Some(w.as_fd()),
+            None,
             false,
         );
         drop(w);
@@ -358,6 +371,28 @@ mod tests {
     }
 
     #[test]
+    fn a_warm_shims_ready_pipe_arrives_as_fd5() {
+        let (nr, nw) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let (rr, rw) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let (text, code) = run(
+            "ls /proc/$$/fd; echo ready >&5; echo told >&4",
+            Some(nw.as_fd()),
+            Some(rw.as_fd()),
+            false,
+        );
+        drop((nw, rw));
+        assert_eq!(code, 0, "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines, ["0", "1", "2", "3", "4", "5"], "{text}");
+        let mut got = String::new();
+        std::fs::File::from(rr).read_to_string(&mut got).unwrap();
+        assert_eq!(got, "ready\n");
+        got.clear();
+        std::fs::File::from(nr).read_to_string(&mut got).unwrap();
+        assert_eq!(got, "told\n");
+    }
+
+    #[test]
     fn the_class_signals_and_mask_are_set_for_the_shim() {
         // Field 41 of /proc/PID/stat is the policy; SigBlk/SigIgn are
         // masks in /proc/PID/status. Rust's test harness ignores SIGPIPE.
@@ -367,7 +402,7 @@ mod tests {
              while read -r line; do case $line in SigBlk*|SigIgn*) echo \"$line\";; esac; \
              done < /proc/$$/status";
         let policy = |idle| {
-            let (text, code) = run(script, None, idle);
+            let (text, code) = run(script, None, None, idle);
             assert_eq!(code, 0, "{text}");
             text
         };
@@ -403,6 +438,7 @@ mod tests {
                 stderr: f.as_fd(),
                 lock: f.as_fd(),
                 notify: None,
+                ready: None,
             },
             false,
         )

@@ -227,3 +227,20 @@ async fn a_job_that_does_not_fit_the_prepared_leader_records_its_own() {
     let rec = dir.read_job_pid().unwrap().expect("job.pid");
     assert_eq!(rec.pid, leader, "job.pid names the job's own leader");
 }
+
+#[tokio::test]
+async fn a_warm_shim_says_once_its_sandbox_is_built() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let mut shim = prestarted(&dir);
+    let ready = shim.take_ready().expect("a warm shim has a ready pipe");
+    assert!(shim.take_ready().is_none(), "taken once");
+    let waited = tokio::task::spawn_blocking(move || ready.wait(Duration::from_secs(10)));
+    assert!(waited.await.unwrap(), "the shim never said it was built");
+    // Said after the preparation: the prepared leader's record is written.
+    let pending = dir.path().join(".job.pid.tmp");
+    let len = std::fs::metadata(&pending).map(|m| m.len()).unwrap_or(0);
+    assert!(len > 0, "{} is empty or missing", pending.display());
+    let exit = finish(shim.claim(&sh(tmp.path(), "exit 4")).unwrap()).await;
+    assert_eq!(exit.exit_code, Some(4), "{exit:?}");
+}

@@ -23,7 +23,7 @@ mod signals;
 mod supervise;
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
@@ -132,7 +132,12 @@ pub fn run_warm_shim_with(
     job_dir: &Path,
     runner: &dyn Runner,
 ) -> Result<Option<ShimExit>, ShimRunError> {
-    let Taken { dir, lock, notify } = take_job_dir(job_dir)?;
+    let Taken {
+        dir,
+        lock,
+        notify,
+        ready: ready_pipe,
+    } = take_job_dir(job_dir)?;
     // First (the daemon normally did it already), so every thread and
     // process started from here inherits it.
     if let Err(e) = priority::enter_idle() {
@@ -173,6 +178,7 @@ pub fn run_warm_shim_with(
             Err(e) => tracing::warn!("cannot prepare a warm sandbox: {e}"),
         }
     }
+    tell_ready(ready_pipe);
     // This thread now waits for the claim itself, in the normal class: the
     // daemon's write wakes the thread that starts the job, with no hand-off
     // on the way. The shim's other threads leave SCHED_IDLE once the job
@@ -267,7 +273,10 @@ pub fn run_shim(job_dir: &Path) -> Result<ShimExit, ShimRunError> {
 
 /// [`run_shim`] with another [`Runner`] (an isolating one).
 pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, ShimRunError> {
-    let Taken { dir, lock, notify } = take_job_dir(job_dir)?;
+    // A cold shim has no ready pipe to keep.
+    let Taken {
+        dir, lock, notify, ..
+    } = take_job_dir(job_dir)?;
     let result = process_state().and_then(|signals| {
         let spec = read_spec()?.ok_or(ShimRunError::NoSpec)?;
         tracing::info!(job_id = %spec.job_id, command = %spec.command, "shim starting");
@@ -323,19 +332,40 @@ struct Taken {
     lock: File,
     /// The exit notification pipe, when the daemon passed one.
     notify: Option<OwnedFd>,
+    /// A warm shim's ready pipe, when the daemon passed one.
+    ready: Option<OwnedFd>,
 }
 
-/// Takes the lock (fd 3) and the notification pipe (fd 4) before anything
-/// is opened, and refuses a job directory whose job already ran.
+/// Takes the lock (fd 3), the notification pipe (fd 4) and a warm shim's
+/// ready pipe (fd 5) before anything is opened, and refuses a job
+/// directory whose job already ran.
 fn take_job_dir(job_dir: &Path) -> Result<Taken, ShimRunError> {
     let dir = JobDir::new(job_dir);
     let lock = take_lock(&dir)?;
     let notify = inherited_fds::take_notify();
+    let ready = inherited_fds::take_ready();
     let exit_path = dir.exit_path();
     if exit_path.exists() {
         return Err(ShimRunError::AlreadyRan { path: exit_path });
     }
-    Ok(Taken { dir, lock, notify })
+    Ok(Taken {
+        dir,
+        lock,
+        notify,
+        ready,
+    })
+}
+
+/// Tells the daemon, on the ready pipe, that this warm shim has built its
+/// sandbox as far as it goes without the job (or found it could not): one
+/// byte, then the pipe closes. A shim that dies before closes it too, which
+/// the daemon reads the same way: nothing is being built any more.
+fn tell_ready(ready: Option<OwnedFd>) {
+    if let Some(fd) = ready {
+        if let Err(e) = File::from(fd).write_all(b"r") {
+            tracing::debug!("cannot tell the daemon the warm sandbox is ready: {e}");
+        }
+    }
 }
 
 /// Fd 3 must be the daemon's locked `shim.lock`; keep it, out of the job's

@@ -77,6 +77,9 @@ enum Msg {
     /// A warm shim's launch of that flavour ended (`None`: it failed, and
     /// was logged).
     Warm(warm::Flavour, Option<(JobId, WarmShim)>),
+    /// The warm shim launched for that job id has built its sandbox (or
+    /// could not, or died, or its build is past `warm::BUILD_WAIT`).
+    WarmBuilt(JobId),
     /// The daemon is stopping: tear the warm sandboxes down, then answer
     /// and end the loop.
     Shutdown(tokio::sync::oneshot::Sender<()>),
@@ -316,11 +319,12 @@ impl Engine {
             let actions = g.handle(joblet_sched::model::Event::Tick, now_ms());
             self.apply_gpu(actions);
         }
-        // The pool is built at once at start-up, and refilled once no job
-        // has started or ended for `WARM_REFILL_QUIET`: building a sandbox
+        // The pool is built at start-up, and refilled once no job has
+        // started or ended for `WARM_REFILL_QUIET`: building a sandbox
         // takes the same kernel locks (mounts, cgroups, namespaces) as a
-        // job starting or ending beside it, which would wait for it. An
-        // empty pool is refilled at once.
+        // job starting or ending beside it, which would wait for it. A
+        // flavour with none left is refilled at once. Sandboxes are built
+        // one at a time (`refill_warm`).
         self.refill_warm();
         let mut refill_at: Option<tokio::time::Instant> = None;
         loop {
@@ -418,6 +422,17 @@ impl Engine {
                 Msg::Warm(flavour, shim) => {
                     if let Some(extra) = self.warm.landed(flavour, shim) {
                         reap(extra.discard());
+                    }
+                }
+                Msg::WarmBuilt(id) => {
+                    self.warm.built(&id);
+                    // The next build, one at a time (see `refill_warm`).
+                    if self.warm.wanted() > 0 {
+                        if self.warm.has_idle() {
+                            refill_at = Some(tokio::time::Instant::now() + WARM_REFILL_QUIET);
+                        } else {
+                            self.refill_warm();
+                        }
                     }
                 }
                 Msg::Shutdown(done) => {

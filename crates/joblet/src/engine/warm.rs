@@ -16,13 +16,20 @@
 //!
 //! The pool only holds handles; launching a shim (a fork and exec) runs on
 //! the blocking pool, not on the engine's loop, and the result comes back
-//! through [`super::Msg::Warm`].
+//! through [`super::Msg::Warm`]; the same thread then waits for the shim's
+//! word that its sandbox is built ([`super::Msg::WarmBuilt`]).
+//!
+//! Sandboxes are built one at a time: two builds at once share the CPU left
+//! over by the jobs (warm shims run in `SCHED_IDLE`), so both finish late,
+//! and back-to-back jobs then wait for one, every other job. A job takes a
+//! built sandbox before one still being built, of either flavour, and one
+//! being built before none (its build is then its own start's first part).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use joblet_core::JobId;
-use joblet_shim::{JobDir, ShimError, ShimHandle, WarmShim, WarmSpec};
+use joblet_shim::{JobDir, ShimError, ShimHandle, WarmReady, WarmShim, WarmSpec};
 use tokio::sync::mpsc;
 
 use super::{Engine, Msg};
@@ -30,6 +37,10 @@ use super::{Engine, Msg};
 /// How long a stopping daemon waits for its warm shims to tear down (one
 /// takes milliseconds).
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How long the launching thread waits for a warm shim to say its sandbox
+/// is built (a build takes milliseconds); past it, the next build starts
+/// anyway and the shim stays in the pool as not built.
+pub(super) const BUILD_WAIT: Duration = Duration::from_secs(10);
 
 /// What a warm sandbox is built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,17 +65,29 @@ impl Flavour {
     }
 }
 
+/// An idle warm shim.
+struct Idle<S> {
+    id: JobId,
+    flavour: Flavour,
+    shim: S,
+    /// Its sandbox is built (the shim said so).
+    built: bool,
+}
+
 /// The warm shims of one daemon (`S`: a [`WarmShim`]; tests use another
 /// type).
 pub(crate) struct WarmPool<S = WarmShim> {
     /// How many idle warm shims of each flavour to keep.
     target: [usize; 2],
-    /// Ready and not yet given to a job.
-    idle: VecDeque<(JobId, Flavour, S)>,
+    /// Launched and not yet given to a job.
+    idle: VecDeque<Idle<S>>,
     /// Given to a job that has not started yet.
     reserved: HashMap<JobId, S>,
     /// Launches under way, by flavour.
     launching: [usize; 2],
+    /// Sandboxes being built: launches under way, and launched shims that
+    /// have not said their sandbox is built.
+    building: usize,
 }
 
 impl<S> WarmPool<S> {
@@ -75,29 +98,34 @@ impl<S> WarmPool<S> {
             idle: VecDeque::new(),
             reserved: HashMap::new(),
             launching: [0, 0],
+            building: 0,
         }
     }
 
     /// The id for a new job that wants a sandbox of `flavour`: an idle
     /// warm shim's, reserved for it, when there is one, else `None`. A GPU
     /// job takes a CPU one when no GPU-ready one is idle; a CPU job never
-    /// takes a GPU-ready one. Jobs that wait in the queue hold at most as
-    /// many warm shims between them as the pool keeps, so a long queue
-    /// does not pin a sandbox per job.
+    /// takes a GPU-ready one. A built sandbox goes first: a GPU job takes a
+    /// built CPU one before a GPU-ready one still being built (adding its
+    /// GPU's files takes less than the rest of a build). Jobs that wait in
+    /// the queue hold at most as many warm shims between them as the pool
+    /// keeps, so a long queue does not pin a sandbox per job.
     pub(crate) fn reserve(&mut self, flavour: Flavour) -> Option<JobId> {
         if self.reserved.len() >= self.target.iter().sum::<usize>() {
             return None;
         }
-        let pos = self
-            .idle
-            .iter()
-            .position(|(_, f, _)| *f == flavour)
-            .or_else(|| {
-                (flavour == Flavour::Gpu)
-                    .then(|| self.idle.iter().position(|(_, f, _)| *f == Flavour::Cpu))
-                    .flatten()
-            })?;
-        let (id, _, shim) = self.idle.remove(pos)?;
+        let fits: &[Flavour] = match flavour {
+            Flavour::Cpu => &[Flavour::Cpu],
+            Flavour::Gpu => &[Flavour::Gpu, Flavour::Cpu],
+        };
+        let pos = [true, false].into_iter().find_map(|built| {
+            fits.iter().find_map(|f| {
+                self.idle
+                    .iter()
+                    .position(|i| i.flavour == *f && i.built == built)
+            })
+        })?;
+        let Idle { id, shim, .. } = self.idle.remove(pos)?;
         self.reserved.insert(id.clone(), shim);
         Some(id)
     }
@@ -118,16 +146,14 @@ impl<S> WarmPool<S> {
     pub(crate) fn has_idle(&self) -> bool {
         [Flavour::Cpu, Flavour::Gpu].into_iter().all(|f| {
             let i = f.index();
-            self.target[i] == 0
-                || self.launching[i] > 0
-                || self.idle.iter().any(|(_, g, _)| *g == f)
+            self.target[i] == 0 || self.launching[i] > 0 || self.idle.iter().any(|i| i.flavour == f)
         })
     }
 
     /// How many launches of `flavour` to begin now to get back to its
     /// target of idle shims.
     pub(crate) fn wanted_of(&self, flavour: Flavour) -> usize {
-        let idle = self.idle.iter().filter(|(_, f, _)| *f == flavour).count();
+        let idle = self.idle.iter().filter(|i| i.flavour == flavour).count();
         self.target[flavour.index()].saturating_sub(idle + self.launching[flavour.index()])
     }
 
@@ -141,23 +167,57 @@ impl<S> WarmPool<S> {
         self.target[flavour.index()] = 0;
     }
 
-    /// Records that a launch of `flavour` began.
+    /// Records that a launch of `flavour` began: a build is under way until
+    /// it fails ([`WarmPool::landed`] without a shim) or its shim says its
+    /// sandbox is built ([`WarmPool::built`]).
     pub(crate) fn launching(&mut self, flavour: Flavour) {
         self.launching[flavour.index()] += 1;
+        self.building += 1;
     }
 
-    /// A launch of `flavour` ended: with a shim, it joins the idle ones
-    /// (or is returned for discarding when the pool is already full).
+    /// A launch of `flavour` ended: with a shim, it joins the idle ones,
+    /// not built yet (or is returned for discarding when the pool is
+    /// already full); without, its build is over.
     pub(crate) fn landed(&mut self, flavour: Flavour, shim: Option<(JobId, S)>) -> Option<S> {
         let i = flavour.index();
         self.launching[i] = self.launching[i].saturating_sub(1);
-        let (id, shim) = shim?;
-        let idle = self.idle.iter().filter(|(_, f, _)| *f == flavour).count();
+        let Some((id, shim)) = shim else {
+            self.building = self.building.saturating_sub(1);
+            return None;
+        };
+        let idle = self.idle.iter().filter(|i| i.flavour == flavour).count();
         if idle >= self.target[i] {
             return Some(shim);
         }
-        self.idle.push_back((id, flavour, shim));
+        self.idle.push_back(Idle {
+            id,
+            flavour,
+            shim,
+            built: false,
+        });
         None
+    }
+
+    /// The shim launched for `id` has built its sandbox (whether it is
+    /// still idle, or already given to a job or discarded).
+    pub(crate) fn built(&mut self, id: &JobId) {
+        self.building = self.building.saturating_sub(1);
+        if let Some(i) = self.idle.iter_mut().find(|i| &i.id == id) {
+            i.built = true;
+        }
+    }
+
+    /// The flavours to launch a warm shim of now, in the order to try
+    /// (GPU-ready first), each wanted: none while a sandbox is being built,
+    /// as the next build waits for it.
+    pub(crate) fn to_build(&self) -> Vec<Flavour> {
+        if self.building > 0 {
+            return Vec::new();
+        }
+        [Flavour::Gpu, Flavour::Cpu]
+            .into_iter()
+            .filter(|f| self.wanted_of(*f) > 0)
+            .collect()
     }
 
     /// Keeps no more warm shims and returns every one it holds, idle or
@@ -165,7 +225,7 @@ impl<S> WarmPool<S> {
     /// from [`WarmPool::landed`] to be discarded too.
     pub(crate) fn close(&mut self) -> Vec<S> {
         self.target = [0, 0];
-        let idle = self.idle.drain(..).map(|(_, _, s)| s);
+        let idle = self.idle.drain(..).map(|i| i.shim);
         idle.chain(self.reserved.drain().map(|(_, s)| s)).collect()
     }
 
@@ -230,15 +290,14 @@ impl Engine {
         }
     }
 
-    /// Starts launches of warm shims until the pool has (or will have) its
-    /// targets; each runs on the blocking pool and reports back through
-    /// [`Msg::Warm`].
+    /// Starts the launch of one warm shim, GPU-ready first, when the pool
+    /// wants one and no sandbox is being built; it runs on the blocking
+    /// pool and reports back through [`Msg::Warm`], then
+    /// [`Msg::WarmBuilt`], which starts the next.
     pub(super) fn refill_warm(&mut self) {
-        for flavour in [Flavour::Gpu, Flavour::Cpu] {
-            for _ in 0..self.warm.wanted_of(flavour) {
-                if !self.launch_warm(flavour) {
-                    break;
-                }
+        for flavour in self.warm.to_build() {
+            if self.launch_warm(flavour) {
+                return;
             }
         }
     }
@@ -299,19 +358,40 @@ impl Engine {
             if let Err(e) = std::fs::create_dir_all(job_dir.work_path()) {
                 tracing::warn!(dir = %job_dir.work_path().display(), error = %e, "cannot make a warm shim's work directory; its job will");
             }
-            let landed = match joblet_shim::launch_warm(&program, &args, &job_dir, &warm) {
-                Ok(shim) => Some((id, shim)),
+            let (landed, ready) = match joblet_shim::launch_warm(&program, &args, &job_dir, &warm) {
+                Ok(mut shim) => {
+                    let ready = shim.take_ready();
+                    (Some((id.clone(), shim)), ready)
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot launch a warm shim");
-                    None
+                    (None, None)
                 }
             };
+            let launched = landed.is_some();
             if let Err(e) = tx.blocking_send(Msg::Warm(flavour, landed)) {
                 // The engine is gone: dropping the shim discards it.
                 drop(e);
+                return;
+            }
+            if launched {
+                wait_built(ready);
+                let _ = tx.blocking_send(Msg::WarmBuilt(id));
             }
         });
         true
+    }
+}
+
+/// Waits (on the launching thread) for a warm shim to have built its
+/// sandbox, [`BUILD_WAIT`] at most.
+fn wait_built(ready: Option<WarmReady>) {
+    if let Some(ready) = ready {
+        if !ready.wait(BUILD_WAIT) {
+            tracing::warn!(
+                "a warm sandbox is still being built after {BUILD_WAIT:?}; the next starts anyway"
+            );
+        }
     }
 }
 
@@ -345,6 +425,58 @@ mod tests {
         assert!(pool.landed(Flavour::Cpu, None).is_none());
         assert_eq!(pool.wanted(), 3);
         assert_eq!(pool.idle(), 0);
+    }
+
+    #[test]
+    fn a_build_lasts_from_its_launch_to_the_shims_word() {
+        let mut pool = WarmPool::<u8>::new(1, 1);
+        assert_eq!(pool.to_build(), [Flavour::Gpu, Flavour::Cpu]);
+        pool.launching(Flavour::Gpu);
+        assert_eq!(pool.to_build(), [], "one build at a time");
+        // Launched, not built yet: still building, and idle.
+        assert_eq!(pool.landed(Flavour::Gpu, Some((id(1), 1))), None);
+        assert_eq!(pool.to_build(), []);
+        pool.built(&id(1));
+        // The GPU-ready one is there: a CPU one is next.
+        assert_eq!(pool.to_build(), [Flavour::Cpu]);
+        // A launch that failed ends its build with it.
+        pool.launching(Flavour::Cpu);
+        assert_eq!(pool.landed(Flavour::Cpu, None), None);
+        assert_eq!(pool.to_build(), [Flavour::Cpu]);
+        // A shim the full pool discards still says when its build ends.
+        pool.launching(Flavour::Gpu);
+        assert_eq!(pool.landed(Flavour::Gpu, Some((id(2), 2))), Some(2));
+        assert_eq!(pool.to_build(), []);
+        pool.built(&id(2));
+        assert_eq!(pool.to_build(), [Flavour::Cpu]);
+        // So does one a job took before its build ended.
+        pool.launching(Flavour::Cpu);
+        assert_eq!(pool.landed(Flavour::Cpu, Some((id(3), 3))), None);
+        assert_eq!(pool.reserve(Flavour::Cpu), Some(id(3)));
+        pool.built(&id(3));
+        assert_eq!(pool.to_build(), [Flavour::Cpu]);
+    }
+
+    #[test]
+    fn jobs_take_built_sandboxes_first() {
+        let mut pool = WarmPool::<u8>::new(2, 2);
+        for (n, flavour) in [(1, Flavour::Gpu), (2, Flavour::Cpu), (3, Flavour::Gpu)] {
+            pool.launching(flavour);
+            assert_eq!(pool.landed(flavour, Some((id(n), n))), None);
+        }
+        // Built: the CPU one (2) and the second GPU-ready one (3).
+        pool.built(&id(2));
+        pool.built(&id(3));
+        assert_eq!(pool.reserve(Flavour::Gpu), Some(id(3)));
+        // A built CPU sandbox before a GPU-ready one still being built.
+        assert_eq!(pool.reserve(Flavour::Gpu), Some(id(2)));
+        // Then the one being built, rather than none.
+        assert_eq!(pool.reserve(Flavour::Gpu), Some(id(1)));
+        // A CPU job never takes a GPU-ready one, built or not.
+        pool.launching(Flavour::Gpu);
+        assert_eq!(pool.landed(Flavour::Gpu, Some((id(4), 4))), None);
+        pool.built(&id(4));
+        assert_eq!(pool.reserve(Flavour::Cpu), None);
     }
 
     #[test]
