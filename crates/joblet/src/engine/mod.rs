@@ -38,7 +38,8 @@ use warm::reap;
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
 /// How long no job must have started or ended before the pool of warm
-/// sandboxes is refilled (see [`Engine::run`]).
+/// sandboxes is refilled (see [`Engine::run`]); submissions closer than
+/// this make a burst, during which it is refilled at once.
 const WARM_REFILL_QUIET: Duration = Duration::from_millis(20);
 
 /// How long a stop request waits for a starting shim to listen on its
@@ -323,8 +324,9 @@ impl Engine {
         // started or ended for `WARM_REFILL_QUIET`: building a sandbox
         // takes the same kernel locks (mounts, cgroups, namespaces) as a
         // job starting or ending beside it, which would wait for it. A
-        // flavour with none left is refilled at once. Sandboxes are built
-        // one at a time (`refill_warm`).
+        // flavour with none left, or a burst of submissions, is refilled
+        // at once (`WarmPool::refill_now`). Sandboxes are built one at a
+        // time (`refill_warm`).
         self.refill_warm();
         let mut refill_at: Option<tokio::time::Instant> = None;
         loop {
@@ -357,6 +359,9 @@ impl Engine {
                 msg,
                 Msg::Submit { .. } | Msg::ShimExited { .. } | Msg::Released { .. }
             );
+            if matches!(msg, Msg::Submit { .. }) {
+                self.warm.submitted(std::time::Instant::now());
+            }
             match msg {
                 Msg::Submit {
                     owner,
@@ -427,13 +432,7 @@ impl Engine {
                 Msg::WarmBuilt(id) => {
                     self.warm.built(&id);
                     // The next build, one at a time (see `refill_warm`).
-                    if self.warm.wanted() > 0 {
-                        if self.warm.has_idle() {
-                            refill_at = Some(tokio::time::Instant::now() + WARM_REFILL_QUIET);
-                        } else {
-                            self.refill_warm();
-                        }
-                    }
+                    self.refill_when(&mut refill_at);
                 }
                 Msg::Shutdown(done) => {
                     self.close_warm(&mut rx).await;
@@ -441,15 +440,23 @@ impl Engine {
                     break;
                 }
             }
-            if job_event && self.warm.wanted() > 0 {
-                if self.warm.has_idle() {
-                    refill_at = Some(tokio::time::Instant::now() + WARM_REFILL_QUIET);
-                } else {
-                    // Back-to-back starts: one sandbox built beside them
-                    // beats none.
-                    self.refill_warm();
-                }
+            if job_event {
+                self.refill_when(&mut refill_at);
             }
+        }
+    }
+
+    /// After a job event or a finished build: the pool's next build now
+    /// (see [`warm::WarmPool::refill_now`]) or once the node has been
+    /// quiet for `WARM_REFILL_QUIET` (`refill_at`).
+    fn refill_when(&mut self, refill_at: &mut Option<tokio::time::Instant>) {
+        if self.warm.wanted() == 0 {
+            return;
+        }
+        if self.warm.refill_now() {
+            self.refill_warm();
+        } else {
+            *refill_at = Some(tokio::time::Instant::now() + WARM_REFILL_QUIET);
         }
     }
 

@@ -26,7 +26,7 @@
 //! being built before none (its build is then its own start's first part).
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use joblet_core::JobId;
 use joblet_shim::{JobDir, ShimError, ShimHandle, WarmReady, WarmShim, WarmSpec};
@@ -88,6 +88,11 @@ pub(crate) struct WarmPool<S = WarmShim> {
     /// Sandboxes being built: launches under way, and launched shims that
     /// have not said their sandbox is built.
     building: usize,
+    /// When the last job was submitted.
+    last_submit: Option<Instant>,
+    /// The last two submissions came less than [`super::WARM_REFILL_QUIET`]
+    /// apart.
+    burst: bool,
 }
 
 impl<S> WarmPool<S> {
@@ -99,6 +104,8 @@ impl<S> WarmPool<S> {
             reserved: HashMap::new(),
             launching: [0, 0],
             building: 0,
+            last_submit: None,
+            burst: false,
         }
     }
 
@@ -205,6 +212,24 @@ impl<S> WarmPool<S> {
         if let Some(i) = self.idle.iter_mut().find(|i| &i.id == id) {
             i.built = true;
         }
+    }
+
+    /// A job was submitted `at`.
+    pub(crate) fn submitted(&mut self, at: Instant) {
+        self.burst = self
+            .last_submit
+            .is_some_and(|last| at.saturating_duration_since(last) < super::WARM_REFILL_QUIET);
+        self.last_submit = Some(at);
+    }
+
+    /// Whether the next build should start now rather than once the node
+    /// is quiet: when a flavour has none left, or while submissions come
+    /// in a burst, where waiting for quiet would leave the pool empty for
+    /// the rest of the burst (builds run in `SCHED_IDLE`, one at a time).
+    /// A job every so often (the last two submissions further apart) never
+    /// has a build beside it.
+    pub(crate) fn refill_now(&self) -> bool {
+        !self.has_idle() || self.burst
     }
 
     /// The flavours to launch a warm shim of now, in the order to try
@@ -477,6 +502,25 @@ mod tests {
         assert_eq!(pool.landed(Flavour::Gpu, Some((id(4), 4))), None);
         pool.built(&id(4));
         assert_eq!(pool.reserve(Flavour::Cpu), None);
+    }
+
+    #[test]
+    fn a_burst_of_submissions_refills_at_once() {
+        let mut pool = WarmPool::<u8>::new(1, 0);
+        pool.launching(Flavour::Cpu);
+        assert_eq!(pool.landed(Flavour::Cpu, Some((id(1), 1))), None);
+        // One idle: a quiet node waits before building more.
+        assert!(!pool.refill_now());
+        let t0 = Instant::now();
+        pool.submitted(t0);
+        assert!(!pool.refill_now(), "a first submission is no burst");
+        pool.submitted(t0 + Duration::from_millis(5));
+        assert!(pool.refill_now(), "two submissions 5 ms apart");
+        pool.submitted(t0 + Duration::from_millis(100));
+        assert!(!pool.refill_now(), "the burst is over");
+        // A flavour with none left is refilled at once, burst or not.
+        assert_eq!(pool.reserve(Flavour::Cpu), Some(id(1)));
+        assert!(pool.refill_now());
     }
 
     #[test]
