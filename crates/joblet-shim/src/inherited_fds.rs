@@ -17,6 +17,11 @@ pub(crate) const NOTIFY_FD: RawFd = 4;
 /// could not be), so the daemon builds one warm sandbox at a time and
 /// knows which ones a job can start in at once.
 pub(crate) const READY_FD: RawFd = 5;
+/// The byte a warm shim writes on its ready pipe once its sandbox is built.
+pub(crate) const READY_BUILT: u8 = b'b';
+/// The byte a warm shim writes on its ready pipe when its sandbox could not
+/// be built ahead (its job will get a fresh one).
+pub(crate) const READY_NOT_BUILT: u8 = b'n';
 
 /// Marks every descriptor above `fd` close-on-exec (close_range(2) with
 /// CLOSE_RANGE_CLOEXEC): inherited strays stay usable by whoever owns them

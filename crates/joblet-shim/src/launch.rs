@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::ShimError;
 use crate::handle::ShimHandle;
+use crate::inherited_fds::READY_BUILT;
 use crate::jobdir::JobDir;
 use crate::pidfd::pidfd_open;
 use crate::procstat::{self, ProcStatError, PROC_ROOT};
@@ -65,12 +66,23 @@ pub struct WarmReady {
     pipe: File,
 }
 
+/// How a warm shim's build ended, as [`WarmReady::wait`] saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmBuild {
+    /// Its sandbox is built as far as it goes without the job.
+    Built,
+    /// It could not build its sandbox ahead (its job will get a fresh one),
+    /// or it is gone.
+    NotBuilt,
+    /// The wait's timeout passed first: the build is still going on, or
+    /// stuck.
+    StillBuilding,
+}
+
 impl WarmReady {
-    /// Blocks until the shim has built its sandbox as far as it goes
-    /// without the job, or found it could not, or died: `true` then;
-    /// `false` when `timeout` passed first (the build is still going on,
-    /// or stuck). For a thread of its own.
-    pub fn wait(self, timeout: Duration) -> bool {
+    /// Blocks until the shim has said how its build ended, or died, or
+    /// `timeout` passed. For a thread of its own.
+    pub fn wait(mut self, timeout: Duration) -> WarmBuild {
         let mut fds = [nix::poll::PollFd::new(
             self.pipe.as_fd(),
             nix::poll::PollFlags::POLLIN,
@@ -78,15 +90,23 @@ impl WarmReady {
         let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
         loop {
             match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
-                Ok(0) => return false,
-                // A byte (built) or end of file (the shim is gone): either
-                // way nothing is being built for this pipe any more.
-                Ok(_) => return true,
+                Ok(0) => return WarmBuild::StillBuilding,
+                Ok(_) => break,
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => {
                     tracing::debug!("cannot wait on a warm shim's ready pipe: {e}");
-                    return true;
+                    return WarmBuild::NotBuilt;
                 }
+            }
+        }
+        // Its byte, or end of file (it died without one).
+        let mut word = [0u8; 1];
+        match io::Read::read(&mut self.pipe, &mut word) {
+            Ok(1) if word[0] == READY_BUILT => WarmBuild::Built,
+            Ok(_) => WarmBuild::NotBuilt,
+            Err(e) => {
+                tracing::debug!("cannot read a warm shim's ready pipe: {e}");
+                WarmBuild::NotBuilt
             }
         }
     }
@@ -403,24 +423,32 @@ mod tests {
     }
 
     #[test]
-    fn the_wait_ends_with_the_shims_byte() {
+    fn the_wait_ends_with_the_shims_word() {
         let (ready, w) = ready_pipe();
-        File::from(w).write_all(b"r").unwrap();
-        assert!(ready.wait(Duration::from_secs(10)));
+        File::from(w).write_all(&[READY_BUILT]).unwrap();
+        assert_eq!(ready.wait(Duration::from_secs(10)), WarmBuild::Built);
+        let (ready, w) = ready_pipe();
+        File::from(w)
+            .write_all(&[crate::inherited_fds::READY_NOT_BUILT])
+            .unwrap();
+        assert_eq!(ready.wait(Duration::from_secs(10)), WarmBuild::NotBuilt);
     }
 
     #[test]
     fn the_wait_ends_when_the_shim_is_gone() {
         let (ready, w) = ready_pipe();
         drop(w);
-        assert!(ready.wait(Duration::from_secs(10)));
+        assert_eq!(ready.wait(Duration::from_secs(10)), WarmBuild::NotBuilt);
     }
 
     #[test]
     fn the_wait_gives_up_after_its_timeout() {
         let (ready, _w) = ready_pipe();
         let t0 = Instant::now();
-        assert!(!ready.wait(Duration::from_millis(50)));
+        assert_eq!(
+            ready.wait(Duration::from_millis(50)),
+            WarmBuild::StillBuilding
+        );
         assert!(t0.elapsed() >= Duration::from_millis(50));
     }
 }

@@ -46,7 +46,7 @@ pub use error::ShimError;
 pub use handle::{read_exit, ShimHandle};
 pub use inherited_fds::Fd3Error;
 pub use jobdir::JobDir;
-pub use launch::{launch, launch_warm, reattach, WarmReady, WarmShim};
+pub use launch::{launch, launch_warm, reattach, WarmBuild, WarmReady, WarmShim};
 pub use logread::{output_bytes, LogReader};
 pub use runner::{HostRunner, PreparedLeader, Runner, RunnerError};
 pub use shim::{run_shim, run_shim_with, run_warm_shim_with, ShimRunError};

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use joblet_shim::{launch_warm, Outcome, ShimError, WarmShim, WarmSpec};
+use joblet_shim::{launch_warm, Outcome, ShimError, WarmBuild, WarmShim, WarmSpec};
 
 fn warm(dir: &joblet_shim::JobDir) -> WarmShim {
     init();
@@ -236,11 +236,29 @@ async fn a_warm_shim_says_once_its_sandbox_is_built() {
     let ready = shim.take_ready().expect("a warm shim has a ready pipe");
     assert!(shim.take_ready().is_none(), "taken once");
     let waited = tokio::task::spawn_blocking(move || ready.wait(Duration::from_secs(10)));
-    assert!(waited.await.unwrap(), "the shim never said it was built");
+    assert_eq!(waited.await.unwrap(), WarmBuild::Built);
     // Said after the preparation: the prepared leader's record is written.
     let pending = dir.path().join(".job.pid.tmp");
     let len = std::fs::metadata(&pending).map(|m| m.len()).unwrap_or(0);
     assert!(len > 0, "{} is empty or missing", pending.display());
     let exit = finish(shim.claim(&sh(tmp.path(), "exit 4")).unwrap()).await;
     assert_eq!(exit.exit_code, Some(4), "{exit:?}");
+}
+
+#[tokio::test]
+async fn a_warm_shim_that_cannot_build_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    init();
+    let spec = WarmSpec {
+        job_id: "test-job".into(),
+        runner: Some(serde_json::json!({"fail_prepare": true})),
+    };
+    let mut shim = launch_warm(Path::new(SHIM_BIN), &shim_args(&dir), &dir, &spec).unwrap();
+    let ready = shim.take_ready().unwrap();
+    let waited = tokio::task::spawn_blocking(move || ready.wait(Duration::from_secs(10)));
+    assert_eq!(waited.await.unwrap(), WarmBuild::NotBuilt);
+    // Its job still runs (in what the runner gives it then).
+    let exit = finish(shim.claim(&sh(tmp.path(), "exit 5")).unwrap()).await;
+    assert_eq!(exit.exit_code, Some(5), "{exit:?}");
 }

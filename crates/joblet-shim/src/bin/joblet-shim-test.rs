@@ -149,6 +149,9 @@ impl Runner for PrestartRunner {
         stdout: std::os::fd::BorrowedFd<'_>,
         stderr: std::os::fd::BorrowedFd<'_>,
     ) -> Result<(), RunnerError> {
+        if warm.get("fail_prepare") == Some(&serde_json::Value::Bool(true)) {
+            return Err(RunnerError::Isolation("asked to fail".into()));
+        }
         if warm.get("prestart") != Some(&serde_json::Value::Bool(true)) {
             return Ok(());
         }

@@ -41,7 +41,7 @@ use nix::unistd::Pid;
 use self::ahead::Ahead;
 use self::close::close_job;
 use crate::atomic::{prepare_atomic, tmp_path, write_atomic};
-use crate::inherited_fds::{self, Fd3Error};
+use crate::inherited_fds::{self, Fd3Error, READY_BUILT, READY_NOT_BUILT};
 use crate::jobdir::JobDir;
 use crate::priority;
 use crate::procstat::{self, ProcStatError, PROC_ROOT};
@@ -162,6 +162,8 @@ pub fn run_warm_shim_with(
         }
     };
     let mut ahead = None;
+    // Without runner settings there is nothing to build ahead.
+    let mut built = true;
     if let Some(settings) = &warm.runner {
         let t0 = Instant::now();
         match runner.prepare(settings, ready.out_w.as_fd(), ready.err_w.as_fd()) {
@@ -175,10 +177,13 @@ pub fn run_warm_shim_with(
                 )
             }
             // The job will get a fresh sandbox, which reports the problem.
-            Err(e) => tracing::warn!("cannot prepare a warm sandbox: {e}"),
+            Err(e) => {
+                tracing::warn!("cannot prepare a warm sandbox: {e}");
+                built = false;
+            }
         }
     }
-    tell_ready(ready_pipe);
+    tell_ready(ready_pipe, built);
     // This thread now waits for the claim itself, in the normal class: the
     // daemon's write wakes the thread that starts the job, with no hand-off
     // on the way. The shim's other threads leave SCHED_IDLE once the job
@@ -357,12 +362,14 @@ fn take_job_dir(job_dir: &Path) -> Result<Taken, ShimRunError> {
 }
 
 /// Tells the daemon, on the ready pipe, that this warm shim has built its
-/// sandbox as far as it goes without the job (or found it could not): one
-/// byte, then the pipe closes. A shim that dies before closes it too, which
-/// the daemon reads the same way: nothing is being built any more.
-fn tell_ready(ready: Option<OwnedFd>) {
+/// sandbox as far as it goes without the job ([`READY_BUILT`]) or found it
+/// could not ([`READY_NOT_BUILT`]): one byte, then the pipe closes. A shim
+/// that dies before closes it without a byte: nothing is being built any
+/// more either.
+fn tell_ready(ready: Option<OwnedFd>, built: bool) {
     if let Some(fd) = ready {
-        if let Err(e) = File::from(fd).write_all(b"r") {
+        let word = if built { READY_BUILT } else { READY_NOT_BUILT };
+        if let Err(e) = File::from(fd).write_all(&[word]) {
             tracing::debug!("cannot tell the daemon the warm sandbox is ready: {e}");
         }
     }

@@ -78,9 +78,10 @@ enum Msg {
     /// A warm shim's launch of that flavour ended (`None`: it failed, and
     /// was logged).
     Warm(warm::Flavour, Option<(JobId, WarmShim)>),
-    /// The warm shim launched for that job id has built its sandbox (or
-    /// could not, or died, or its build is past `warm::BUILD_WAIT`).
-    WarmBuilt(JobId),
+    /// The build of the warm shim launched for that job id is over: its
+    /// sandbox is built (`true`), or it could not be, or the shim died, or
+    /// the build is past `warm::BUILD_WAIT` (`false`).
+    WarmBuilt(JobId, bool),
     /// The daemon is stopping: tear the warm sandboxes down, then answer
     /// and end the loop.
     Shutdown(tokio::sync::oneshot::Sender<()>),
@@ -429,8 +430,8 @@ impl Engine {
                         reap(extra.discard());
                     }
                 }
-                Msg::WarmBuilt(id) => {
-                    self.warm.built(&id);
+                Msg::WarmBuilt(id, built) => {
+                    self.warm.built(&id, built);
                     // The next build, one at a time (see `refill_warm`).
                     self.refill_when(&mut refill_at);
                 }

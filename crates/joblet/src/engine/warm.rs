@@ -23,13 +23,14 @@
 //! over by the jobs (warm shims run in `SCHED_IDLE`), so both finish late,
 //! and back-to-back jobs then wait for one, every other job. A job takes a
 //! built sandbox before one still being built, of either flavour, and one
-//! being built before none (its build is then its own start's first part).
+//! being built before one whose build failed, and any before none (a build
+//! under way is then its own start's first part).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use joblet_core::JobId;
-use joblet_shim::{JobDir, ShimError, ShimHandle, WarmReady, WarmShim, WarmSpec};
+use joblet_shim::{JobDir, ShimError, ShimHandle, WarmBuild, WarmReady, WarmShim, WarmSpec};
 use tokio::sync::mpsc;
 
 use super::{Engine, Msg};
@@ -70,8 +71,19 @@ struct Idle<S> {
     id: JobId,
     flavour: Flavour,
     shim: S,
+    build: Build,
+}
+
+/// Where an idle warm shim's build is, in the order jobs take them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Build {
     /// Its sandbox is built (the shim said so).
-    built: bool,
+    Done,
+    /// Under way: a job that takes it waits for the rest.
+    Going,
+    /// It could not be built ahead (or its shim died, or the build is past
+    /// [`BUILD_WAIT`]): a job that takes it gets a fresh sandbox.
+    Failed,
 }
 
 /// The warm shims of one daemon (`S`: a [`WarmShim`]; tests use another
@@ -114,7 +126,8 @@ impl<S> WarmPool<S> {
     /// job takes a CPU one when no GPU-ready one is idle; a CPU job never
     /// takes a GPU-ready one. A built sandbox goes first: a GPU job takes a
     /// built CPU one before a GPU-ready one still being built (adding its
-    /// GPU's files takes less than the rest of a build). Jobs that wait in
+    /// GPU's files takes less than the rest of a build); one whose build
+    /// failed goes last. Jobs that wait in
     /// the queue hold at most as many warm shims between them as the pool
     /// keeps, so a long queue does not pin a sandbox per job.
     pub(crate) fn reserve(&mut self, flavour: Flavour) -> Option<JobId> {
@@ -125,13 +138,15 @@ impl<S> WarmPool<S> {
             Flavour::Cpu => &[Flavour::Cpu],
             Flavour::Gpu => &[Flavour::Gpu, Flavour::Cpu],
         };
-        let pos = [true, false].into_iter().find_map(|built| {
-            fits.iter().find_map(|f| {
-                self.idle
-                    .iter()
-                    .position(|i| i.flavour == *f && i.built == built)
-            })
-        })?;
+        let pos = [Build::Done, Build::Going, Build::Failed]
+            .into_iter()
+            .find_map(|build| {
+                fits.iter().find_map(|f| {
+                    self.idle
+                        .iter()
+                        .position(|i| i.flavour == *f && i.build == build)
+                })
+            })?;
         let Idle { id, shim, .. } = self.idle.remove(pos)?;
         self.reserved.insert(id.clone(), shim);
         Some(id)
@@ -200,17 +215,18 @@ impl<S> WarmPool<S> {
             id,
             flavour,
             shim,
-            built: false,
+            build: Build::Going,
         });
         None
     }
 
-    /// The shim launched for `id` has built its sandbox (whether it is
-    /// still idle, or already given to a job or discarded).
-    pub(crate) fn built(&mut self, id: &JobId) {
+    /// The build of the shim launched for `id` is over (whether it is
+    /// still idle, or already given to a job or discarded): `built`, or
+    /// not (it stays idle, taken after every other).
+    pub(crate) fn built(&mut self, id: &JobId, built: bool) {
         self.building = self.building.saturating_sub(1);
         if let Some(i) = self.idle.iter_mut().find(|i| &i.id == id) {
-            i.built = true;
+            i.build = if built { Build::Done } else { Build::Failed };
         }
     }
 
@@ -400,22 +416,29 @@ impl Engine {
                 return;
             }
             if launched {
-                wait_built(ready);
-                let _ = tx.blocking_send(Msg::WarmBuilt(id));
+                let built = wait_built(ready);
+                let _ = tx.blocking_send(Msg::WarmBuilt(id, built));
             }
         });
         true
     }
 }
 
-/// Waits (on the launching thread) for a warm shim to have built its
-/// sandbox, [`BUILD_WAIT`] at most.
-fn wait_built(ready: Option<WarmReady>) {
-    if let Some(ready) = ready {
-        if !ready.wait(BUILD_WAIT) {
+/// Waits (on the launching thread) for a warm shim's build to end,
+/// [`BUILD_WAIT`] at most: whether its sandbox is built.
+fn wait_built(ready: Option<WarmReady>) -> bool {
+    let Some(ready) = ready else {
+        return false;
+    };
+    match ready.wait(BUILD_WAIT) {
+        WarmBuild::Built => true,
+        // The shim logged why, in its shim.log.
+        WarmBuild::NotBuilt => false,
+        WarmBuild::StillBuilding => {
             tracing::warn!(
                 "a warm sandbox is still being built after {BUILD_WAIT:?}; the next starts anyway"
             );
+            false
         }
     }
 }
@@ -461,7 +484,7 @@ mod tests {
         // Launched, not built yet: still building, and idle.
         assert_eq!(pool.landed(Flavour::Gpu, Some((id(1), 1))), None);
         assert_eq!(pool.to_build(), []);
-        pool.built(&id(1));
+        pool.built(&id(1), true);
         // The GPU-ready one is there: a CPU one is next.
         assert_eq!(pool.to_build(), [Flavour::Cpu]);
         // A launch that failed ends its build with it.
@@ -472,13 +495,13 @@ mod tests {
         pool.launching(Flavour::Gpu);
         assert_eq!(pool.landed(Flavour::Gpu, Some((id(2), 2))), Some(2));
         assert_eq!(pool.to_build(), []);
-        pool.built(&id(2));
+        pool.built(&id(2), true);
         assert_eq!(pool.to_build(), [Flavour::Cpu]);
         // So does one a job took before its build ended.
         pool.launching(Flavour::Cpu);
         assert_eq!(pool.landed(Flavour::Cpu, Some((id(3), 3))), None);
         assert_eq!(pool.reserve(Flavour::Cpu), Some(id(3)));
-        pool.built(&id(3));
+        pool.built(&id(3), true);
         assert_eq!(pool.to_build(), [Flavour::Cpu]);
     }
 
@@ -490,8 +513,8 @@ mod tests {
             assert_eq!(pool.landed(flavour, Some((id(n), n))), None);
         }
         // Built: the CPU one (2) and the second GPU-ready one (3).
-        pool.built(&id(2));
-        pool.built(&id(3));
+        pool.built(&id(2), true);
+        pool.built(&id(3), true);
         assert_eq!(pool.reserve(Flavour::Gpu), Some(id(3)));
         // A built CPU sandbox before a GPU-ready one still being built.
         assert_eq!(pool.reserve(Flavour::Gpu), Some(id(2)));
@@ -500,8 +523,22 @@ mod tests {
         // A CPU job never takes a GPU-ready one, built or not.
         pool.launching(Flavour::Gpu);
         assert_eq!(pool.landed(Flavour::Gpu, Some((id(4), 4))), None);
-        pool.built(&id(4));
+        pool.built(&id(4), true);
         assert_eq!(pool.reserve(Flavour::Cpu), None);
+    }
+
+    #[test]
+    fn a_sandbox_that_could_not_be_built_goes_last() {
+        let mut pool = WarmPool::<u8>::new(2, 0);
+        for n in [1, 2] {
+            pool.launching(Flavour::Cpu);
+            assert_eq!(pool.landed(Flavour::Cpu, Some((id(n), n))), None);
+        }
+        // The first could not build its sandbox; the second is building.
+        pool.built(&id(1), false);
+        assert_eq!(pool.to_build(), [], "the second is still building");
+        assert_eq!(pool.reserve(Flavour::Cpu), Some(id(2)));
+        assert_eq!(pool.reserve(Flavour::Cpu), Some(id(1)));
     }
 
     #[test]
