@@ -462,6 +462,12 @@ mod tests {
         JobId::parse(&format!("00000000-0000-4000-8000-0000000000{n:02}")).unwrap()
     }
 
+    /// A launch of `flavour` that lands as idle shim `n` (the pool has room).
+    fn add_idle(pool: &mut WarmPool<u8>, flavour: Flavour, n: u8) {
+        pool.launching(flavour);
+        assert_eq!(pool.landed(flavour, Some((id(n), n))), None);
+    }
+
     #[test]
     fn an_empty_pool_wants_its_target_and_reserves_nothing() {
         let mut pool = WarmPool::<()>::new(2, 1);
@@ -498,8 +504,7 @@ mod tests {
         pool.built(&id(2), true);
         assert_eq!(pool.to_build(), [Flavour::Cpu]);
         // So does one a job took before its build ended.
-        pool.launching(Flavour::Cpu);
-        assert_eq!(pool.landed(Flavour::Cpu, Some((id(3), 3))), None);
+        add_idle(&mut pool, Flavour::Cpu, 3);
         assert_eq!(pool.reserve(Flavour::Cpu), Some(id(3)));
         pool.built(&id(3), true);
         assert_eq!(pool.to_build(), [Flavour::Cpu]);
@@ -509,8 +514,7 @@ mod tests {
     fn jobs_take_built_sandboxes_first() {
         let mut pool = WarmPool::<u8>::new(2, 2);
         for (n, flavour) in [(1, Flavour::Gpu), (2, Flavour::Cpu), (3, Flavour::Gpu)] {
-            pool.launching(flavour);
-            assert_eq!(pool.landed(flavour, Some((id(n), n))), None);
+            add_idle(&mut pool, flavour, n);
         }
         // Built: the CPU one (2) and the second GPU-ready one (3).
         pool.built(&id(2), true);
@@ -521,8 +525,7 @@ mod tests {
         // Then the one being built, rather than none.
         assert_eq!(pool.reserve(Flavour::Gpu), Some(id(1)));
         // A CPU job never takes a GPU-ready one, built or not.
-        pool.launching(Flavour::Gpu);
-        assert_eq!(pool.landed(Flavour::Gpu, Some((id(4), 4))), None);
+        add_idle(&mut pool, Flavour::Gpu, 4);
         pool.built(&id(4), true);
         assert_eq!(pool.reserve(Flavour::Cpu), None);
     }
@@ -531,8 +534,7 @@ mod tests {
     fn a_sandbox_that_could_not_be_built_goes_last() {
         let mut pool = WarmPool::<u8>::new(2, 0);
         for n in [1, 2] {
-            pool.launching(Flavour::Cpu);
-            assert_eq!(pool.landed(Flavour::Cpu, Some((id(n), n))), None);
+            add_idle(&mut pool, Flavour::Cpu, n);
         }
         // The first could not build its sandbox; the second is building.
         pool.built(&id(1), false);
@@ -544,8 +546,7 @@ mod tests {
     #[test]
     fn a_burst_of_submissions_refills_at_once() {
         let mut pool = WarmPool::<u8>::new(1, 0);
-        pool.launching(Flavour::Cpu);
-        assert_eq!(pool.landed(Flavour::Cpu, Some((id(1), 1))), None);
+        add_idle(&mut pool, Flavour::Cpu, 1);
         // One idle: a quiet node waits before building more.
         assert!(!pool.refill_now());
         let t0 = Instant::now();
@@ -570,12 +571,10 @@ mod tests {
     #[test]
     fn gpu_jobs_prefer_gpu_ready_shims_and_cpu_jobs_never_take_one() {
         let mut pool = WarmPool::<u8>::new(1, 1);
-        pool.launching(Flavour::Gpu);
-        assert_eq!(pool.landed(Flavour::Gpu, Some((id(1), 1))), None);
+        add_idle(&mut pool, Flavour::Gpu, 1);
         // A CPU job finds no CPU shim: it gets none rather than the GPU one.
         assert_eq!(pool.reserve(Flavour::Cpu), None);
-        pool.launching(Flavour::Cpu);
-        assert_eq!(pool.landed(Flavour::Cpu, Some((id(2), 2))), None);
+        add_idle(&mut pool, Flavour::Cpu, 2);
         // Full: another of a flavour is handed back to be discarded.
         assert_eq!(pool.landed(Flavour::Cpu, Some((id(3), 3))), Some(3));
         assert!(pool.has_idle());
@@ -595,8 +594,7 @@ mod tests {
     fn a_closed_pool_hands_back_every_shim_and_keeps_none() {
         let mut pool = WarmPool::<u8>::new(2, 1);
         for (n, f) in [(1, Flavour::Cpu), (2, Flavour::Cpu), (3, Flavour::Gpu)] {
-            pool.launching(f);
-            assert_eq!(pool.landed(f, Some((id(n), n))), None);
+            add_idle(&mut pool, f, n);
         }
         pool.launching(Flavour::Cpu);
         assert_eq!(pool.reserve(Flavour::Gpu), Some(id(3)));
