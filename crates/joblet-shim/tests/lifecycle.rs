@@ -664,3 +664,29 @@ async fn an_early_word_of_the_jobs_end_is_recorded_while_the_leader_still_runs()
     }
     assert_eq!(read_exit(&dir).unwrap().unwrap().exit_code, Some(5));
 }
+
+#[tokio::test]
+async fn the_teardown_after_the_end_is_told_runs_in_sched_idle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _cleanup) = job_dir(tmp.path());
+    let policy = tmp.path().join("cleanup-policy");
+    let mut spec = sh(tmp.path(), "exit 0");
+    spec.env.insert(
+        "JOBLET_SHIM_TEST_CLEANUP_POLICY".into(),
+        policy.to_str().unwrap().into(),
+    );
+    let exit = finish(start(&dir, &spec)).await;
+    assert_eq!(exit.exit_code, Some(0), "{exit:?}");
+    // The record comes before the teardown: wait for the runner's cleanup.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let seen = loop {
+        if let Ok(p) = std::fs::read_to_string(&policy) {
+            if !p.is_empty() {
+                break p;
+            }
+        }
+        assert!(Instant::now() < deadline, "the runner's cleanup never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(seen, libc::SCHED_IDLE.to_string());
+}

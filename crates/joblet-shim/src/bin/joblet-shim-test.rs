@@ -38,10 +38,13 @@ use nix::unistd::Pid;
 /// `JOBLET_SHIM_TEST_EARLY_EXIT=1` an early-exit pipe whose write end is the
 /// job's fd 3 (like a sandbox init that tells the job's end before its own
 /// exit), and a pipe whose read end is the job's fd 4 and whose write end
-/// `end_told` closes (like the sandbox init's teardown pipe).
+/// `end_told` closes (like the sandbox init's teardown pipe); with
+/// `JOBLET_SHIM_TEST_CLEANUP_POLICY=FILE`, the cleanup writes the
+/// scheduling policy it runs in to FILE.
 #[derive(Default)]
 struct TestRunner {
     cleanup: Mutex<Duration>,
+    policy_file: Mutex<Option<PathBuf>>,
     early: Mutex<Option<OwnedFd>>,
     teardown: Mutex<Option<OwnedFd>>,
 }
@@ -54,6 +57,9 @@ impl Runner for TestRunner {
             .and_then(|v| v.parse().ok())
         {
             *self.cleanup.lock().unwrap() = Duration::from_millis(ms);
+        }
+        if let Some(file) = spec.env.get("JOBLET_SHIM_TEST_CLEANUP_POLICY") {
+            *self.policy_file.lock().unwrap() = Some(PathBuf::from(file));
         }
         if spec
             .env
@@ -88,6 +94,13 @@ impl Runner for TestRunner {
     }
 
     fn cleanup(&self) {
+        if let Some(file) = self.policy_file.lock().unwrap().as_ref() {
+            // SAFETY: sched_getscheduler only reads this thread's policy.
+            let policy = unsafe { libc::sched_getscheduler(0) };
+            if let Err(e) = std::fs::write(file, policy.to_string()) {
+                eprintln!("cannot write {}: {e}", file.display());
+            }
+        }
         std::thread::sleep(*self.cleanup.lock().unwrap());
     }
 }

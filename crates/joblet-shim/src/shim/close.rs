@@ -25,6 +25,13 @@ const TEARDOWN_DEFER: Duration = Duration::from_millis(2);
 /// runner clean up. The daemon that launched the shim thus records the
 /// end before any file is written; `exit.json` is for a daemon that
 /// restarted meanwhile (or that finds the pipe closed empty).
+///
+/// Once the daemon has the record, the rest is teardown off every job's
+/// start, and it runs in `SCHED_IDLE`, like a warm build: beside jobs
+/// starting back to back it took the CPU from the next warm build, for
+/// which the next job may be waiting (BENCHMARKS.md, run 20). A shim whose
+/// daemon was not told stays in the normal class: that daemon learns the
+/// end from `exit.json` and the shim's exit.
 pub(super) fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, runner: &dyn Runner) {
     if let Some(fd) = notify {
         tell_daemon(fd, &run.exit);
@@ -71,7 +78,9 @@ pub(super) fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, run
 /// one: the kernel expects the writer to sleep next), where this thread
 /// would keep it waiting for the rest of [`close_job`] (~0.25 ms). In
 /// `SCHED_IDLE` for the write, the thread gives the CPU to the daemon at
-/// once; it is back in the normal class as soon as it runs again.
+/// once, and stays there for the teardown (see [`close_job`]); if the
+/// record could not be handed over, it goes back to the normal class, as
+/// the daemon then waits for `exit.json`.
 fn tell_daemon(notify: OwnedFd, exit: &ShimExit) {
     let Ok(bytes) = serde_json::to_vec(exit) else {
         tracing::warn!("cannot encode the exit record for the daemon; it reads exit.json");
@@ -79,12 +88,14 @@ fn tell_daemon(notify: OwnedFd, exit: &ShimExit) {
     };
     let yielded = priority::set_own_policy(libc::SCHED_IDLE).is_ok();
     let told = File::from(notify).write_all(&bytes);
-    if yielded {
-        if let Err(e) = priority::set_own_policy(libc::SCHED_OTHER) {
-            tracing::warn!("the shim stays in SCHED_IDLE after telling the daemon: {e}");
-        }
-    }
     if let Err(e) = told {
         tracing::warn!("cannot hand the exit record to the daemon: {e}; it reads exit.json");
+        if yielded {
+            if let Err(e) = priority::set_own_policy(libc::SCHED_OTHER) {
+                tracing::warn!(
+                    "the shim stays in SCHED_IDLE after failing to tell the daemon: {e}"
+                );
+            }
+        }
     }
 }
