@@ -127,9 +127,9 @@ impl<S> WarmPool<S> {
     /// takes a GPU-ready one. A built sandbox goes first: a GPU job takes a
     /// built CPU one before a GPU-ready one still being built (adding its
     /// GPU's files takes less than the rest of a build); one whose build
-    /// failed goes last. Jobs that wait in
-    /// the queue hold at most as many warm shims between them as the pool
-    /// keeps, so a long queue does not pin a sandbox per job.
+    /// failed goes last. Jobs that wait in the queue hold at most as many
+    /// warm shims between them as the pool keeps, so a long queue does not
+    /// pin a sandbox per job.
     pub(crate) fn reserve(&mut self, flavour: Flavour) -> Option<JobId> {
         if self.reserved.len() >= self.target.iter().sum::<usize>() {
             return None;
@@ -168,7 +168,7 @@ impl<S> WarmPool<S> {
     pub(crate) fn has_idle(&self) -> bool {
         [Flavour::Cpu, Flavour::Gpu].into_iter().all(|f| {
             let i = f.index();
-            self.target[i] == 0 || self.launching[i] > 0 || self.idle.iter().any(|i| i.flavour == f)
+            self.target[i] == 0 || self.launching[i] > 0 || self.idle.iter().any(|s| s.flavour == f)
         })
     }
 
