@@ -270,6 +270,15 @@ fn wild_or(n: impl Strategy<Value = u32>) -> impl Strategy<Value = Option<u32>> 
     prop_oneof![1 => Just(None), 3 => n.prop_map(Some)]
 }
 
+/// The allow-list of `raw`'s rules, on a deny-all base.
+fn rules_of(raw: &[DeviceRule]) -> DeviceRules {
+    let mut rules = DeviceRules::deny_all();
+    for r in raw {
+        rules.allow(*r);
+    }
+    rules
+}
+
 /// A request built from the numbers of one of `rules` (5:6 when `pick`
 /// lands past them; a wildcard number becomes 5 or 6), so that matches
 /// are common: its type, major (`bump`ed), minor and access.
@@ -318,8 +327,7 @@ proptest! {
         block in any::<bool>(),
         major in number(), minor in number(), bits in 0u32..8,
     ) {
-        let mut rules = DeviceRules::deny_all();
-        for r in raw { rules.allow(r); }
+        let rules = rules_of(&raw);
         let kind = if block { DeviceType::Block } else { DeviceType::Char };
         let access = Access::from_bpf_bits(bits);
         let prog = generate(&rules);
@@ -335,8 +343,7 @@ proptest! {
         pick in any::<proptest::sample::Index>(),
         block in any::<bool>(), bits in 0u32..8, bump in 0u32..2,
     ) {
-        let mut rules = DeviceRules::deny_all();
-        for r in &raw { rules.allow(*r); }
+        let rules = rules_of(&raw);
         let (kind, major, minor, access) = request_near(&rules, pick, block, bits, bump);
         let got = interpret(&generate(&rules), ctx(kind, major, minor, access));
         prop_assert_eq!(got == 1, rules.allows(kind, major, minor, access));
@@ -354,8 +361,7 @@ proptest! {
         block in any::<bool>(), bits in 0u32..8, bump in 0u32..2,
         fd in 3i32..1000,
     ) {
-        let mut base = DeviceRules::deny_all();
-        for r in &raw { base.allow(*r); }
+        let base = rules_of(&raw);
         let mut wider = base.clone();
         for &(b, major, minor, bits) in &extra {
             let access = Access::from_bpf_bits(bits);
@@ -388,8 +394,7 @@ proptest! {
         pick in any::<proptest::sample::Index>(),
         block in any::<bool>(), bits in 0u32..8, bump in 0u32..2,
     ) {
-        let mut rules = DeviceRules::deny_all();
-        for r in &raw { rules.allow(*r); }
+        let rules = rules_of(&raw);
         let (blocks, exact) = split_for_table(&rules);
         prop_assert!(blocks.rules().iter().all(|r| !r.is_exact()));
         prop_assert_eq!(blocks.rules().len() + exact.len(), rules.rules().len());
