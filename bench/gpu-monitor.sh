@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${BENCH_RUNS:-50}"
 SECONDS_IDLE="${BENCH_SECONDS:-60}"
-cargo build --release --locked -p joblet --bins
+cargo build --release --locked -p joblet -p joblet-sandbox --bins
 cargo build --release --locked -p fake-nvml
 BIN="$PWD/target/release"
 PROFILE="$PWD/fixtures/nvml-profiles/mock-nvml-config-a100.yaml"

@@ -102,10 +102,10 @@ install_missing crun:crun
 if [ "$JOBLET" = 1 ]; then
   if [ "$BUILD" = 1 ]; then
     log "building joblet, rnx and the fake NVML library (release)"
-    cargo build --release --locked -p joblet -p rnx -p fake-nvml >&2
+    cargo build --release --locked -p joblet -p joblet-sandbox -p rnx -p fake-nvml >&2
   fi
   for f in joblet rnx libnvidia_ml.so; do
-    [ -f "$BIN/$f" ] || die "$BIN/$f missing: run without --no-build (cargo build --release -p joblet -p rnx -p fake-nvml)"
+    [ -f "$BIN/$f" ] || die "$BIN/$f missing: run without --no-build (cargo build --release -p joblet -p joblet-sandbox -p rnx -p fake-nvml)"
   done
 fi
 

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --locked -p joblet -p rnx -p joblet-e2e --bins
+cargo build --release --locked -p joblet -p joblet-sandbox -p rnx -p joblet-e2e --bins
 if [ "${1:-}" != "--no-slurm" ]; then
   export SLURM_BENCH_SCHED_PARAMS="${SLURM_BENCH_SCHED_PARAMS-batch_sched_delay=0}"
   out=$(bench/slurm-up.sh) || { echo "bench: Slurm did not come up (see above); use --no-slurm to skip it" >&2; exit 1; }

@@ -56,7 +56,7 @@ install_missing bwrap:bubblewrap crun:crun runc:runc
 
 if [ "$BUILD" = 1 ]; then
   log "building joblet and rnx (release)"
-  cargo build --release --locked -p joblet -p rnx >&2
+  cargo build --release --locked -p joblet -p joblet-sandbox -p rnx >&2
 fi
 for f in joblet joblet-shim rnx; do
   [ -x "$BIN/$f" ] || die "$BIN/$f missing: run without --no-build"

@@ -17,6 +17,10 @@
 //!   order that never lets a job run outside its limits; [`mount_table`]
 //!   tells it cheaply whether a warm sandbox still matches the host.
 //!
+//! The package also builds `joblet-shim` (`src/bin/joblet-shim.rs`), the
+//! binary each job's shim and sandbox init run as: the shim library and
+//! this one, linked for a fast start by `build.rs`.
+//!
 //! Every part fails closed: a limit, filter or mount that cannot be applied
 //! is an error and the job does not start. Kernel filesystems are reached
 //! through root paths given as parameters so tests can use temp dirs.

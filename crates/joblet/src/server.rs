@@ -187,7 +187,7 @@ async fn shutdown_signal() {
 fn locate_shim() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the joblet binary")?;
     let shim = exe.with_file_name("joblet-shim");
-    let hint = "joblet starts every job through the joblet-shim binary, which must sit next to it: install both from the same build (`cargo build --release` puts them side by side in target/release; `cargo install --path crates/joblet` installs both)";
+    let hint = "joblet starts every job through the joblet-shim binary, which must sit next to it: install both from the same build (`cargo build --release` puts them side by side in target/release; or `cargo install --path crates/joblet` and `cargo install --path crates/joblet-sandbox --bin joblet-shim` into one directory)";
     let out = std::process::Command::new(&shim)
         .arg("--version")
         .stdin(std::process::Stdio::null())

@@ -3,8 +3,9 @@
 //! init), so its process start is part of each job's CPU cost, and of a
 //! waiting job's latency when the node starts jobs back to back. The
 //! settings and what they save are described in
-//! `build-support/fast_start.rs`. The daemon (`joblet`), which starts once
-//! per node, keeps the target's defaults.
+//! `build-support/fast_start.rs`; they apply to that binary only, not to
+//! this package's test binaries. The daemon (`joblet`), which starts once
+//! per node and loads NVML with `dlopen`, keeps the target's defaults.
 
 include!("../../build-support/fast_start.rs");
 
