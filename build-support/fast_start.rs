@@ -98,6 +98,11 @@ fn scripts_in(dir: &Path, write: fn(&Path) -> Result<(), String>) -> Result<Path
     Ok(dir.to_owned())
 }
 
+/// The C compiler the linker is driven by (`$CC`, else `cc`).
+fn c_compiler() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".to_owned())
+}
+
 /// The full path of `name` as the C compiler links it, or why not.
 fn archive(cc: &str, name: &str) -> Result<String, String> {
     let out = Command::new(cc)
@@ -131,7 +136,7 @@ fn script(dir: &Path, name: &str, archives: &[String]) -> Result<(), String> {
 /// Points every library rustc names for the target (`-lgcc_s -lutil -lrt
 /// -lpthread -lm -ldl -lc`) at the C compiler's static archives.
 fn static_libc(dir: &Path) -> Result<(), String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let cc = c_compiler();
     let gcc = archive(&cc, "libgcc.a")?;
     let gcc_eh = archive(&cc, "libgcc_eh.a")?;
     let libc = archive(&cc, "libc.a")?;
@@ -147,6 +152,6 @@ fn static_libc(dir: &Path) -> Result<(), String> {
 /// Writes `libgcc_s.so` in `dir`: a linker script naming the static
 /// unwinder the C compiler links with.
 fn static_unwinder(dir: &Path) -> Result<(), String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let cc = c_compiler();
     script(dir, "gcc_s", &[archive(&cc, "libgcc_eh.a")?])
 }

@@ -145,19 +145,8 @@ fn rnx_config_env_is_used() {
     );
 }
 
-/// The `p_type` of every program header of a 64-bit little-endian ELF file.
 #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
-fn program_header_types(bin: &[u8]) -> Vec<u32> {
-    let u16_at = |o: usize| usize::from(u16::from_le_bytes([bin[o], bin[o + 1]]));
-    let phoff = u64::from_le_bytes(bin[32..40].try_into().unwrap()) as usize;
-    let (phentsize, phnum) = (u16_at(54), u16_at(56));
-    (0..phnum)
-        .map(|i| {
-            let o = phoff + i * phentsize;
-            u32::from_le_bytes(bin[o..o + 4].try_into().unwrap())
-        })
-        .collect()
-}
+include!("../../../build-support/elf_headers.rs");
 
 /// build.rs links the C library into rnx: no dynamic loader runs at every
 /// command's start (x86-64 GNU/Linux).
@@ -165,7 +154,6 @@ fn program_header_types(bin: &[u8]) -> Vec<u32> {
 #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 fn rnx_is_statically_linked() {
     let bin = std::fs::read(env!("CARGO_BIN_EXE_rnx")).unwrap();
-    assert_eq!(&bin[..4], b"\x7fELF", "not an ELF file");
     let types = program_header_types(&bin);
     // PT_LOAD 1, PT_DYNAMIC 2, PT_INTERP 3.
     assert!(types.contains(&1), "no loadable segment in {types:?}");
@@ -179,11 +167,5 @@ fn rnx_is_statically_linked() {
 #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 fn rnx_is_position_dependent() {
     let bin = std::fs::read(env!("CARGO_BIN_EXE_rnx")).unwrap();
-    assert_eq!(&bin[..4], b"\x7fELF", "not an ELF file");
-    // e_type, little-endian at offset 16: 2 is ET_EXEC, 3 ET_DYN (a PIE).
-    assert_eq!(
-        u16::from_le_bytes([bin[16], bin[17]]),
-        2,
-        "rnx is not linked with -no-pie"
-    );
+    assert_eq!(elf_type(&bin), 2, "rnx is not linked with -no-pie");
 }
