@@ -20,7 +20,7 @@
 //   all: it mapped `libc.so.6` and `libm.so.6`, looked up and bound their
 //   symbols and faulted in their pages before `main`. `perf stat -r 300
 //   rnx --version`: 0.96-1.00 -> 0.55-0.66 ms of CPU, 130 -> 92 page
-//   faults; `joblet-shim --version`: 0.55-0.57 -> 0.52 ms, 65 -> 36 faults
+//   faults; `joblet-shim --version`: 0.54-0.57 -> 0.52 ms, 65-67 -> 36 faults
 //   (BENCHMARKS.md, run 21). rustc names the target's libraries itself
 //   (`-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`), so a linker
 //   script per library (`libc.so` holding `GROUP("…/libc.a" …)`) in a
