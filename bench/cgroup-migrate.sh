@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # What moving a process into a job's cgroups costs on this host, in the
-# ways the kernel offers (issue 6's start latency; BENCHMARKS.md runs 17-18):
+# ways the kernel offers (issue 6's start latency; BENCHMARKS.md, method;
+# found in bench/history/runs-17-22.md):
 # cgroup v1
-#   - procs: the pid written to each hierarchy's `cgroup.procs` (how the
-#     shim moved a sandbox init until run 18, and what crun and Slurm do).
+#   - procs: the pid written to each hierarchy's `cgroup.procs` (what crun
+#     and Slurm do, and how the shim moved a sandbox init before the init
+#     entered its cgroups itself).
 #     This write-locks the global cgroup_threadgroup_rwsem, whose first
 #     writer after a quiet spell waits for an RCU grace period
 #     (rcu_sync_enter -> synchronize_rcu), unless favordynmods is on;
 #   - tasks: the process writes "0" to each hierarchy's `tasks` (a single
-#     thread moving itself, as the sandbox init does since run 18), which
+#     thread moving itself, as the sandbox init does), which
 #     the kernel does without that lock.
 #   Each sample: a pause of PAUSE_MS (so the lock's fast path goes idle
 #   again), then this single-threaded python process moves itself into a
 #   scratch cgroup in every v1 hierarchy, timed, and back, timed.
 # cgroup2 (where mounted), a new process into a scratch directory:
 #   - fork, then its pid to `cgroup.procs` (the same global write lock);
-#   - clone3 with CLONE_INTO_CGROUP (how the sandbox init forks pid 1 since
-#     run 18), which takes that lock only for reading.
+#   - clone3 with CLONE_INTO_CGROUP (how the sandbox init forks pid 1),
+#     which takes that lock only for reading.
 #   Each sample: a pause, then the fork and the write (or the clone3)
 #   timed until the child is in the directory; the child exits 50 ms later.
 #

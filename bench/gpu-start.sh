@@ -288,7 +288,8 @@ json.dump({"rounds": int(rounds), "block": 10, "pause_ms": 50, "settle_ms": 300,
 PY
 # The peers' starts depend on a kernel state that this run cannot change:
 # whether a pid written to cgroup.procs waits for an RCU grace period
-# (BENCHMARKS.md run 17). Probe it, and print it beside the numbers.
+# (BENCHMARKS.md, method: kernel state; found in bench/history/runs-17-22.md).
+# Probe it, and print it beside the numbers.
 log "probing the kernel's cgroup migration state (bench/cgroup-migrate.sh, 5 samples)"
 if ! CGMIG_SAMPLES=5 "$ROOT/bench/cgroup-migrate.sh" >"$DIR/cgmig.md" 2>&1; then
   echo "kernel state: not probed (bench/cgroup-migrate.sh: $(tail -n 1 "$DIR/cgmig.md"))" >"$DIR/cgmig.md"

@@ -21,7 +21,8 @@
 //   symbols and faulted in their pages before `main`. `perf stat -r 300
 //   rnx --version`: 0.96-1.00 -> 0.55-0.66 ms of CPU, 130 -> 92 page
 //   faults; `joblet-shim --version`: 0.54-0.57 -> 0.52 ms, 65-67 -> 36 faults
-//   (BENCHMARKS.md, run 21). rustc names the target's libraries itself
+//   (bench/history/runs-17-22.md, "linked statically"). rustc names the
+//   target's libraries itself
 //   (`-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`), so a linker
 //   script per library (`libc.so` holding `GROUP("…/libc.a" …)`) in a
 //   directory of our own points each name at its archive. The linker
@@ -44,7 +45,8 @@
 //   then maps one library fewer and does not run `libgcc_s`'s start-up (its
 //   CPU model probe issues CPUID instructions, each a trap to the
 //   hypervisor on a VM): ~0.25 ms less per invocation (`perf stat -r 300
-//   rnx --version`: 1.37-1.50 -> 1.13-1.17 ms; BENCHMARKS.md, run 10).
+//   rnx --version`: 1.37-1.50 -> 1.13-1.17 ms; bench/history/runs-08-13.md,
+//   "whole-program optimisation").
 //   Panics unwind and print backtraces either way: the archive is the same
 //   unwinder. Skipped, with a build warning, where the C compiler cannot
 //   name `libgcc_eh.a`.

@@ -3,7 +3,8 @@
 //! rule sets and two shapes of program:
 //!
 //! - every rule a block of the program (`program::generate`, how every
-//!   filter was built until run 19 of BENCHMARKS.md);
+//!   filter was built before device tables; bench/history/runs-17-22.md,
+//!   "less kernel work per sandbox");
 //! - the exact devices in a device table and only the wildcard rules as
 //!   blocks (`bpf::load_with_table`: creating the table, filling it, reading
 //!   it back, then loading the program), how the sandbox builds them now.

@@ -294,7 +294,7 @@ impl Store {
         // rusqlite's default of 16 is fewer than the statements a GPU job's
         // life goes through: they evicted each other and were parsed again
         // on every use (~0.25 ms of the daemon's CPU per GPU job,
-        // BENCHMARKS.md run 18).
+        // bench/history/runs-17-22.md, eaa81b6).
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         tracing::debug!(path = %path.display(), "opened the job database");
         Ok(Store {

@@ -236,7 +236,8 @@ fn main() -> ExitCode {
             // pool). With a worker per CPU, a task woken on one worker was
             // often taken by another woken beside it on the same CPU,
             // which (SCHED_BATCH) then waited for the first to sleep:
-            // ~0.3 ms per job start (BENCHMARKS.md, run 13).
+            // ~0.3 ms per job start (bench/history/runs-08-13.md, "one
+            // runtime worker").
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()

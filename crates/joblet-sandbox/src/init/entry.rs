@@ -6,7 +6,8 @@
 //! `cgroup.procs` file, which write-locks the kernel's global
 //! `cgroup_threadgroup_rwsem` and, unless cgroup2 is mounted with
 //! `favordynmods`, waits for an RCU grace period first: 5-15 ms a job on
-//! this project's machines (BENCHMARKS.md, run 17). A single-threaded
+//! this project's machines (bench/history/runs-17-22.md, "where
+//! back-to-back starts still wait"). A single-threaded
 //! process moving itself through `tasks` needs no such lock.
 //!
 //! The outer process stays in its caller's cgroup2 directory (where it

@@ -29,9 +29,9 @@ const TEARDOWN_DEFER: Duration = Duration::from_millis(2);
 /// Once the daemon has the record, the rest is teardown off every job's
 /// start, and it runs in `SCHED_IDLE`, like a warm build: beside jobs
 /// starting back to back it took the CPU from the next warm build, for
-/// which the next job may be waiting (BENCHMARKS.md, run 20). A shim whose
-/// daemon was not told stays in the normal class: that daemon learns the
-/// end from `exit.json` and the shim's exit.
+/// which the next job may be waiting (bench/history/runs-17-22.md, 62803a1).
+/// A shim whose daemon was not told stays in the normal class: that daemon
+/// learns the end from `exit.json` and the shim's exit.
 pub(super) fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, runner: &dyn Runner) {
     if let Some(fd) = notify {
         tell_daemon(fd, &run.exit);
@@ -49,8 +49,8 @@ pub(super) fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, run
         // journal, every inode freed makes each new file in its block group
         // skip it for 60-300 s (`recently_deleted`), which with one socket
         // freed per job cost back-to-back starts ~0.3-0.45 ms each
-        // (BENCHMARKS.md run 19). The job's directory holds it until the
-        // job is deleted.
+        // (bench/history/runs-17-22.md, 10e5ea8). The job's directory holds
+        // it until the job is deleted.
         let _ = std::fs::rename(dir.control_sock_path(), dir.closed_control_sock_path());
         control.quiesce();
     }

@@ -3,9 +3,9 @@
 //!
 //! One thread, not a reader per pipe plus a writer: starting and ending a
 //! thread costs the shim about 0.1 ms of CPU on this kind of machine, paid
-//! by every job (BENCHMARKS.md, run 15), and a chunk no longer crosses
-//! threads on its way to the log. A slow disk still slows the job down (its
-//! pipes fill) rather than growing the shim's memory.
+//! by every job (bench/history/runs-14-16.md, "one output thread"), and a
+//! chunk no longer crosses threads on its way to the log. A slow disk still
+//! slows the job down (its pipes fill) rather than growing the shim's memory.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
