@@ -16,6 +16,7 @@ fn dgx(nodes: u32) -> Vec<NodeSpec> {
     (0..nodes)
         .map(|id| NodeSpec {
             id,
+            capacity: Default::default(),
             gpus: (0..8)
                 .map(|index| GpuSpec {
                     index,
@@ -97,6 +98,8 @@ impl Churn {
             allow_cross_node: false,
             preemptible: false,
             time_limit_ms: None,
+            cpu_millis: 0,
+            host_memory_mb: 0,
         }
     }
 

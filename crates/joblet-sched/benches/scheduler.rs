@@ -17,6 +17,7 @@ use joblet_sched::scheduler::Scheduler;
 fn node(id: u32) -> NodeSpec {
     NodeSpec {
         id,
+        capacity: Default::default(),
         gpus: (0..8)
             .map(|index| GpuSpec {
                 index,
@@ -66,6 +67,8 @@ impl Load {
             allow_cross_node: false,
             preemptible: self.next(2) == 0,
             time_limit_ms: Some(1_000 * (1 + self.next(3_600))),
+            cpu_millis: 0,
+            host_memory_mb: 0,
         }
     }
 

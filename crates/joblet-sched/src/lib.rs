@@ -1,13 +1,18 @@
-//! Joblet's GPU scheduler core (issue 5): a pure, deterministic,
+//! Joblet's scheduler core (issue 5): a pure, deterministic,
 //! single-threaded state machine, `Scheduler::handle(event, now) ->
-//! actions`, shared by the daemon and the trace simulator.
+//! actions`, shared by the daemon and the trace simulator. One scheduler
+//! places every job, CPU-only and GPU: GPU units, and each node's CPU,
+//! memory and job slots.
 //!
-//! - [`model`]: the cluster (nodes, GPUs, NUMA, NVLink, MIG), job requests,
-//!   placements, events and actions, configuration.
+//! - [`model`]: the cluster (nodes, GPUs, NUMA, NVLink, MIG, each node's
+//!   CPU, memory and job-slot capacity), job requests, placements, events
+//!   and actions, configuration.
 //! - [`cluster`]: the cluster's live allocation state (who holds what on
-//!   which GPU) with the indexes placement needs to be fast.
-//! - [`place`]: gang placement of one request on the cluster state by a
-//!   strategy (pack, spread, best-fit, topology), exclusive or shared, MIG.
+//!   which GPU, what each node's jobs use of its CPU, memory and slots)
+//!   with the indexes placement needs to be fast.
+//! - [`place`]: placement of one request on the cluster state by a
+//!   strategy (pack, spread, best-fit, topology): GPU gangs, exclusive or
+//!   shared, MIG; CPU-only jobs on one node.
 //! - [`queue`], [`policy`], [`scheduler`]: what waits, in which order, who
 //!   may be preempted, quotas and rate limits, and the event loop.
 //!

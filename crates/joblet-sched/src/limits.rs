@@ -1,5 +1,8 @@
 //! Admission limits: per-owner and per-queue GPU quotas (units held at
-//! once) and the per-owner allocation token bucket (seed 000).
+//! once) and the per-owner allocation token bucket (seed 000). Both are
+//! about GPUs: a CPU-only job (`gpu_count` 0) counts nothing against a
+//! quota and takes no token, so neither ever holds it back (its CPU,
+//! memory and job slot are limited by the nodes' capacity instead).
 //!
 //! - A quota counts the units (whole GPUs and MIG slices) a running job
 //!   holds, from its `Start` until its `Exited` (a preempted job still holds
@@ -8,9 +11,9 @@
 //!   [`Unplaceable::OverQueueQuota`]; otherwise it waits until it fits.
 //! - The token bucket holds up to `burst` tokens and refills at
 //!   `per_second` continuously, computed from the `now` of each event (no
-//!   clock). Every start of a job with GPUs takes one token; CPU-only jobs
-//!   allocate nothing and take none. An owner with no token has its jobs
-//!   skipped; other owners' jobs go on. A restart begins with full buckets.
+//!   clock). Every start of a job with GPUs takes one token. An owner with
+//!   no token has its jobs with GPUs skipped; other owners' jobs go on. A
+//!   restart begins with full buckets.
 //! - Over-quota and token-less jobs never block the queue, even under
 //!   strict FIFO: only a job that is allowed to start but does not fit is a
 //!   blocking head.
@@ -111,9 +114,9 @@ impl Limits {
     }
 
     /// Whether the job may start now: its units fit under both quotas and
-    /// its owner has a token.
+    /// its owner has a token (always, for a CPU-only job).
     pub fn may_start(&self, req: &JobRequest, now: UnixMillis) -> bool {
-        self.within_quota(req) && self.has_token(&req.owner, now)
+        req.gpu_count == 0 || (self.within_quota(req) && self.has_token(&req.owner, now))
     }
 
     fn within_quota(&self, req: &JobRequest) -> bool {
@@ -140,8 +143,12 @@ impl Limits {
             .is_none_or(|b| b.tokens_at(rate, now) >= 1.0)
     }
 
-    /// Records a start: the units are held, a token is taken.
+    /// Records a start: the units are held, a token is taken (nothing for
+    /// a CPU-only job).
     pub fn on_start(&mut self, req: &JobRequest, now: UnixMillis) {
+        if req.gpu_count == 0 {
+            return;
+        }
         self.hold(req);
         if let Some(rate) = &self.rate {
             self.buckets
@@ -153,12 +160,18 @@ impl Limits {
 
     /// Records units held without taking a token (restore).
     pub fn hold(&mut self, req: &JobRequest) {
+        if req.gpu_count == 0 {
+            return;
+        }
         add_used(&mut self.owner_used, &req.owner, req.gpu_count);
         add_used(&mut self.queue_used, &req.queue, req.gpu_count);
     }
 
     /// Records that a job's units were given back.
     pub fn release(&mut self, req: &JobRequest) {
+        if req.gpu_count == 0 {
+            return;
+        }
         for (used, name) in [
             (&mut self.owner_used, &req.owner),
             (&mut self.queue_used, &req.queue),

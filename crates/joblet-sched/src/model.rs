@@ -43,11 +43,27 @@ pub struct MigSlice {
     pub memory_mb: u64,
 }
 
-/// A node and its GPUs.
+/// A node: its GPUs and what it offers jobs besides them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeSpec {
     pub id: NodeId,
     pub gpus: Vec<GpuSpec>,
+    /// CPU, memory and job slots for jobs (default: none tracked).
+    #[serde(default)]
+    pub capacity: NodeCapacity,
+}
+
+/// What a node offers its jobs besides GPUs. Every job placed on the node
+/// (CPU-only or with GPUs there) takes one job slot and its declared CPU
+/// and memory; a dimension that is `None` is not tracked (unlimited).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NodeCapacity {
+    /// CPU the node offers to jobs, in millicores (1000 = one CPU); None = not tracked (unlimited).
+    pub cpu_millis: Option<u64>,
+    /// Host memory the node offers to jobs, in MiB; None = not tracked.
+    pub memory_mb: Option<u64>,
+    /// Most jobs running on the node at once (`jobs.max_running`); None = unlimited.
+    pub max_jobs: Option<u32>,
 }
 
 /// Health of one GPU as the scheduler sees it (from the GPU pool).
@@ -85,8 +101,9 @@ pub struct JobRequest {
     pub job: JobKey,
     pub owner: String,
     pub queue: String,
-    /// GPUs (or MIG slices) wanted, all or none (gang). 0 = CPU-only job,
-    /// placed at once without GPUs.
+    /// GPUs (or MIG slices) wanted, all or none (gang). 0 = CPU-only job:
+    /// it waits and is placed like the others, on a node with room for its
+    /// CPU, memory and a job slot.
     pub gpu_count: u32,
     /// Minimum free memory per GPU in MiB (shared mode: the amount reserved).
     /// 0 = any.
@@ -107,6 +124,14 @@ pub struct JobRequest {
     pub preemptible: bool,
     /// Declared run-time limit (backfill uses it); `None` = unknown.
     pub time_limit_ms: Option<u64>,
+    /// CPU the job takes on every node it runs on, in millicores; 0 =
+    /// none declared (it takes only a job slot).
+    #[serde(default)]
+    pub cpu_millis: u64,
+    /// Host memory the job takes on every node it runs on, in MiB; 0 =
+    /// none declared.
+    #[serde(default)]
+    pub host_memory_mb: u64,
 }
 
 /// One allocated unit: a whole GPU or one MIG slice of it.
@@ -118,27 +143,89 @@ pub struct GpuRef {
     pub mig: Option<u32>,
 }
 
-/// Where a job runs: every unit it holds and the memory reserved on each.
+/// Where a job runs: its node, every unit it holds and the memory reserved
+/// on each, and the CPU and host memory it takes.
+///
+/// The placement charges every node it touches ([`Placement::nodes`]: its
+/// units' nodes, or `node` when it has no units) one job slot,
+/// `cpu_millis` and `host_memory_mb` (a job spanning nodes runs a process
+/// tree with the job's limits on each).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     pub job: JobKey,
+    /// The node a CPU-only job runs on; for a job with GPUs, the node of
+    /// its first unit.
+    #[serde(default)]
+    pub node: NodeId,
+    /// Sorted; empty for a CPU-only job.
     pub units: Vec<GpuRef>,
     /// MiB reserved per unit (shared mode: the request's memory; exclusive:
     /// the unit's whole memory).
     pub memory_mb: u64,
+    /// Millicores taken on each node it touches.
+    #[serde(default)]
+    pub cpu_millis: u64,
+    /// Host memory (MiB) taken on each node it touches.
+    #[serde(default)]
+    pub host_memory_mb: u64,
     pub sharing: Sharing,
     pub class: WorkloadClass,
+}
+
+impl Placement {
+    /// The nodes the placement charges, ascending, once each: its units'
+    /// nodes, or `node` for a CPU-only placement.
+    pub fn nodes(&self) -> NodeIds {
+        NodeIds::of(self.node, &self.units)
+    }
+}
+
+/// [`Placement::nodes`]: no allocation for the usual one-node placement.
+#[derive(Debug, Clone)]
+pub struct NodeIds(NodeIdsInner);
+
+#[derive(Debug, Clone)]
+enum NodeIdsInner {
+    One(std::option::IntoIter<NodeId>),
+    Many(std::vec::IntoIter<NodeId>),
+}
+
+impl NodeIds {
+    /// The nodes charged by a placement on `node` holding `units`.
+    pub(crate) fn of(node: NodeId, units: &[GpuRef]) -> NodeIds {
+        let Some(first) = units.first().map(|u| u.node) else {
+            return NodeIds(NodeIdsInner::One(Some(node).into_iter()));
+        };
+        if units.iter().all(|u| u.node == first) {
+            return NodeIds(NodeIdsInner::One(Some(first).into_iter()));
+        }
+        let mut nodes: Vec<NodeId> = units.iter().map(|u| u.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        NodeIds(NodeIdsInner::Many(nodes.into_iter()))
+    }
+}
+
+impl Iterator for NodeIds {
+    type Item = NodeId;
+
+    fn next(&mut self) -> Option<NodeId> {
+        match &mut self.0 {
+            NodeIdsInner::One(it) => it.next(),
+            NodeIdsInner::Many(it) => it.next(),
+        }
+    }
 }
 
 /// What happens to the scheduler.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// A job was recorded and waits for GPUs.
+    /// A job was recorded and waits to be placed.
     Submit(Box<JobRequest>),
     /// The job was cancelled (queued or running).
     Cancel(JobKey),
     /// A running (or preempted-and-stopping) job's processes are gone; its
-    /// GPUs are free.
+    /// GPUs, CPU, memory and job slots are free.
     Exited(JobKey),
     /// A GPU's health changed.
     GpuChanged {
@@ -158,8 +245,8 @@ pub enum Event {
 pub enum Action {
     /// Start the job on this placement (persist the allocation first).
     Start { placement: Placement },
-    /// Stop the job and requeue it (PREEMPTED → QUEUED); its GPUs are free
-    /// once its `Exited` arrives.
+    /// Stop the job and requeue it (PREEMPTED → QUEUED); what it holds
+    /// (GPUs, CPU, memory, job slots) is free once its `Exited` arrives.
     Preempt { job: JobKey, reason: String },
     /// The job can never run here (or broke a rule): fail it with `reason`.
     Reject { job: JobKey, reason: String },
@@ -196,14 +283,16 @@ pub enum Policy {
     Las,
 }
 
-/// Limits per owner or per queue.
+/// Limits per owner or per queue, on GPU units only (CPU-only jobs count
+/// nothing against a quota).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Quota {
     /// Most GPUs (units) held at once.
     pub max_gpus: u32,
 }
 
-/// Token bucket for allocations per owner (seed 000).
+/// Token bucket for GPU allocations per owner (seed 000); CPU-only jobs
+/// take no token.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RateLimit {
     /// Allocations (starts) per second, refilled continuously.
@@ -264,6 +353,23 @@ pub enum Unplaceable {
     LargerThanCluster { asked: u32, total: u32 },
     #[error("asks for {asked_mb} MiB per GPU but the largest GPU has {largest_mb} MiB")]
     TooMuchMemory { asked_mb: u64, largest_mb: u64 },
+    #[error(
+        "asks for {asked_millis} millicores of CPU but the largest node offers {largest_millis}"
+    )]
+    TooManyCpus {
+        asked_millis: u64,
+        largest_millis: u64,
+    },
+    #[error("asks for {asked_mb} MiB of memory but the largest node offers {largest_mb} MiB")]
+    TooMuchHostMemory { asked_mb: u64, largest_mb: u64 },
+    #[error("can run on no node: every node's limit of running jobs is 0")]
+    NoJobSlots,
+    #[error("asks for {gpus} GPUs, {cpu_millis} millicores of CPU and {memory_mb} MiB of memory on a node, which no node offers together")]
+    NoNodeOffersAll {
+        gpus: u32,
+        cpu_millis: u64,
+        memory_mb: u64,
+    },
     #[error("asks for MIG profile {0} which no GPU offers")]
     NoSuchMigProfile(String),
     #[error("needs compute capability {}.{} but the best GPU has {}.{}", need.0, need.1, best.0, best.1)]

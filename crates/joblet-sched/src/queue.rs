@@ -80,7 +80,8 @@ pub struct Waiting {
 
 /// A hash of what placement looks at in a request besides its gang size
 /// (sharing, memory, MIG profile, compute capability, class, NUMA and
-/// node spanning): requests with equal shapes fit monotonically in size.
+/// node spanning, CPU and host memory): requests with equal shapes fit
+/// monotonically in size.
 /// (A hash collision could only make a job wait for the next release.)
 pub fn shape_of(req: &JobRequest) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
@@ -92,6 +93,8 @@ pub fn shape_of(req: &JobRequest) -> u64 {
         req.class,
         req.allow_cross_numa,
         req.allow_cross_node,
+        req.cpu_millis,
+        req.host_memory_mb,
     )
         .hash(&mut h);
     h.finish()
@@ -430,6 +433,8 @@ mod tests {
             allow_cross_node: false,
             preemptible: false,
             time_limit_ms: None,
+            cpu_millis: 0,
+            host_memory_mb: 0,
         };
         Waiting {
             shape: shape_of(&req),

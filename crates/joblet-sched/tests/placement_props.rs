@@ -1,11 +1,15 @@
 //! Property tests: random clusters (1–6 nodes, 1–8 GPUs, some MIG, random
-//! NUMA / socket / NVLink, mixed memory and compute capability) under
-//! random place / release / health / node add-remove sequences. After every
-//! step `verify()` holds; every placement is accepted by `allocate`, is a
-//! whole gang of eligible units on placeable GPUs within the allowed span;
-//! `place` answers None exactly when an independent brute-force count finds
-//! no gang either (completeness); and a state rebuilt from the ledger
-//! decides the same.
+//! NUMA / socket / NVLink, mixed memory and compute capability, some nodes
+//! limiting CPU, memory or running jobs) under random place (CPU-only and
+//! GPU requests, with and without CPU and memory) / release / health /
+//! node add-remove sequences. After every step `verify()` holds and no
+//! node's CPU, memory or job count (summed here from the ledger) exceeds
+//! its capacity; every placement is accepted by `allocate`, is a whole
+//! gang of eligible units on placeable GPUs within the allowed span, on
+//! nodes with room for its CPU, memory and a job slot; `place` answers
+//! None exactly when an independent brute-force count finds no gang (or,
+//! CPU-only, no node) either (completeness); and a state rebuilt from the
+//! ledger decides the same.
 
 mod placement_common;
 
@@ -14,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use joblet_core::gpu::GpuState;
 use joblet_sched::cluster::ClusterState;
 use joblet_sched::model::{
-    GpuHealth, GpuRef, GpuSpec, JobRequest, MigSlice, NodeSpec, Placement, Sharing,
+    GpuHealth, GpuRef, GpuSpec, JobRequest, MigSlice, NodeCapacity, NodeSpec, Placement, Sharing,
     Strategy as Strat, WorkloadClass,
 };
 use joblet_sched::place::place;
@@ -52,18 +56,32 @@ fn gpu_strategy(index: u32) -> impl proptest::strategy::Strategy<Value = GpuSpec
         })
 }
 
+fn capacity_strategy() -> impl proptest::strategy::Strategy<Value = NodeCapacity> {
+    (
+        prop::option::weighted(0.5, prop::sample::select(vec![2_000u64, 4_000, 8_000])),
+        prop::option::weighted(0.5, prop::sample::select(vec![4_096u64, 16_384])),
+        prop::option::weighted(0.5, 0u32..=4),
+    )
+        .prop_map(|(cpu_millis, memory_mb, max_jobs)| NodeCapacity {
+            cpu_millis,
+            memory_mb,
+            max_jobs,
+        })
+}
+
 fn cluster_strategy() -> impl proptest::strategy::Strategy<Value = Vec<NodeSpec>> {
-    prop::collection::vec(1u32..=8, 1..=6).prop_flat_map(|sizes| {
+    prop::collection::vec((1u32..=8, capacity_strategy()), 1..=6).prop_flat_map(|sizes| {
         sizes
             .into_iter()
             .enumerate()
-            .map(|(id, n)| {
+            .map(|(id, (n, capacity))| {
                 (0..n)
                     .map(gpu_strategy)
                     .collect::<Vec<_>>()
                     .prop_map(move |gpus| NodeSpec {
                         id: id as u32,
                         gpus,
+                        capacity,
                     })
             })
             .collect::<Vec<_>>()
@@ -92,21 +110,29 @@ fn request_strategy() -> impl proptest::strategy::Strategy<Value = JobRequest> {
         ]),
         any::<bool>(),
         prop::bool::weighted(0.35),
+        (
+            prop::sample::select(vec![0u64, 0, 500, 1_000, 3_000]),
+            prop::sample::select(vec![0u64, 0, 2_048, 8_192]),
+        ),
     )
-        .prop_map(|(n, mem, sh, prof, cc, class, numa, node)| JobRequest {
-            gpu_memory_mb: mem,
-            sharing: if sh {
-                Sharing::Shared
-            } else {
-                Sharing::Exclusive
+        .prop_map(
+            |(n, mem, sh, prof, cc, class, numa, node, (cpu, host_mb))| JobRequest {
+                gpu_memory_mb: mem,
+                sharing: if sh {
+                    Sharing::Shared
+                } else {
+                    Sharing::Exclusive
+                },
+                mig_profile: prof.map(|p| PROFILES[p].0.to_string()),
+                min_compute_capability: cc,
+                class,
+                allow_cross_numa: numa,
+                allow_cross_node: node,
+                cpu_millis: cpu,
+                host_memory_mb: host_mb,
+                ..req("", n)
             },
-            mig_profile: prof.map(|p| PROFILES[p].0.to_string()),
-            min_compute_capability: cc,
-            class,
-            allow_cross_numa: numa,
-            allow_cross_node: node,
-            ..req("", n)
-        })
+        )
 }
 
 fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -147,6 +173,29 @@ impl Model {
         h.state.accepts_new_jobs() && !h.paused
     }
 
+    /// What the ledger charges the node: (CPU, memory, jobs).
+    fn charged(&self, s: &ClusterState, node: u32) -> (u64, u64, u32) {
+        let mut sum = (0, 0, 0);
+        for p in s.placements().filter(|p| p.nodes().any(|n| n == node)) {
+            sum.0 += p.cpu_millis;
+            sum.1 += p.host_memory_mb;
+            sum.2 += 1;
+        }
+        sum
+    }
+
+    /// Whether the node has a job slot and room for `r`'s CPU and memory.
+    fn host_ok(&self, s: &ClusterState, node: u32, r: &JobRequest) -> bool {
+        let cap = self.specs[node as usize].capacity;
+        let (cpu, mem, jobs) = self.charged(s, node);
+        let fits = |cap: Option<u64>, used: u64, asked: u64| {
+            asked == 0 || cap.is_none_or(|c| used + asked <= c)
+        };
+        fits(cap.cpu_millis, cpu, r.cpu_millis)
+            && fits(cap.memory_mb, mem, r.host_memory_mb)
+            && fits(cap.max_jobs.map(u64::from), u64::from(jobs), 1)
+    }
+
     /// Every unit that could take `r` now, by brute force over the ledger.
     fn eligible(&self, s: &ClusterState, r: &JobRequest) -> Vec<(GpuRef, u32)> {
         let mut holders: BTreeMap<GpuRef, Vec<&Placement>> = BTreeMap::new();
@@ -156,7 +205,11 @@ impl Model {
             }
         }
         let mut out = Vec::new();
-        for spec in self.specs.iter().filter(|n| self.present.contains(&n.id)) {
+        for spec in self
+            .specs
+            .iter()
+            .filter(|n| self.present.contains(&n.id) && self.host_ok(s, n.id, r))
+        {
             for g in &spec.gpus {
                 if !self.placeable(spec.id, g.index)
                     || r.min_compute_capability
@@ -226,7 +279,7 @@ impl Model {
     /// allowed span is an exhaustive search).
     fn feasible(&self, s: &ClusterState, r: &JobRequest) -> bool {
         if r.gpu_count == 0 {
-            return true;
+            return self.present.iter().any(|n| self.host_ok(s, *n, r));
         }
         let el = self.eligible(s, r);
         let mut per: BTreeMap<(u32, u32), u32> = BTreeMap::new();
@@ -277,6 +330,15 @@ fn run(specs: Vec<NodeSpec>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     let el: BTreeSet<GpuRef> =
                         m.eligible(&s, &r).into_iter().map(|e| e.0).collect();
                     prop_assert_eq!(p.units.len() as u32, r.gpu_count);
+                    prop_assert_eq!(
+                        (p.cpu_millis, p.host_memory_mb),
+                        (r.cpu_millis, r.host_memory_mb)
+                    );
+                    prop_assert_eq!(p.node, p.units.first().map_or(p.node, |u| u.node));
+                    for n in p.nodes() {
+                        prop_assert!(m.present.contains(&n));
+                        prop_assert!(m.host_ok(&s, n, &r), "no room on node {} for {:?}", n, r);
+                    }
                     prop_assert!(
                         p.units.iter().all(|u| el.contains(u)),
                         "ineligible unit in {:?}",
@@ -318,7 +380,7 @@ fn run(specs: Vec<NodeSpec>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 if m.present.remove(&spec.id) {
                     let want: Vec<String> = s
                         .placements()
-                        .filter(|p| p.units.iter().any(|u| u.node == spec.id))
+                        .filter(|p| p.nodes().any(|n| n == spec.id))
                         .map(|p| p.job.clone())
                         .collect::<BTreeSet<_>>()
                         .into_iter()
@@ -334,6 +396,28 @@ fn run(specs: Vec<NodeSpec>, ops: Vec<Op>) -> Result<(), TestCaseError> {
         }
         s.verify().map_err(TestCaseError::fail)?;
         prop_assert_eq!(s.placements().count(), running.len());
+        for &n in &m.present {
+            let cap = m.specs[n as usize].capacity;
+            let (cpu, mem, jobs) = m.charged(&s, n);
+            prop_assert!(
+                cap.cpu_millis.is_none_or(|c| cpu <= c),
+                "node {} CPU {}",
+                n,
+                cpu
+            );
+            prop_assert!(
+                cap.memory_mb.is_none_or(|c| mem <= c),
+                "node {} memory {}",
+                n,
+                mem
+            );
+            prop_assert!(
+                cap.max_jobs.is_none_or(|c| jobs <= c),
+                "node {} jobs {}",
+                n,
+                jobs
+            );
+        }
     }
     rebuilt_decides_the_same(&s, &m)
 }
@@ -356,13 +440,16 @@ fn rebuilt_decides_the_same(s: &ClusterState, m: &Model) -> Result<(), TestCaseE
     }
     r.verify().map_err(TestCaseError::fail)?;
     prop_assert_eq!(r.free_units(), s.free_units());
-    for n in 1..=4 {
+    for n in 0..=4 {
         for st in [Strat::Topology, Strat::Pack, Strat::Spread, Strat::BestFit] {
-            let q = JobRequest {
-                allow_cross_numa: n > 2,
-                ..req("q", n)
-            };
-            prop_assert_eq!(place(&r, &q, st), place(s, &q, st));
+            for cpu in [0, 1_000] {
+                let q = JobRequest {
+                    allow_cross_numa: n > 2,
+                    cpu_millis: cpu,
+                    ..req("q", n)
+                };
+                prop_assert_eq!(place(&r, &q, st), place(s, &q, st));
+            }
         }
     }
     Ok(())

@@ -31,6 +31,7 @@ fn gref(node: u32, index: u32, mig: Option<u32>) -> GpuRef {
 fn mig_node() -> NodeSpec {
     NodeSpec {
         id: 0,
+        capacity: Default::default(),
         gpus: vec![
             gpu(0, 0, None),
             mig(
@@ -82,6 +83,7 @@ fn compute_capability_and_memory_filter_gpus() {
     old.memory_mb = 16_000;
     let s = ClusterState::new(vec![NodeSpec {
         id: 0,
+        capacity: Default::default(),
         gpus: vec![old, gpu(1, 0, None)],
     }]);
     let mut r = req("a", 1);
@@ -109,6 +111,7 @@ fn compute_capability_and_memory_filter_gpus() {
 fn exclusive_jobs_never_share_and_shared_jobs_never_join_them() {
     let mut s = ClusterState::new(vec![NodeSpec {
         id: 0,
+        capacity: Default::default(),
         gpus: vec![gpu(0, 0, None)],
     }]);
     start(
@@ -122,6 +125,9 @@ fn exclusive_jobs_never_share_and_shared_jobs_never_join_them() {
         job: "x".into(),
         units: vec![gref(0, 0, None)],
         memory_mb: MB,
+        node: 0,
+        cpu_millis: 0,
+        host_memory_mb: 0,
         sharing: joblet_sched::model::Sharing::Exclusive,
         class: WorkloadClass::Inference,
     };
@@ -143,6 +149,7 @@ fn exclusive_jobs_never_share_and_shared_jobs_never_join_them() {
 fn shared_memory_never_exceeds_the_gpu_and_zero_reserves_it_all() {
     let mut s = ClusterState::new(vec![NodeSpec {
         id: 0,
+        capacity: Default::default(),
         gpus: vec![gpu(0, 0, None)],
     }]);
     let half = MB / 2;
@@ -192,6 +199,7 @@ fn shared_memory_never_exceeds_the_gpu_and_zero_reserves_it_all() {
 fn training_and_inference_never_share_but_interactive_joins_either() {
     let mut s = ClusterState::new(vec![NodeSpec {
         id: 0,
+        capacity: Default::default(),
         gpus: vec![gpu(0, 0, None), gpu(1, 0, None)],
     }]);
     let t = start(
@@ -224,6 +232,9 @@ fn training_and_inference_never_share_but_interactive_joins_either() {
         job: "t3".into(),
         units: i.units.clone(),
         memory_mb: 1_000,
+        node: i.node,
+        cpu_millis: 0,
+        host_memory_mb: 0,
         sharing: joblet_sched::model::Sharing::Shared,
         class: WorkloadClass::Training,
     };
@@ -236,6 +247,7 @@ fn training_and_inference_never_share_but_interactive_joins_either() {
 fn unhealthy_or_paused_gpus_take_no_new_jobs_but_keep_theirs() {
     let mut s = ClusterState::new(vec![NodeSpec {
         id: 0,
+        capacity: Default::default(),
         gpus: vec![gpu(0, 0, None), gpu(1, 0, None)],
     }]);
     start(&mut s, &req("a", 1), Strategy::Pack).unwrap();
@@ -256,6 +268,9 @@ fn unhealthy_or_paused_gpus_take_no_new_jobs_but_keep_theirs() {
         job: "b".into(),
         units: vec![gref(0, 1, None)],
         memory_mb: MB,
+        node: 0,
+        cpu_millis: 0,
+        host_memory_mb: 0,
         sharing: joblet_sched::model::Sharing::Exclusive,
         class: WorkloadClass::Training,
     };
@@ -288,6 +303,9 @@ fn allocate_is_all_or_nothing() {
         job: "b".into(),
         units,
         memory_mb: MB,
+        node: 0,
+        cpu_millis: 0,
+        host_memory_mb: 0,
         sharing: joblet_sched::model::Sharing::Exclusive,
         class: WorkloadClass::Training,
     };
@@ -356,6 +374,9 @@ fn gangs_span_nodes_only_when_allowed_and_no_node_fits() {
         job: job.into(),
         units: vec![gref(node, 0, None), gref(node, 1, None)],
         memory_mb: MB,
+        node,
+        cpu_millis: 0,
+        host_memory_mb: 0,
         sharing: joblet_sched::model::Sharing::Exclusive,
         class: WorkloadClass::Training,
     };

@@ -23,6 +23,9 @@ fn hold(s: &mut ClusterState, job: &str, node: u32, gpus: &[u32]) {
             })
             .collect(),
         memory_mb: MB,
+        node,
+        cpu_millis: 0,
+        host_memory_mb: 0,
         sharing: Sharing::Exclusive,
         class: WorkloadClass::Training,
     })
@@ -50,7 +53,11 @@ fn topology_prefers_an_nvlink_group_inside_one_numa_node() {
         gpu(2, 0, Some(7)),
         gpu(3, 0, Some(7)),
     ];
-    let s = ClusterState::new(vec![NodeSpec { id: 0, gpus }]);
+    let s = ClusterState::new(vec![NodeSpec {
+        id: 0,
+        gpus,
+        capacity: Default::default(),
+    }]);
     assert_eq!(
         at(&s, &req("a", 2), Strategy::Topology),
         vec![(0, 2), (0, 3)]
@@ -65,7 +72,11 @@ fn topology_prefers_nvlink_across_numa_then_one_numa_node() {
         gpu(2, 1, Some(5)),
         gpu(3, 1, None),
     ];
-    let s = ClusterState::new(vec![NodeSpec { id: 0, gpus }]);
+    let s = ClusterState::new(vec![NodeSpec {
+        id: 0,
+        gpus,
+        capacity: Default::default(),
+    }]);
     assert_eq!(
         at(&s, &cross("a", 2), Strategy::Topology),
         vec![(0, 1), (0, 2)]
@@ -82,7 +93,11 @@ fn topology_prefers_one_numa_node_then_one_socket() {
     for g in &mut gpus {
         g.socket = g.numa / 2;
     }
-    let mut s = ClusterState::new(vec![NodeSpec { id: 0, gpus }]);
+    let mut s = ClusterState::new(vec![NodeSpec {
+        id: 0,
+        gpus,
+        capacity: Default::default(),
+    }]);
     assert_eq!(
         at(&s, &cross("a", 2), Strategy::Topology),
         vec![(0, 0), (0, 1)]
@@ -197,10 +212,12 @@ fn check_ever_placeable_names_each_reason() {
     let s = ClusterState::new(vec![
         NodeSpec {
             id: 0,
+            capacity: Default::default(),
             gpus: vec![gpu(0, 0, None), g, gpu(2, 1, None)],
         },
         NodeSpec {
             id: 1,
+            capacity: Default::default(),
             gpus: vec![gpu(0, 0, None)],
         },
     ]);

@@ -170,13 +170,11 @@ fn restore_re_derives_the_same_allocations() {
     let running: Vec<_> = starts
         .iter()
         .map(|(job, t)| {
-            let p = s.cluster().placement(job).cloned().unwrap_or(Placement {
-                job: job.clone(),
-                units: vec![],
-                memory_mb: 0,
-                sharing: reqs[job].0.sharing,
-                class: reqs[job].0.class,
-            });
+            let p = s
+                .cluster()
+                .placement(job)
+                .cloned()
+                .expect("every running job, CPU-only too, is in the ledger");
             (reqs[job].0.clone(), p, *t)
         })
         .collect();

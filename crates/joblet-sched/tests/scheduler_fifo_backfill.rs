@@ -8,7 +8,7 @@ use joblet_sched::scheduler::Scheduler;
 use scheduler_support::*;
 
 #[test]
-fn fifo_head_blocks_everything_behind_it_but_cpu_jobs_start() {
+fn fifo_head_blocks_everything_behind_it_cpu_jobs_too() {
     let mut s = Scheduler::new(config(Policy::Fifo), vec![node(0, 8)]);
     assert_eq!(started(&submit(&mut s, req("a", 6), 0)), ["a"]);
     assert!(started(&submit(&mut s, req("b", 4), 1)).is_empty());
@@ -16,9 +16,12 @@ fn fifo_head_blocks_everything_behind_it_but_cpu_jobs_start() {
         started(&submit(&mut s, req("c", 1), 2)).is_empty(),
         "c is behind b"
     );
-    assert_eq!(started(&submit(&mut s, req("cpu", 0), 3)), ["cpu"]);
+    assert!(
+        started(&submit(&mut s, req("cpu", 0), 3)).is_empty(),
+        "a CPU-only job is behind b too"
+    );
     assert_eq!(s.cluster().free_units(), 2);
-    assert_eq!(started(&exit(&mut s, "a", 10)), ["b", "c"]);
+    assert_eq!(started(&exit(&mut s, "a", 10)), ["b", "c", "cpu"]);
     assert_eq!((s.waiting(), s.running()), (0, 3));
 }
 

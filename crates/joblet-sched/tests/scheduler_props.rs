@@ -1,15 +1,21 @@
 //! Property test over random event sequences on small random clusters
-//! (1,000 cases × 1,000 events = 10^6 operations): after every event the
-//! cluster verifies (no count or memory oversubscription), every start is a
-//! whole gang on open GPUs that fit the request, training and inference
-//! never share a unit, quotas and rate limits hold (tracked here, apart
-//! from the scheduler), the scheduler's counts match this model, and at
-//! random points a scheduler restored from the ledger has exactly the same
-//! allocations.
+//! (1,000 cases × 1,000 events = 10^6 operations) mixing CPU-only and GPU
+//! jobs, with and without CPU and memory requests, on nodes some of which
+//! limit CPU, memory or running jobs: after every event the cluster
+//! verifies (no count or memory oversubscription), no node's CPU, memory
+//! or job count (tracked here from the starts) exceeds its capacity, every
+//! start is a whole gang on open GPUs that fit the request (a CPU-only job:
+//! on one present node), training and inference never share a unit, quotas
+//! and rate limits hold for jobs with GPUs (tracked here, apart from the
+//! scheduler), the scheduler's counts match this model, and at random
+//! points a scheduler restored from the ledger has exactly the same
+//! allocations. At the end of each case every node comes back healthy and
+//! running jobs keep exiting: every job submitted is then started or was
+//! rejected (nothing waits forever once resources free up).
 
 use joblet_sched::model::{
-    GpuSpec, JobRequest, MigSlice, NodeSpec, Policy, Quota, RateLimit, SchedConfig, Sharing,
-    Strategy as Placing, WorkloadClass,
+    GpuSpec, JobRequest, MigSlice, NodeCapacity, NodeSpec, Policy, Quota, RateLimit, SchedConfig,
+    Sharing, Strategy as Placing, WorkloadClass,
 };
 use proptest::prelude::*;
 
@@ -27,6 +33,8 @@ pub struct Sub {
     limit: Option<u8>,
     cross: u8,
     cc: bool,
+    cpu: u8,
+    host_mem: u8,
 }
 
 #[derive(Debug, Clone)]
@@ -73,6 +81,8 @@ impl Gen {
             limit: (self.below(2) == 0).then(|| 1 + self.small(59)),
             cross: self.small(4),
             cc: self.below(6) == 0,
+            cpu: self.small(6),
+            host_mem: self.small(5),
         }
     }
 
@@ -102,47 +112,67 @@ fn gpu_spec() -> impl Strategy<Value = (u8, bool, u8, bool)> {
     (0u8..4, any::<bool>(), 0u8..2, any::<bool>())
 }
 
-fn cluster() -> impl Strategy<Value = Vec<NodeSpec>> {
-    proptest::collection::vec(proptest::collection::vec(gpu_spec(), 2..=4), 1..=3).prop_map(
-        |nodes| {
-            nodes
-                .into_iter()
-                .enumerate()
-                .map(|(id, gpus)| NodeSpec {
-                    id: id as u32,
-                    gpus: gpus
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, (mem, mig, numa, cc))| GpuSpec {
-                            index: i as u32,
-                            uuid: format!("GPU-{id}-{i}"),
-                            memory_mb: [16_384, 40_960, 81_920, 81_920][mem as usize],
-                            numa: u32::from(numa),
-                            socket: u32::from(numa),
-                            nvlink_group: (i < 2).then_some(0),
-                            compute_capability: if cc { (8, 0) } else { (7, 0) },
-                            mig: if mig && mem >= 2 {
-                                (0..3)
-                                    .map(|s| MigSlice {
-                                        id: s,
-                                        profile: "1g.10gb".into(),
-                                        memory_mb: 10_240,
-                                    })
-                                    .chain([MigSlice {
-                                        id: 3,
-                                        profile: "2g.20gb".into(),
-                                        memory_mb: 20_480,
-                                    }])
-                                    .collect()
-                            } else {
-                                Vec::new()
-                            },
-                        })
-                        .collect(),
-                })
-                .collect()
-        },
+fn capacity() -> impl Strategy<Value = NodeCapacity> {
+    (
+        proptest::option::weighted(0.5, 1u64..=4),
+        proptest::option::weighted(0.5, 1u64..=3),
+        proptest::option::weighted(0.5, 1u32..=4),
     )
+        .prop_map(|(cpus, gib, max_jobs)| NodeCapacity {
+            cpu_millis: cpus.map(|c| c * 2_000),
+            memory_mb: gib.map(|g| g * 8_192),
+            max_jobs,
+        })
+}
+
+fn cluster() -> impl Strategy<Value = Vec<NodeSpec>> {
+    proptest::collection::vec(
+        (
+            proptest::sample::select(vec![0usize, 2, 3, 4])
+                .prop_flat_map(|n| proptest::collection::vec(gpu_spec(), n)),
+            capacity(),
+        ),
+        1..=3,
+    )
+    .prop_map(|nodes| {
+        nodes
+            .into_iter()
+            .enumerate()
+            .map(|(id, (gpus, capacity))| NodeSpec {
+                id: id as u32,
+                capacity,
+                gpus: gpus
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (mem, mig, numa, cc))| GpuSpec {
+                        index: i as u32,
+                        uuid: format!("GPU-{id}-{i}"),
+                        memory_mb: [16_384, 40_960, 81_920, 81_920][mem as usize],
+                        numa: u32::from(numa),
+                        socket: u32::from(numa),
+                        nvlink_group: (i < 2).then_some(0),
+                        compute_capability: if cc { (8, 0) } else { (7, 0) },
+                        mig: if mig && mem >= 2 {
+                            (0..3)
+                                .map(|s| MigSlice {
+                                    id: s,
+                                    profile: "1g.10gb".into(),
+                                    memory_mb: 10_240,
+                                })
+                                .chain([MigSlice {
+                                    id: 3,
+                                    profile: "2g.20gb".into(),
+                                    memory_mb: 20_480,
+                                }])
+                                .collect()
+                        } else {
+                            Vec::new()
+                        },
+                    })
+                    .collect(),
+            })
+            .collect()
+    })
 }
 
 fn sched_config() -> impl Strategy<Value = SchedConfig> {
@@ -214,6 +244,8 @@ fn request(job: String, s: &Sub) -> JobRequest {
         allow_cross_node: s.cross >= 3,
         preemptible: s.preemptible,
         time_limit_ms: s.limit.map(|l| u64::from(l) * 1_000),
+        cpu_millis: [0, 0, 500, 1_000, 2_000, 9_000][s.cpu as usize],
+        host_memory_mb: [0, 0, 1_024, 8_192, 30_000][s.host_mem as usize],
     }
 }
 
@@ -243,5 +275,6 @@ proptest! {
             m.now += i64::from(dt);
             m.apply(op, i);
         }
+        m.drain(EVENTS);
     }
 }

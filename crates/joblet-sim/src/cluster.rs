@@ -2,7 +2,7 @@
 //! nodes of GPUs/2 each, one socket per NUMA node, all GPUs of a node in
 //! one NVLink group) for the scheduler's model.
 
-use joblet_sched::model::{GpuSpec, NodeSpec};
+use joblet_sched::model::{GpuSpec, NodeCapacity, NodeSpec};
 
 use crate::error::SimError;
 
@@ -48,6 +48,7 @@ pub fn build_nodes(nodes: u32, gpus_per_node: u32, gpu_memory_gb: u64) -> Vec<No
     (0..nodes)
         .map(|id| NodeSpec {
             id,
+            capacity: NodeCapacity::default(),
             gpus: (0..gpus_per_node)
                 .map(|index| {
                     let numa = index / per_numa;

@@ -238,6 +238,8 @@ impl Sim<'_> {
             allow_cross_node: job.gpus > self.shape.gpus_per_node,
             preemptible: true,
             time_limit_ms: (self.policy == Policy::Backfill).then_some(job.duration_ms),
+            cpu_millis: 0,
+            host_memory_mb: 0,
         }
     }
 

@@ -396,6 +396,8 @@ mod tests {
             allow_cross_node: false,
             preemptible: false,
             time_limit_ms: None,
+            cpu_millis: 0,
+            host_memory_mb: 0,
         };
         let placement = Placement {
             job: job.into(),
@@ -405,6 +407,9 @@ mod tests {
                 mig: None,
             }],
             memory_mb: 40_960,
+            node: 0,
+            cpu_millis: 0,
+            host_memory_mb: 0,
             sharing: Sharing::Exclusive,
             class: WorkloadClass::Training,
         };

@@ -13,6 +13,7 @@ fn nodes() -> Vec<NodeSpec> {
     (0..4)
         .map(|id| NodeSpec {
             id,
+            capacity: Default::default(),
             gpus: (0..8)
                 .map(|index| GpuSpec {
                     index,
@@ -49,6 +50,8 @@ fn req(i: u64, gpus: u32, shared: bool) -> JobRequest {
         allow_cross_node: false,
         preemptible: false,
         time_limit_ms: None,
+        cpu_millis: 0,
+        host_memory_mb: 0,
     }
 }
 
@@ -122,6 +125,9 @@ fn an_allocation_is_never_replaced_and_bad_rows_name_the_job() {
             mig: None,
         }],
         memory_mb: 40_960,
+        node: 0,
+        cpu_millis: 0,
+        host_memory_mb: 0,
         sharing: Sharing::Exclusive,
         class: WorkloadClass::Training,
     };

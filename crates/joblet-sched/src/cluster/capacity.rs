@@ -4,7 +4,8 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use super::node::{Gpu, Unit};
+use super::host::{could_hold, HostLoad};
+use super::node::{Gpu, Node, Unit};
 use super::ClusterState;
 use crate::model::{JobRequest, Unplaceable};
 
@@ -17,6 +18,8 @@ pub(crate) struct CapacityKey {
     min_compute_capability: Option<(u32, u32)>,
     allow_cross_node: bool,
     allow_cross_numa: bool,
+    cpu_millis: u64,
+    host_memory_mb: u64,
 }
 
 impl CapacityKey {
@@ -28,6 +31,8 @@ impl CapacityKey {
             min_compute_capability: req.min_compute_capability,
             allow_cross_node: req.allow_cross_node,
             allow_cross_numa: req.allow_cross_numa,
+            cpu_millis: req.cpu_millis,
+            host_memory_mb: req.host_memory_mb,
         }
     }
 }
@@ -50,10 +55,16 @@ fn cc_fits(req: &JobRequest, g: &Gpu) -> bool {
 
 impl ClusterState {
     /// Whether the request could be placed on an empty, healthy cluster:
-    /// ignores current use and health. Checks, in order: MIG profile,
-    /// compute capability, memory per unit, units in the cluster, units per
-    /// node (unless it may span nodes), units per NUMA node (unless it may
-    /// span NUMA nodes or nodes).
+    /// ignores current use and health. Checks, in order, for a request
+    /// with GPUs: MIG profile, compute capability, memory per unit, units
+    /// in the cluster, units per node (unless it may span nodes), units per
+    /// NUMA node (unless it may span NUMA nodes or nodes); then for every
+    /// request: a node that runs jobs at all (`max_jobs` not 0), the
+    /// largest such node's CPU, then its memory (each against the largest
+    /// node, [`Unplaceable::TooManyCpus`], [`Unplaceable::TooMuchHostMemory`]);
+    /// and last whether one node (or, spanning nodes, enough nodes) offers
+    /// the GPUs, CPU, memory and a job slot together
+    /// ([`Unplaceable::NoNodeOffersAll`]).
     ///
     /// Answers are remembered per request shape until a node is added or
     /// removed: the daemon and the simulator ask on every submission, and
@@ -75,19 +86,78 @@ impl ClusterState {
     }
 
     fn scan_ever_placeable(&self, req: &JobRequest) -> Result<(), Unplaceable> {
-        let n = req.gpu_count;
-        if n == 0 {
-            return Ok(());
+        if req.gpu_count > 0 {
+            self.scan_gpus(req, |_| true)?;
         }
+        self.scan_host(req)?;
+        let load = HostLoad::of_request(req);
+        let holds = |node: &Node| could_hold(&node.capacity, load);
+        let together = if req.gpu_count == 0 {
+            self.nodes().values().any(holds)
+        } else {
+            self.scan_gpus(req, holds).is_ok()
+        };
+        if !together {
+            return Err(Unplaceable::NoNodeOffersAll {
+                gpus: req.gpu_count,
+                cpu_millis: req.cpu_millis,
+                memory_mb: req.host_memory_mb,
+            });
+        }
+        Ok(())
+    }
+
+    /// A node that runs jobs, the largest CPU, the largest memory.
+    fn scan_host(&self, req: &JobRequest) -> Result<(), Unplaceable> {
+        let open = || {
+            self.nodes()
+                .values()
+                .filter(|n| n.capacity.max_jobs != Some(0))
+                .map(|n| n.capacity)
+        };
+        if open().next().is_none() {
+            return Err(Unplaceable::NoJobSlots);
+        }
+        // A node that does not track a dimension offers without limit.
+        let largest = |dim: fn(&crate::model::NodeCapacity) -> Option<u64>| {
+            open()
+                .map(|c| dim(&c).unwrap_or(u64::MAX))
+                .max()
+                .unwrap_or(0)
+        };
+        let largest_millis = largest(|c| c.cpu_millis);
+        if req.cpu_millis > largest_millis {
+            return Err(Unplaceable::TooManyCpus {
+                asked_millis: req.cpu_millis,
+                largest_millis,
+            });
+        }
+        let largest_mb = largest(|c| c.memory_mb);
+        if req.host_memory_mb > largest_mb {
+            return Err(Unplaceable::TooMuchHostMemory {
+                asked_mb: req.host_memory_mb,
+                largest_mb,
+            });
+        }
+        Ok(())
+    }
+
+    /// The GPU checks, over the nodes `keep` admits.
+    fn scan_gpus(&self, req: &JobRequest, keep: impl Fn(&Node) -> bool) -> Result<(), Unplaceable> {
+        let n = req.gpu_count;
+        let keep = &keep;
         let units = || {
-            self.nodes().values().flat_map(|node| {
-                node.gpus.iter().flat_map(move |g| {
-                    g.units
-                        .iter()
-                        .filter(|u| kind_fits(req, u))
-                        .map(move |u| (node.id, g, u))
+            self.nodes()
+                .values()
+                .filter(|node| keep(node))
+                .flat_map(|node| {
+                    node.gpus.iter().flat_map(move |g| {
+                        g.units
+                            .iter()
+                            .filter(|u| kind_fits(req, u))
+                            .map(move |u| (node.id, g, u))
+                    })
                 })
-            })
         };
         if let Some(p) = &req.mig_profile {
             if units().next().is_none() {
@@ -187,6 +257,7 @@ mod memo_tests {
                     mig: Vec::new(),
                 })
                 .collect(),
+            capacity: Default::default(),
         }
     }
 
@@ -206,6 +277,8 @@ mod memo_tests {
             allow_cross_node: true,
             preemptible: false,
             time_limit_ms: None,
+            cpu_millis: 0,
+            host_memory_mb: 0,
         }
     }
 

@@ -4,7 +4,7 @@ use std::fmt;
 
 use joblet_core::gpu::GpuState;
 
-use crate::model::{GpuRef, JobKey, WorkloadClass};
+use crate::model::{GpuRef, JobKey, NodeId, WorkloadClass};
 
 impl fmt::Display for GpuRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -22,6 +22,16 @@ pub enum AllocError {
     DuplicateJob { job: JobKey },
     #[error("job {job}: {unit} does not exist")]
     NoSuchUnit { job: JobKey, unit: GpuRef },
+    #[error("job {job}: node {node} does not exist")]
+    NoSuchNode { job: JobKey, node: NodeId },
+    #[error("job {job}: node {node} has {left} {what} left but {asked} were asked")]
+    HostFull {
+        job: JobKey,
+        node: NodeId,
+        what: &'static str,
+        asked: u64,
+        left: u64,
+    },
     #[error("job {job}: {unit} appears twice in the placement")]
     DuplicateUnit { job: JobKey, unit: GpuRef },
     #[error("job {job}: {unit} takes no new jobs (state {state}, paused {paused})")]

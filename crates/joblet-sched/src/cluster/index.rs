@@ -1,7 +1,7 @@
-//! The free-capacity index: every topology domain with free whole GPUs,
-//! ordered by (free, node's free, temperature, node, domain), per tier and
-//! per NUMA / node level, so the common placement is a few range lookups
-//! instead of a scan of every node.
+//! The free-capacity index: every topology domain with free whole GPUs on
+//! a node with a free job slot, ordered by (free, node's free, temperature,
+//! node, domain), per tier and per NUMA / node level, so the common
+//! placement is a few range lookups instead of a scan of every node.
 
 use std::collections::BTreeSet;
 
@@ -31,7 +31,7 @@ impl Key {
     }
 }
 
-/// Domains with at least one free whole GPU.
+/// Domains with at least one free whole GPU, on nodes with a free job slot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct DomainIndex {
     pub tiers: [BTreeSet<Key>; TIERS],
@@ -43,10 +43,11 @@ pub(crate) struct DomainIndex {
 
 impl DomainIndex {
     fn keys(node: &Node) -> impl Iterator<Item = (usize, Key, bool, bool)> + '_ {
+        let open = node.has_slot();
         node.domains
             .iter()
             .enumerate()
-            .filter(|(_, d)| d.free > 0)
+            .filter(move |(_, d)| open && d.free > 0)
             .map(move |(i, d)| {
                 let key = Key {
                     free: d.free,

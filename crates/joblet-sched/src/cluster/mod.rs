@@ -1,10 +1,20 @@
 //! The cluster's live allocation state: who holds which unit (whole GPU or
-//! MIG slice) on which node, GPU health, and the free-capacity index that
-//! makes placement fast. Every change goes through `allocate`, `release`,
-//! `set_health`, `add_node` and `remove_node`, which keep the index exact;
-//! `verify` recounts everything from the ledger.
+//! MIG slice) on which node, what every node's jobs use of its CPU, memory
+//! and job slots, GPU health, and the free-capacity index that makes
+//! placement fast. Every change goes through `allocate` (or `adopt`),
+//! `release`, `set_health`, `add_node`, `remove_node` and the host claims,
+//! which keep the index exact; `verify` recounts everything from the
+//! ledger.
 //!
 //! Rules enforced by `allocate` (and followed by [`crate::place`]):
+//! - every placement (CPU-only ones too, which hold no unit) takes one job
+//!   slot, its `cpu_millis` and its `host_memory_mb` on every node it
+//!   touches ([`Placement::nodes`]); on no node may the jobs, CPU or memory
+//!   in use (plus what is claimed, below) exceed a tracked capacity
+//!   ([`crate::model::NodeCapacity`]); `adopt` (restore) charges a ledger
+//!   as it is, even over a capacity lowered since;
+//! - host capacity can be *claimed* for a job whose preemption victims are
+//!   still stopping: nobody may be placed on it until it is unclaimed;
 //! - an exclusive job holds the whole unit: it never lands on a unit with
 //!   any holder, and nothing joins it;
 //! - shared jobs reserve `memory_mb` each on every unit they hold and the
@@ -17,6 +27,7 @@
 
 mod capacity;
 mod error;
+mod host;
 pub(crate) mod index;
 pub(crate) mod node;
 mod verify;
@@ -26,6 +37,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::FxHashMap as HashMap;
 
 pub use error::AllocError;
+pub use host::HostLoad;
+pub(crate) use host::Room;
 use index::DomainIndex;
 use node::{Holder, Node};
 
@@ -51,6 +64,12 @@ pub struct ClusterState {
     /// Free whole GPUs over all nodes.
     free_whole: u32,
     floor: Option<WholeFloor>,
+    /// Nodes that track their CPU, and their memory: while none does, a
+    /// request's CPU (memory) cannot keep it off any node.
+    cpu_tracked: u32,
+    memory_tracked: u32,
+    /// Nodes with a limit of running jobs.
+    jobs_tracked: u32,
     /// Static-capacity answers, cleared when nodes change.
     capacity_memo: capacity::CapacityMemo,
 }
@@ -67,6 +86,9 @@ impl ClusterState {
             free_units: 0,
             free_whole: 0,
             floor: None,
+            cpu_tracked: 0,
+            memory_tracked: 0,
+            jobs_tracked: 0,
             capacity_memo: Default::default(),
         };
         for n in nodes {
@@ -84,6 +106,9 @@ impl ClusterState {
             self.remove_node(node.id);
         }
         let node = Node::new(node);
+        self.cpu_tracked += u32::from(node.capacity.cpu_millis.is_some());
+        self.memory_tracked += u32::from(node.capacity.memory_mb.is_some());
+        self.jobs_tracked += u32::from(node.capacity.max_jobs.is_some());
         self.index.insert(&node);
         self.total_units += node.total_units;
         self.free_units += node.free_units;
@@ -92,19 +117,19 @@ impl ClusterState {
         self.nodes.insert(node.id, node);
     }
 
-    /// Removes a node; returns (sorted) the jobs that held units there.
-    /// Their allocations are dropped whole, on every node.
+    /// Removes a node; returns (sorted) the jobs placed there (holding
+    /// units there, or CPU-only jobs on it). Their allocations are dropped
+    /// whole, on every node; so is what was claimed on the node.
     pub fn remove_node(&mut self, id: NodeId) -> Vec<JobKey> {
-        let Some(node) = self.nodes.get(&id) else {
+        if !self.nodes.contains_key(&id) {
             return Vec::new();
-        };
+        }
         self.capacity_memo.get_mut().clear();
-        let jobs: BTreeSet<JobKey> = node
-            .gpus
-            .iter()
-            .flat_map(|g| &g.units)
-            .flat_map(|u| &u.holders)
-            .map(|h| h.job.clone())
+        let jobs: BTreeSet<JobKey> = self
+            .ledger
+            .values()
+            .filter(|p| p.nodes().any(|n| n == id))
+            .map(|p| p.job.clone())
             .collect();
         for j in &jobs {
             self.release(j);
@@ -114,6 +139,9 @@ impl ClusterState {
             self.total_units -= node.total_units;
             self.free_units -= node.free_units;
             self.free_whole -= node.free_whole;
+            self.cpu_tracked -= u32::from(node.capacity.cpu_millis.is_some());
+            self.memory_tracked -= u32::from(node.capacity.memory_mb.is_some());
+            self.jobs_tracked -= u32::from(node.capacity.max_jobs.is_some());
         }
         self.floor = self.nodes.values().fold(None, merge_floor);
         jobs.into_iter().collect()
@@ -138,6 +166,20 @@ impl ClusterState {
 
     /// Records a placement, all of it or (on error) none of it.
     pub fn allocate(&mut self, p: Placement) -> Result<(), AllocError> {
+        self.record(p, true)
+    }
+
+    /// Records the placement of a job that already runs (restore from the
+    /// ledger): checked as by [`ClusterState::allocate`], except that its
+    /// CPU, memory and job slot are charged even beyond a node's capacity
+    /// (it may have been lowered since the job started). A node over its
+    /// capacity takes no new job that asks for what it lacks until its
+    /// jobs give enough back ([`ClusterState::verify`] reports it).
+    pub fn adopt(&mut self, p: Placement) -> Result<(), AllocError> {
+        self.record(p, false)
+    }
+
+    fn record(&mut self, p: Placement, check_host: bool) -> Result<(), AllocError> {
         if self.ledger.contains_key(&p.job) {
             return Err(AllocError::DuplicateJob { job: p.job });
         }
@@ -150,8 +192,27 @@ impl ClusterState {
             }
             self.check_unit(&p, unit)?;
         }
-        for id in node_ids(&p) {
+        let load = HostLoad::of(&p);
+        for id in p.nodes() {
+            let Some(n) = self.nodes.get(&id) else {
+                return Err(AllocError::NoSuchNode {
+                    job: p.job,
+                    node: id,
+                });
+            };
+            if let Some((what, asked, left)) = n.room().refusal(load).filter(|_| check_host) {
+                return Err(AllocError::HostFull {
+                    job: p.job,
+                    node: id,
+                    what,
+                    asked,
+                    left,
+                });
+            }
+        }
+        for id in p.nodes() {
             self.with_node(id, |n| {
+                n.used = n.used.plus(load);
                 for u in p.units.iter().filter(|u| u.node == id) {
                     let Some(g) = n.gpu_pos(u.index).map(|i| &mut n.gpus[i]) else {
                         continue;
@@ -232,11 +293,14 @@ impl ClusterState {
         Ok(())
     }
 
-    /// Frees the job's units; returns its placement (None: unknown job).
+    /// Frees the job's units, CPU, memory and job slots; returns its
+    /// placement (None: unknown job).
     pub fn release(&mut self, job: &str) -> Option<Placement> {
         let p = self.ledger.remove(job)?;
-        for id in node_ids(&p) {
+        let load = HostLoad::of(&p);
+        for id in p.nodes() {
             self.with_node(id, |n| {
+                n.used = n.used.minus(load);
                 for u in p.units.iter().filter(|u| u.node == id) {
                     let Some(g) = n.gpu_pos(u.index).map(|i| &mut n.gpus[i]) else {
                         continue;
@@ -267,6 +331,37 @@ impl ClusterState {
         self.index.insert(n);
         self.free_units = self.free_units - before.0 + n.free_units;
         self.free_whole = self.free_whole - before.1 + n.free_whole;
+    }
+
+    /// Holds `load` on the node for a job whose preemption victims are
+    /// still stopping: nobody is placed on it until it is unclaimed
+    /// (unknown node: ignored).
+    pub(crate) fn claim_host(&mut self, node: NodeId, load: HostLoad) {
+        self.with_node(node, |n| n.claimed = n.claimed.plus(load));
+    }
+
+    /// Gives back what [`ClusterState::claim_host`] held.
+    pub(crate) fn unclaim_host(&mut self, node: NodeId, load: HostLoad) {
+        self.with_node(node, |n| n.claimed = n.claimed.minus(load));
+    }
+
+    /// What the jobs placed on the node use of its CPU, memory and job
+    /// slots (unknown node: `None`).
+    pub fn host_used(&self, node: NodeId) -> Option<HostLoad> {
+        self.nodes.get(&node).map(|n| n.used)
+    }
+
+    /// Whether no node tracks what `load` asks for beyond a job slot: then
+    /// its CPU and memory keep it off no node.
+    pub(crate) fn host_light(&self, load: HostLoad) -> bool {
+        (load.cpu_millis == 0 || self.cpu_tracked == 0)
+            && (load.memory_mb == 0 || self.memory_tracked == 0)
+    }
+
+    /// Whether host capacity can keep `load` off no node, ever: it is
+    /// light and no node limits its jobs.
+    pub(crate) fn host_unlimited(&self, load: HostLoad) -> bool {
+        self.jobs_tracked == 0 && self.host_light(load)
     }
 
     pub fn placement(&self, job: &str) -> Option<&Placement> {
@@ -322,35 +417,6 @@ impl ClusterState {
 
     pub(crate) fn floor(&self) -> Option<WholeFloor> {
         self.floor
-    }
-}
-
-/// The nodes a placement touches, ascending, once each.
-fn node_ids(p: &Placement) -> NodeIds {
-    let first = p.units.first().map(|u| u.node);
-    if p.units.iter().all(|u| Some(u.node) == first) {
-        return NodeIds::One(first.into_iter());
-    }
-    let mut nodes: Vec<NodeId> = p.units.iter().map(|u| u.node).collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    NodeIds::Many(nodes.into_iter())
-}
-
-/// [`node_ids`]: no allocation for the usual one-node placement.
-enum NodeIds {
-    One(std::option::IntoIter<NodeId>),
-    Many(std::vec::IntoIter<NodeId>),
-}
-
-impl Iterator for NodeIds {
-    type Item = NodeId;
-
-    fn next(&mut self) -> Option<NodeId> {
-        match self {
-            NodeIds::One(it) => it.next(),
-            NodeIds::Many(it) => it.next(),
-        }
     }
 }
 

@@ -1,9 +1,11 @@
 //! One node's live state: its GPUs, their allocatable units (a whole GPU or
-//! its MIG slices) with the jobs holding them, and its topology domains.
+//! its MIG slices) with the jobs holding them, its topology domains, and
+//! the CPU, memory and job slots its jobs use.
 
 use joblet_core::gpu::GpuState;
 
-use crate::model::{GpuHealth, GpuSpec, JobKey, NodeId, NodeSpec, WorkloadClass};
+use super::host::{HostLoad, Room};
+use crate::model::{GpuHealth, GpuSpec, JobKey, NodeCapacity, NodeId, NodeSpec, WorkloadClass};
 
 /// Number of topology tiers, best first (see [`Domain::tier`]).
 pub(crate) const TIERS: usize = 5;
@@ -190,6 +192,12 @@ pub(crate) struct Node {
     /// Placeable units not held exclusively (what a shared job could join).
     pub open_units: u32,
     pub total_units: u32,
+    pub capacity: NodeCapacity,
+    /// What the placements in the ledger charge this node.
+    pub used: HostLoad,
+    /// What is held for a job whose preemption victims are still stopping
+    /// (nobody else may take it).
+    pub claimed: HostLoad,
 }
 
 impl Node {
@@ -208,9 +216,30 @@ impl Node {
             free_units: 0,
             open_units: 0,
             total_units,
+            capacity: spec.capacity,
+            used: HostLoad::default(),
+            claimed: HostLoad::default(),
         };
         node.recount_all();
         node
+    }
+
+    /// What is left of the node's host capacity for new jobs.
+    pub fn room(&self) -> Room {
+        Room::left(&self.capacity, self.used.plus(self.claimed))
+    }
+
+    /// Whether one more job of `load` fits the node's host capacity.
+    pub fn host_fits(&self, load: HostLoad) -> bool {
+        self.room().fits(load)
+    }
+
+    /// Whether any job could start here now (a job slot is free): nodes
+    /// without one are left out of the free-capacity index.
+    pub fn has_slot(&self) -> bool {
+        self.capacity
+            .max_jobs
+            .is_none_or(|m| self.used.jobs.saturating_add(self.claimed.jobs) < m)
     }
 
     pub fn gpu_pos(&self, index: u32) -> Option<usize> {

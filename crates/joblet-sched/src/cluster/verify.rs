@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::host::{over, HostLoad};
 use super::index::DomainIndex;
 use super::node::{classes_conflict, Node};
 use super::ClusterState;
-use crate::model::{GpuRef, JobKey, Placement, Sharing, WorkloadClass};
+use crate::model::{GpuRef, JobKey, NodeId, Placement, Sharing, WorkloadClass};
 
 /// What the ledger says one unit carries.
 #[derive(Default)]
@@ -15,14 +16,17 @@ struct Load<'a> {
 }
 
 impl ClusterState {
-    /// Full invariant check: every placement's units exist and are
-    /// distinct; no unit is over its memory or shared with an exclusive
-    /// job; no unit mixes training and inference; the per-unit holders,
-    /// free counts, totals and the free-capacity index all match a
-    /// recount. Health at allocation time is not checked (a GPU may have
-    /// failed since).
+    /// Full invariant check: every placement's units (or, CPU-only, its
+    /// node) exist and are distinct; no unit is over its memory or shared
+    /// with an exclusive job; no unit mixes training and inference; every
+    /// node's CPU, memory and job count in use match the placements that
+    /// touch it, and with what is claimed stay within its tracked capacity;
+    /// the per-unit holders, free counts, totals and the free-capacity
+    /// index all match a recount. Health at allocation time is not checked
+    /// (a GPU may have failed since).
     pub fn verify(&self) -> Result<(), String> {
         let mut loads: BTreeMap<&GpuRef, Load> = BTreeMap::new();
+        let mut host: BTreeMap<NodeId, HostLoad> = BTreeMap::new();
         let mut ledger: Vec<(&JobKey, &Placement)> = self.ledger.iter().collect();
         ledger.sort_unstable_by_key(|(k, _)| *k);
         for (key, p) in ledger {
@@ -46,6 +50,28 @@ impl ClusterState {
                     return Err(format!("job {}: {u} does not exist", p.job));
                 }
                 loads.entry(u).or_default().jobs.push(p);
+            }
+            for n in p.nodes() {
+                if !self.nodes.contains_key(&n) {
+                    return Err(format!("job {}: node {n} does not exist", p.job));
+                }
+                let h = host.entry(n).or_default();
+                *h = h.plus(HostLoad::of(p));
+            }
+        }
+        for node in self.nodes.values() {
+            let want = host.get(&node.id).copied().unwrap_or_default();
+            if node.used != want {
+                return Err(format!(
+                    "node {}: {:?} in use but the ledger says {want:?}",
+                    node.id, node.used
+                ));
+            }
+            if let Some((what, used, cap)) = over(&node.capacity, want.plus(node.claimed)) {
+                return Err(format!(
+                    "node {}: {used} {what} in use or claimed of {cap}",
+                    node.id
+                ));
             }
         }
         for (u, load) in &loads {

@@ -1,7 +1,8 @@
 //! Gangs that may span nodes and fit on no single node: the nodes with
 //! the most eligible units first (fewest nodes), then the coolest (hottest
-//! GPU), then the lowest id. Fast-path requests walk the node-level index;
-//! others scan every node.
+//! GPU), then the lowest id. Only nodes with a free job slot and room for
+//! the request's CPU and memory take part. Fast-path requests walk the
+//! node-level index; others scan every node.
 
 use std::cmp::Reverse;
 
@@ -75,6 +76,7 @@ pub(super) fn by_scan<'s>(state: &'s ClusterState, d: &Demand) -> Option<Vec<&'s
     let mut nodes: Vec<(&Node, u32, u32)> = state
         .nodes()
         .values()
+        .filter(|node| d.host_fits(node))
         .filter_map(|node| {
             let total = eval(node, d).total;
             let temp = node.domains.iter().find(|dom| dom.node_level)?.temp;

@@ -1,13 +1,22 @@
-//! Gang placement of one request on the cluster state, by strategy.
+//! Placement of one request on the cluster state, by strategy.
 //!
-//! A request takes `gpu_count` units, all or none: whole GPUs, or with
-//! `mig_profile` only MIG slices of that profile (a GPU with slices offers
-//! only its slices). Units must be on GPUs that accept new jobs and are not
-//! paused, meet `min_compute_capability` and have at least `gpu_memory_mb`.
-//! Exclusive requests take units nobody holds; shared ones join units not
-//! held exclusively, not mixing training with inference, reserving
-//! `gpu_memory_mb` (0 = the whole unit, so an empty one) within the unit's
-//! unreserved memory.
+//! Every placement needs, on each node it touches, a free job slot and
+//! room for the request's `cpu_millis` and `host_memory_mb` (in the
+//! dimensions the node tracks); nodes without are not considered. A
+//! CPU-only request (`gpu_count` 0) takes one such node: `Pack`, `BestFit`
+//! and `Topology` the one with the least room left after placing it,
+//! `Spread` the one with the most (CPU first, then memory, then job slots,
+//! an untracked dimension counting as unlimited; then the most jobs
+//! running, `Spread`: the fewest; then the lowest node id).
+//!
+//! A request with GPUs takes `gpu_count` units, all or none: whole GPUs, or
+//! with `mig_profile` only MIG slices of that profile (a GPU with slices
+//! offers only its slices). Units must be on GPUs that accept new jobs and
+//! are not paused, meet `min_compute_capability` and have at least
+//! `gpu_memory_mb`. Exclusive requests take units nobody holds; shared ones
+//! join units not held exclusively, not mixing training with inference,
+//! reserving `gpu_memory_mb` (0 = the whole unit, so an empty one) within the
+//! unit's unreserved memory.
 //!
 //! A gang stays on one NUMA node unless `allow_cross_numa`, on one node
 //! unless `allow_cross_node` (which also allows crossing NUMA nodes), and
@@ -33,25 +42,39 @@
 //! Cross-node gangs take nodes with the most eligible units first.
 //!
 //! Speed: exclusive whole-GPU requests that every whole GPU of the cluster
-//! satisfies (memory, compute capability) are answered from the cluster's
-//! free-capacity index with a few range lookups; other requests scan the
-//! nodes (skipping those without enough open units).
+//! satisfies (memory, compute capability), and whose CPU and memory no
+//! node tracks (or that ask for none), are answered from the cluster's
+//! free-capacity index (which leaves out nodes without a free job slot)
+//! with a few range lookups; other requests scan the nodes (skipping those
+//! without enough open units or host room).
 
 mod cross;
+mod host;
 mod rank;
 mod select;
 
-use crate::cluster::node::{classes_conflict, Gpu, Unit};
-use crate::cluster::ClusterState;
+use crate::cluster::node::{classes_conflict, Gpu, Node, Unit};
+use crate::cluster::{ClusterState, HostLoad};
 use crate::model::{GpuRef, JobRequest, Placement, Sharing, Strategy, WorkloadClass};
 
-/// A gang placement that `allocate` would accept, or None when none exists
-/// now. A request for 0 GPUs gets an empty placement.
+/// A placement that `allocate` would accept, or None when none exists now.
+/// A request for 0 GPUs gets a placement without units on one node.
 pub fn place(state: &ClusterState, req: &JobRequest, strategy: Strategy) -> Option<Placement> {
     let d = Demand::new(req, strategy);
-    let picked = if d.n == 0 {
-        Vec::new()
-    } else if let Some((node, dom)) = rank::best_domain(state, &d) {
+    if d.n == 0 {
+        let node = host::best_node(state, &d)?;
+        return Some(Placement {
+            job: req.job.clone(),
+            node,
+            units: Vec::new(),
+            memory_mb: 0,
+            cpu_millis: req.cpu_millis,
+            host_memory_mb: req.host_memory_mb,
+            sharing: req.sharing,
+            class: req.class,
+        });
+    }
+    let picked = if let Some((node, dom)) = rank::best_domain(state, &d) {
         let node = state.nodes().get(&node)?;
         let ev = select::eval(node, &d);
         select::units(node, &ev, dom, d.n, &d)
@@ -78,13 +101,15 @@ pub fn place(state: &ClusterState, req: &JobRequest, strategy: Strategy) -> Opti
     units.sort_unstable();
     let memory_mb = match req.sharing {
         Sharing::Shared => req.gpu_memory_mb,
-        Sharing::Exclusive if units.is_empty() => 0,
         Sharing::Exclusive => min_mb,
     };
     Some(Placement {
         job: req.job.clone(),
+        node: units.first()?.node,
         units,
         memory_mb,
+        cpu_millis: req.cpu_millis,
+        host_memory_mb: req.host_memory_mb,
         sharing: req.sharing,
         class: req.class,
     })
@@ -102,6 +127,8 @@ pub(crate) struct Demand<'a> {
     /// May use domains spanning NUMA nodes (cross-node implies it).
     pub cross_numa: bool,
     pub strategy: Strategy,
+    /// What it charges each node it touches.
+    pub host: HostLoad,
 }
 
 impl<'a> Demand<'a> {
@@ -115,7 +142,13 @@ impl<'a> Demand<'a> {
             class: req.class,
             cross_numa: req.allow_cross_numa || req.allow_cross_node,
             strategy,
+            host: HostLoad::of_request(req),
         }
+    }
+
+    /// Whether the node has a job slot and room for its CPU and memory.
+    pub fn host_fits(&self, node: &Node) -> bool {
+        node.host_fits(self.host)
     }
 
     /// If the unit may take this request now: its unreserved MiB after
@@ -143,12 +176,14 @@ impl<'a> Demand<'a> {
         u.free_mb().checked_sub(self.mem_mb)
     }
 
-    /// Every free whole GPU of the cluster serves it: the index is exact.
+    /// Every free whole GPU of the cluster on a node with a free job slot
+    /// serves it: the index is exact.
     pub fn fast_path(&self, state: &ClusterState) -> bool {
         let Some(floor) = state.floor() else {
             return false;
         };
-        self.exclusive
+        state.host_light(self.host)
+            && self.exclusive
             && self.profile.is_none()
             && self.mem_mb <= floor.min_memory_mb
             && self.min_cc.is_none_or(|c| floor.min_cc >= c)

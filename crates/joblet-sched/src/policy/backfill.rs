@@ -2,17 +2,16 @@
 //! fit (the head); then the head gets a reservation and later jobs may
 //! start only if they cannot delay it.
 //!
-//! The reservation is computed from running jobs' time limits: each unit
-//! the head could use (open GPU, enough memory, compute capability, the
-//! MIG profile it asks for, or a whole GPU without MIG) becomes free when
-//! the last job on it ends by its limit (now if idle; a stopping job ends
-//! now; a job without a limit never does). Grouping units per NUMA node,
-//! per node, or over the cluster (as the head's `allow_cross_*` permit),
-//! the head's earliest start (the *shadow time*) is the earliest moment
-//! some group has `gpu_count` units free; those units are reserved. A
-//! later job with a time limit starts if placement finds it a place and it
-//! either ends (start + time limit) by the shadow time or uses no reserved
-//! unit. Jobs without a time limit never backfill, and if the head's
+//! The reservation (see [`super::reserve`]) is computed from running jobs'
+//! time limits: the head's earliest start (the *shadow time*), the units it
+//! would take then, and the nodes it would run on with what would be left
+//! there beyond its own CPU, memory and job slot (the *slack*). A later job
+//! with a time limit starts if placement finds it a place now and it
+//! either ends (start + time limit) by the shadow time, or uses no
+//! reserved unit and, on each reserved node it touches, fits in the slack
+//! in every tracked dimension (CPU, memory, job slots); the slack shrinks
+//! by what it takes. So a backfilled job never delays the head in any
+//! dimension. Jobs without a time limit never backfill, and if the head's
 //! start depends on a job without a limit, nothing backfills. The
 //! reservation is cached until running jobs' ends may have changed
 //! (release, start ahead of the head, preemption, health, nodes); backfill
@@ -21,15 +20,16 @@
 //! and ignores NVLink preferences; the guarantee relies on jobs ending by
 //! their limits (the daemon enforces them).
 
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashSet as HashSet;
 
 use joblet_core::UnixMillis;
 
-use crate::model::{after, GpuRef, JobRequest};
+use crate::cluster::{HostLoad, Room};
+use crate::model::{after, GpuRef, NodeId, NodeIds, Placement};
 use crate::queue::QKey;
-use crate::scheduler::{ByJob, Scheduler};
+use crate::scheduler::Scheduler;
 
-/// The head job's reserved units and earliest start.
+/// The head job's reservation: its earliest start and what it takes then.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
     pub head: QKey,
@@ -38,6 +38,34 @@ pub struct Reservation {
     /// The head's earliest start; `UnixMillis::MAX` = unknown.
     pub shadow: UnixMillis,
     pub units: HashSet<GpuRef>,
+    /// The nodes the head would run on at the shadow time, each with what
+    /// would be left there besides the head (in the dimensions the node
+    /// tracks; none listed when no node tracks what the head asks for).
+    pub(crate) slack: Vec<(NodeId, Room)>,
+}
+
+impl Reservation {
+    /// Whether a job placed on `p` that is still running at the shadow
+    /// time leaves the head its units and its CPU, memory and job slots.
+    fn spares(&self, p: &Placement) -> bool {
+        let load = HostLoad::of(p);
+        p.units.iter().all(|u| !self.units.contains(u))
+            && p.nodes().all(|n| {
+                self.slack
+                    .iter()
+                    .find(|(m, _)| *m == n)
+                    .is_none_or(|(_, room)| room.fits(load))
+            })
+    }
+
+    /// Such a job started on `nodes`: it takes `load` of the slack there.
+    fn take(&mut self, load: HostLoad, nodes: NodeIds) {
+        for n in nodes {
+            if let Some((_, room)) = self.slack.iter_mut().find(|(m, _)| *m == n) {
+                room.take(load);
+            }
+        }
+    }
 }
 
 impl Scheduler {
@@ -87,188 +115,23 @@ impl Scheduler {
         let (_, Some(p)) = self.offer(key, now) else {
             return;
         };
-        let harmless = after(now, limit) <= shadow
-            || self
-                .reservation
-                .as_ref()
-                .is_some_and(|r| p.units.iter().all(|u| !r.units.contains(u)));
+        let ends_first = after(now, limit) <= shadow;
+        let harmless = ends_first || self.reservation.as_ref().is_some_and(|r| r.spares(&p));
         if !harmless {
             if let Some(w) = self.queue.get_mut(key) {
                 w.refused_at = Some(stamp);
             }
             return;
         }
+        let taken = (!ends_first).then(|| (HostLoad::of(&p), p.nodes()));
         if self.start(key, p, now) {
             let version = self.res_version;
             if let Some(r) = self.reservation.as_mut() {
                 r.version = version;
-            }
-        }
-    }
-
-    /// The head's reservation from running jobs' time limits: walk the
-    /// running jobs by expected end, freeing their units, until one allowed
-    /// group (NUMA node, node or cluster) has `gpu_count` matching units
-    /// free. Only nodes a walked job touches are looked at (the head did
-    /// not fit, so no group has enough free units now), except for heads
-    /// that may span nodes, which count every node's free units.
-    fn reserve(
-        &self,
-        head: QKey,
-        req: &JobRequest,
-        now: UnixMillis,
-        buf: &mut WalkBuf,
-    ) -> Reservation {
-        buf.touched.clear();
-        buf.held.clear();
-        buf.groups.clear();
-        let mut walk = Walk {
-            s: self,
-            req,
-            need: usize::try_from(req.gpu_count).unwrap_or(usize::MAX),
-            now,
-            touched: &mut buf.touched,
-            held: &mut buf.held,
-            groups: &mut buf.groups,
-            found: None,
-        };
-        if req.allow_cross_node {
-            for &id in self.nodes.keys() {
-                walk.touch(id);
-            }
-        }
-        for ByJob { n: end, job } in &self.by_end {
-            if walk.found.is_some() {
-                break;
-            }
-            let at = (*end).max(now);
-            for u in self.running.get(job).into_iter().flat_map(|r| &r.units) {
-                walk.touch(u.node);
-                walk.free(u, at);
-            }
-        }
-        let (shadow, units) = walk
-            .found
-            .map_or((UnixMillis::MAX, Vec::new()), |(t, key)| {
-                (t, walk.groups.remove(&key).unwrap_or_default())
-            });
-        Reservation {
-            head,
-            version: self.res_version,
-            shadow,
-            units: units.into_iter().collect(),
-        }
-    }
-}
-
-/// Where a head's gang must fit: (node, NUMA node), (node, all), or the
-/// whole cluster.
-type GroupKey = (u32, u32);
-
-/// The maps of a reservation walk, kept between walks (their memory is
-/// reused: a walk runs on most backfill passes).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct WalkBuf {
-    touched: HashSet<u32>,
-    held: HashMap<GpuRef, (u32, GroupKey)>,
-    groups: HashMap<GroupKey, Vec<GpuRef>>,
-}
-
-/// The state of one reservation walk.
-struct Walk<'a> {
-    s: &'a Scheduler,
-    req: &'a JobRequest,
-    need: usize,
-    now: UnixMillis,
-    touched: &'a mut HashSet<u32>,
-    /// Matching units still held: (jobs left on it, its group).
-    held: &'a mut HashMap<GpuRef, (u32, GroupKey)>,
-    /// Matching units free by the walk's time, per group.
-    groups: &'a mut HashMap<GroupKey, Vec<GpuRef>>,
-    /// (shadow time, the group that reached `need` units).
-    found: Option<(UnixMillis, GroupKey)>,
-}
-
-impl Walk<'_> {
-    fn group(&self, node: u32, numa: u32) -> GroupKey {
-        if self.req.allow_cross_node {
-            (0, 0)
-        } else if self.req.allow_cross_numa {
-            (node, u32::MAX)
-        } else {
-            (node, numa)
-        }
-    }
-
-    /// Counts a node's matching units the first time it is seen: free
-    /// ones join their group, held ones wait for their jobs' ends.
-    fn touch(&mut self, id: u32) {
-        if self.found.is_some() || !self.touched.insert(id) {
-            return;
-        }
-        let s = self.s;
-        let Some(node) = s.nodes.get(&id) else {
-            return;
-        };
-        let req = self.req;
-        for gpu in &node.gpus {
-            if s.closed.contains(&(id, gpu.index))
-                || req
-                    .min_compute_capability
-                    .is_some_and(|cc| gpu.compute_capability < cc)
-            {
-                continue;
-            }
-            let key = self.group(id, gpu.numa);
-            match &req.mig_profile {
-                Some(profile) => {
-                    for m in &gpu.mig {
-                        if &m.profile == profile && m.memory_mb >= req.gpu_memory_mb {
-                            self.unit(id, gpu.index, Some(m.id), key);
-                        }
-                    }
+                if let Some((load, nodes)) = taken.filter(|_| !r.slack.is_empty()) {
+                    r.take(load, nodes);
                 }
-                None if gpu.mig.is_empty() && gpu.memory_mb >= req.gpu_memory_mb => {
-                    self.unit(id, gpu.index, None, key);
-                }
-                None => {}
             }
-        }
-    }
-
-    /// A matching unit of a node seen for the first time: free now, or
-    /// held until its jobs end.
-    fn unit(&mut self, node: u32, index: u32, mig: Option<u32>, key: GroupKey) {
-        let r = GpuRef { node, index, mig };
-        match self.s.unit_jobs.get(&r) {
-            Some(&n) => {
-                self.held.insert(r, (n, key));
-            }
-            None => self.add(r, key, self.now),
-        }
-    }
-
-    /// One job on the unit ends at `at`.
-    fn free(&mut self, u: &GpuRef, at: UnixMillis) {
-        let Some((left, key)) = self.held.get_mut(u) else {
-            return;
-        };
-        *left -= 1;
-        if *left == 0 {
-            let key = *key;
-            self.held.remove(u);
-            self.add(u.clone(), key, at);
-        }
-    }
-
-    fn add(&mut self, u: GpuRef, key: GroupKey, at: UnixMillis) {
-        if self.found.is_some() {
-            return;
-        }
-        let group = self.groups.entry(key).or_default();
-        group.push(u);
-        if group.len() >= self.need {
-            self.found = Some((at, key));
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Tiresias-style discretised two-dimensional least attained service.
 //!
 //! A job's attained service is units × run time, summed over all its runs
-//! (a preempted job keeps it). `las_thresholds_gpu_ms` cut it into queues:
+//! (a preempted job keeps it); a CPU-only job attains none and stays in
+//! queue 0. `las_thresholds_gpu_ms` cut it into queues:
 //! queue 0 holds jobs below the first threshold, and a job whose service is
 //! above threshold i belongs to queue i+1. Waiting jobs are ordered by
 //! queue (combined with priority as `queue − priority`, see

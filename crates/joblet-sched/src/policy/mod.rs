@@ -2,11 +2,12 @@
 //! for the three policies, and what they share (eligibility, placement
 //! with a failure memo, starting a job).
 //!
-//! Every pass looks at no more than the head plus `lookahead` waiting jobs,
-//! in the order of [`crate::queue`] (priority, LAS queue, aging, FIFO).
-//! Jobs over a quota or whose owner has no rate-limit token are skipped and
-//! block nobody. A job is not offered to placement if it failed since
-//! capacity was last freed (a release, a health change, a node), if it is
+//! Every pass looks at no more than the head plus `lookahead` waiting jobs
+//! (CPU-only and GPU alike), in the order of [`crate::queue`] (priority,
+//! LAS queue, aging, FIFO). Jobs over a quota or whose owner has no
+//! rate-limit token are skipped and block nobody (CPU-only jobs are never
+//! held back by either). A job is not offered to placement if it failed
+//! since capacity was last freed (a release, a health change, a node), if it is
 //! an exclusive gang larger than the cluster's free units, or if a gang of
 //! the same shape and no more units failed since then. The queue keeps
 //! the keys of each (shape, exclusive, gang size) group in order, so a
@@ -22,14 +23,16 @@
 //! The policies and their trade-offs:
 //! - [`Policy::Fifo`] (strict): jobs start in
 //!   order; the first allowed job that does not fit blocks everything
-//!   behind it. Predictable and starvation-free for big gangs, but GPUs idle
-//!   behind a large head job; worst average JCT.
+//!   behind it, CPU-only jobs included (a CPU-only job behind a waiting
+//!   GPU job waits even when a node has room for it). Predictable and
+//!   starvation-free for big gangs, but GPUs and CPUs idle behind a large
+//!   head job; worst average JCT.
 //! - [`Policy::Backfill`] (EASY): as FIFO,
 //!   but while the head waits, later jobs start if, by their time limit,
-//!   they end before the head's reservation or use only units the
-//!   reservation does not need (see [`backfill`]). Never delays the head
-//!   (given honest time limits); only jobs with time limits backfill, so it
-//!   gains little when users do not declare them.
+//!   they end before the head's reservation or leave it the units, CPU,
+//!   memory and job slots it needs then (see [`backfill`]). Never delays
+//!   the head (given honest time limits); only jobs with time limits
+//!   backfill, so it gains little when users do not declare them.
 //! - [`Policy::Las`] (default): Tiresias-style
 //!   discretised two-dimensional least attained service (see [`las`]).
 //!   Needs no durations: short jobs finish in the top queue, long ones sink
@@ -47,6 +50,7 @@ pub mod backfill;
 pub mod fifo;
 pub mod las;
 pub mod preempt;
+pub mod reserve;
 
 use joblet_core::UnixMillis;
 
@@ -230,8 +234,13 @@ impl Scheduler {
         // Running jobs' ends changed: a backfill reservation is stale
         // (backfill restamps it after its own starts, which keep it valid).
         self.res_version += 1;
-        let units = placement.units.clone();
-        self.insert_running(w.req, w.submitted, now, w.attained_gpu_ms, units);
+        self.insert_running(
+            w.req,
+            w.submitted,
+            now,
+            w.attained_gpu_ms,
+            placement.clone(),
+        );
         self.actions.push(Action::Start { placement });
         true
     }

@@ -5,27 +5,30 @@
 //! Victims must be preemptible, not already stopping, running for at least
 //! [`MIN_RUN_MS`], and hold only GPUs that still take new jobs and are not
 //! held for another job's victims (freeing a GPU that takes none would not
-//! help). The plan frees enough room **on
-//! one node**: nodes are tried in order of the victim units they hold;
-//! on each, victims are taken lowest priority first, then most attained
-//! service first, until placement succeeds; the node needing the fewest
+//! help). CPU-only jobs may be victims too: they free CPU, memory and a job
+//! slot. The plan frees enough room **on one node**: nodes are tried in order
+//! of the victim units they hold; on each, victims are taken lowest priority
+//! first, then most attained service first (a CPU-only victim only while the
+//! node lacks a job slot, or CPU or memory that the victim frees, for the
+//! waiting job), until placement succeeds; the node needing the fewest
 //! preemptions wins. A job that may span nodes falls back to freeing room
-//! across nodes in the same victim order. Each trial releases the victims
-//! in the cluster state, asks placement, and re-allocates them; trials are
+//! across nodes in the same victim order. Each trial releases the victims in
+//! the cluster state, asks placement, and re-allocates them; trials are
 //! capped ([`MAX_TRIALS`] placements and the [`MAX_VICTIMS`] lowest-priority
-//! candidates per search), one search runs per pass,
-//! a job whose search failed is not searched again for
-//! [`PREEMPT_RETRY_MS`], and after any failed search none runs for
-//! [`SEARCH_GAP_MS`] (so a crowd of jobs that cannot preempt anything
-//! costs one search a second, at the price of up to a second's delay per
-//! failing job ahead of one that could). Victims get `Preempt`, keep their units until
-//! their `Exited`, and are then requeued with their attained service; the
-//! waiting job searches no more while they stop.
+//! candidates per search), one search runs per pass, a job whose search
+//! failed is not searched again for [`PREEMPT_RETRY_MS`], and after any
+//! failed search none runs for [`SEARCH_GAP_MS`] (so a crowd of jobs that
+//! cannot preempt anything costs one search a second, at the price of up to a
+//! second's delay per failing job ahead of one that could). Victims get
+//! `Preempt`, keep their units, CPU, memory and job slot until their
+//! `Exited`, and are then requeued with their attained service; the waiting
+//! job searches no more while they stop.
 
 use joblet_core::UnixMillis;
 
 use super::las::MIN_RUN_MS;
-use crate::model::{Action, GpuRef, JobKey, JobRequest, NodeId, Placement, Policy, Sharing};
+use crate::cluster::HostLoad;
+use crate::model::{Action, JobKey, JobRequest, NodeId, Placement, Policy, Sharing};
 use crate::place::place;
 use crate::queue::QKey;
 use crate::scheduler::{ByJob, Scheduler};
@@ -54,19 +57,16 @@ struct Victim {
     attained: u64,
     /// Units held on each node, by node id.
     per_node: Vec<(NodeId, u32)>,
+    /// What it charges each of those nodes.
+    host: HostLoad,
 }
 
-/// (node, units held there) for each node of `units`, by node id.
-fn units_per_node(units: &[GpuRef]) -> Vec<(NodeId, u32)> {
-    let mut out: Vec<(NodeId, u32)> = Vec::with_capacity(1);
-    for u in units {
-        match out.iter_mut().find(|(n, _)| *n == u.node) {
-            Some((_, k)) => *k += 1,
-            None => out.push((u.node, 1)),
-        }
-    }
-    out.sort_unstable();
-    out
+/// (node, units held there) for each node the placement charges, by node
+/// id (a CPU-only placement: its node, 0 units).
+fn units_per_node(p: &Placement) -> Vec<(NodeId, u32)> {
+    p.nodes()
+        .map(|n| (n, p.units.iter().filter(|u| u.node == n).count() as u32))
+        .collect()
 }
 
 impl Scheduler {
@@ -158,8 +158,11 @@ impl Scheduler {
             if r.stopping {
                 continue;
             }
+            let Some(p) = &r.placement else {
+                continue;
+            };
             if screen
-                && r.units.iter().any(|u| {
+                && p.units.iter().any(|u| {
                     let gpu = (u.node, u.index);
                     self.closed.contains(&gpu) || self.claims.contains_key(&gpu)
                 })
@@ -170,7 +173,8 @@ impl Scheduler {
                 job: job.clone(),
                 priority: r.req.priority,
                 attained,
-                per_node: units_per_node(&r.units),
+                per_node: units_per_node(p),
+                host: HostLoad::of(p),
             });
         }
         out.sort_by(|a, b| {
@@ -219,7 +223,13 @@ impl Scheduler {
             let limit = best.as_ref().map_or(list.len(), |b| b.len() - 1);
             let mut released = Vec::new();
             let mut chosen = Vec::new();
-            for &(_, vi, _) in list.iter().take(limit) {
+            for &(node, vi, units) in list {
+                if chosen.len() >= limit {
+                    break;
+                }
+                if units == 0 && !self.host_helps(node, req, victims[vi].host) {
+                    continue;
+                }
                 if let Some(p) = self.cluster.release(&victims[vi].job) {
                     released.push(p);
                 }
@@ -250,14 +260,23 @@ impl Scheduler {
         let mut released = Vec::new();
         let mut plan = None;
         let mut trials = 0;
+        let mut chosen = Vec::new();
         for (vi, victim) in victims.iter().enumerate() {
+            let useless = victim
+                .per_node
+                .iter()
+                .all(|&(node, units)| units == 0 && !self.host_helps(node, req, victim.host));
+            if useless {
+                continue;
+            }
             if let Some(p) = self.cluster.release(&victim.job) {
                 released.push(p);
             }
+            chosen.push(vi);
             if self.could_fit(req) {
                 trials += 1;
                 if place(&self.cluster, req, self.config.strategy).is_some() {
-                    plan = Some((0..=vi).collect());
+                    plan = Some(chosen);
                     break;
                 }
                 if trials >= MAX_TRIALS {
@@ -267,6 +286,19 @@ impl Scheduler {
         }
         self.undo_trial(released, now);
         plan
+    }
+
+    /// Whether freeing `freed` on the node gives the request something it
+    /// lacks there now (a job slot, or CPU or memory it asks for): else a
+    /// victim holding no unit there would be stopped for nothing.
+    fn host_helps(&self, node: NodeId, req: &JobRequest, freed: HostLoad) -> bool {
+        let Some(room) = self.cluster.nodes().get(&node).map(|n| n.room()) else {
+            return false;
+        };
+        let lacks = |left: Option<u64>, asked: u64| asked > 0 && left.is_some_and(|l| l < asked);
+        lacks(room.jobs.map(u64::from), 1)
+            || (freed.cpu_millis > 0 && lacks(room.cpu_millis, req.cpu_millis))
+            || (freed.memory_mb > 0 && lacks(room.memory_mb, req.host_memory_mb))
     }
 
     /// Cheap necessary condition before asking placement.

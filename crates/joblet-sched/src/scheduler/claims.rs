@@ -6,14 +6,17 @@
 //! and a minute later it preempts again: the simulator measured millions
 //! of preemptions on the Philly trace that way. So each GPU a victim frees
 //! is paused in the cluster state (nobody is placed there) and remembered
-//! with its real health, until the beneficiary's last victim has exited;
-//! then the GPUs get their real health back and the beneficiary is offered
-//! them before anyone else. A hold also ends when its beneficiary stops
-//! waiting for victims (cancelled, started elsewhere, node gone).
+//! with its real health, and the CPU, memory and job slot it frees on each
+//! of its nodes are claimed there (`ClusterState::claim_host`), until
+//! the beneficiary's last victim has exited; then the GPUs get their real
+//! health back, the claims are given back, and the beneficiary is offered
+//! the room before anyone else. A hold also ends when its beneficiary
+//! stops waiting for victims (cancelled, started elsewhere, node gone).
 
 use std::collections::BTreeSet;
 
-use crate::model::{GpuHealth, GpuRef, JobKey, NodeId};
+use crate::cluster::HostLoad;
+use crate::model::{GpuHealth, JobKey, NodeId, Placement};
 use crate::scheduler::Scheduler;
 
 /// A GPU held for a waiting job.
@@ -25,9 +28,15 @@ pub(crate) struct Claim {
 }
 
 impl Scheduler {
-    /// A victim of `beneficiary` exited, freeing `units`: hold their GPUs.
-    pub(crate) fn claim_freed(&mut self, beneficiary: &str, units: &[GpuRef]) {
-        for u in units {
+    /// A victim of `beneficiary` exited, freeing `freed`: hold its GPUs,
+    /// CPU, memory and job slots.
+    pub(crate) fn claim_freed(&mut self, beneficiary: &str, freed: &Placement) {
+        let load = HostLoad::of(freed);
+        for node in freed.nodes() {
+            self.cluster.claim_host(node, load);
+            self.host_claims.push((beneficiary.to_string(), node, load));
+        }
+        for u in &freed.units {
             let gpu = (u.node, u.index);
             if self.claims.contains_key(&gpu) {
                 continue;
@@ -53,7 +62,8 @@ impl Scheduler {
         }
     }
 
-    /// Gives the GPUs held for `beneficiary` their real health back.
+    /// Gives the GPUs held for `beneficiary` their real health back, and
+    /// its claimed CPU, memory and job slots back to their nodes.
     pub(crate) fn unclaim(&mut self, beneficiary: &str) {
         let gpus: Vec<(NodeId, u32)> = self
             .claims
@@ -61,7 +71,18 @@ impl Scheduler {
             .filter(|(_, c)| c.beneficiary == beneficiary)
             .map(|(g, _)| *g)
             .collect();
-        if gpus.is_empty() {
+        let mut host = std::mem::take(&mut self.host_claims);
+        let before = host.len();
+        host.retain(|(b, node, load)| {
+            if b != beneficiary {
+                return true;
+            }
+            self.cluster.unclaim_host(*node, *load);
+            false
+        });
+        let host_freed = host.len() != before;
+        self.host_claims = host;
+        if gpus.is_empty() && !host_freed {
             return;
         }
         for g in gpus {
@@ -92,14 +113,16 @@ impl Scheduler {
 
     /// Ends holds whose beneficiary no longer waits for victims.
     pub(crate) fn settle_claims(&mut self) {
-        if self.claims.is_empty() {
+        if self.claims.is_empty() && self.host_claims.is_empty() {
             return;
         }
         let stale: BTreeSet<JobKey> = self
             .claims
             .values()
-            .filter(|c| !self.awaits_victims(&c.beneficiary))
-            .map(|c| c.beneficiary.clone())
+            .map(|c| &c.beneficiary)
+            .chain(self.host_claims.iter().map(|(b, ..)| b))
+            .filter(|b| !self.awaits_victims(b))
+            .cloned()
             .collect();
         for b in stale {
             self.unclaim(&b);

@@ -4,27 +4,52 @@
 //! Every event is applied, then one decision pass of the configured policy
 //! runs (see [`crate::policy`]). Semantics worth knowing:
 //! - `Start` actions are already allocated in [`Scheduler::cluster`].
-//! - CPU-only requests (`gpu_count` 0) start at once with an empty
-//!   placement, are not recorded in the cluster state, and take no quota
-//!   or rate-limit token.
+//! - One scheduler places every job. A CPU-only request (`gpu_count` 0)
+//!   waits in the same queue as GPU requests, under the same policy,
+//!   priorities and aging, and starts on a node with a free job slot and
+//!   room for its `cpu_millis` and `host_memory_mb` (chosen by the
+//!   strategy, see [`crate::place`]); its placement has no units, names
+//!   its node, and is in the cluster state's ledger like any other. Every
+//!   job, with GPUs or not, takes a job slot and its CPU and memory on each
+//!   node it runs on, and no node's tracked capacity
+//!   ([`crate::model::NodeCapacity`]) is ever exceeded.
+//! - Under [`crate::model::Policy::Fifo`] that includes order: a CPU-only
+//!   job behind a waiting GPU job waits too, even when a node has room for
+//!   it (backfill lets it pass when it cannot delay the head).
+//! - Quotas and the rate limit are about GPU units: CPU-only jobs count
+//!   nothing against a quota and take no token (see [`crate::limits`]).
+//!   Under LAS a CPU-only job attains no service (it counts GPU units ×
+//!   time), so it stays in the top LAS queue.
+//! - `Submit` of a request that could never be placed on the cluster as
+//!   built (too many GPUs, more CPU or memory than the largest node, no
+//!   node that runs jobs, or no node with all it asks together; over a
+//!   quota) gets `Reject` with the [`crate::model::Unplaceable`] reason at
+//!   once, never a place in the queue.
 //! - A second `Submit` of a job key that waits or runs is ignored (a
 //!   `Reject` would fail the job already known under that key).
 //! - `Cancel` of a waiting job removes it (no action); of a running job it
 //!   does nothing until its `Exited` (and a preempted job that is cancelled
 //!   is not requeued).
+//! - A job's units, CPU, memory and job slots are freed when its `Exited`
+//!   arrives (a preempted job holds them while it stops).
 //! - GPU health: `GpuChanged` updates the cluster; a GPU that does not
 //!   accept new jobs (DEGRADED, RESETTING, OFFLINE, DRAINING) or is paused
 //!   gets no new job. Jobs already on it are **not** preempted by the
 //!   scheduler: the daemon's GPU health policy ends them, and their
 //!   `Exited` frees the units.
-//! - `NodeRemoved`: the node's allocations (whole, even for jobs spanning
-//!   other nodes) are dropped. A preemptible job gets `Preempt` ("node N
-//!   removed") and is requeued, keeping its attained service, when its
-//!   `Exited` arrives; any other job gets `Reject` ("node N removed").
+//! - `NodeRemoved`: the allocations of the jobs placed on the node (GPU
+//!   and CPU-only jobs; whole, even for jobs spanning other nodes) are
+//!   dropped. A preemptible job gets `Preempt` ("node N removed") and is
+//!   requeued, keeping its attained service, when its `Exited` arrives;
+//!   any other job gets `Reject` ("node N removed").
 //!   Waiting jobs are not re-checked against the smaller cluster: they wait
 //!   for the capacity to come back. `NodeAdded` for a known node id acts as
 //!   removal then addition.
-//! - Restore: the ledger has placements and start times but not the
+//! - Restore: every running job comes back with its placement (CPU-only
+//!   ones too); CPU, memory and job slots are charged as recorded even
+//!   where a node's capacity was lowered across the restart (that node
+//!   then takes no new job until enough has ended). The ledger has
+//!   placements and start times but not the
 //!   service earned in runs before the current one, so after a restart LAS
 //!   counts a job's attained service from its current run's start, waiting
 //!   jobs start again in the top LAS queue, buckets are full, and a job
@@ -37,12 +62,13 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use joblet_core::UnixMillis;
 
-use crate::cluster::{AllocError, ClusterState};
+use crate::cluster::{AllocError, ClusterState, HostLoad};
 use crate::limits::Limits;
 use crate::model::{
     Action, Event, GpuHealth, GpuRef, JobKey, JobRequest, NodeId, NodeSpec, Placement, SchedConfig,
 };
-use crate::policy::backfill::{Reservation, WalkBuf};
+use crate::policy::backfill::Reservation;
+use crate::policy::reserve::WalkBuf;
 use crate::policy::Misfits;
 use crate::queue::{shape_of, Candidates, Peek, WaitQueue, Waiting};
 
@@ -63,11 +89,12 @@ pub struct Scheduler {
     pub(crate) closed: HashSet<(NodeId, u32)>,
     pub(crate) queue: WaitQueue,
     pub(crate) running: HashMap<JobKey, Running>,
-    /// Running jobs that hold units, are preemptible and not stopping, by
-    /// (priority, job): victims are searched lowest priority first.
+    /// Running jobs that hold an allocation, are preemptible and not
+    /// stopping, by (priority, job): victims are searched lowest priority
+    /// first.
     pub(crate) preemptible: BTreeMap<ByJob<i32>, Candidate>,
-    /// Running jobs holding units with a known end (start + time limit;
-    /// the preemption time for stopping jobs), by end: backfill's
+    /// Running jobs holding an allocation with a known end (start + time
+    /// limit; the preemption time for stopping jobs), by end: backfill's
     /// reservation walks it in order.
     pub(crate) by_end: BTreeSet<ByJob<UnixMillis>>,
     /// How many running jobs hold each unit (units not listed: none).
@@ -83,6 +110,9 @@ pub struct Scheduler {
     pub(crate) actions: Vec<Action>,
     /// GPUs held for a job whose victims are still stopping.
     pub(crate) claims: BTreeMap<(NodeId, u32), claims::Claim>,
+    /// CPU, memory and job slots held the same way: (beneficiary, node,
+    /// what is held there).
+    pub(crate) host_claims: Vec<(JobKey, NodeId, HostLoad)>,
     /// A beneficiary whose last victim just exited: offered the room first.
     pub(crate) first: Option<JobKey>,
     /// Reused by passes (waiting keys looked at).
@@ -115,6 +145,7 @@ impl Scheduler {
             walk_buf: WalkBuf::default(),
             actions: Vec::new(),
             claims: BTreeMap::new(),
+            host_claims: Vec::new(),
             first: None,
             scratch: Vec::new(),
             candidates: Candidates::default(),
@@ -124,8 +155,10 @@ impl Scheduler {
     }
 
     /// Rebuild after a restart from the ledger: running jobs with their
-    /// placements and start times, waiting jobs with submit times. Same
-    /// allocations as before.
+    /// placements (CPU-only ones too) and start times, waiting jobs with
+    /// submit times. Same allocations as before; CPU, memory and job slots
+    /// are charged as recorded even where a node's capacity was lowered
+    /// since ([`ClusterState::adopt`]).
     pub fn restore(
         config: SchedConfig,
         nodes: Vec<NodeSpec>,
@@ -134,12 +167,9 @@ impl Scheduler {
     ) -> Result<Scheduler, AllocError> {
         let mut s = Scheduler::new(config, nodes);
         for (req, placement, started) in running {
-            let units = placement.units.clone();
-            if !units.is_empty() {
-                s.cluster.allocate(placement)?;
-                s.limits.hold(&req);
-            }
-            s.insert_running(req, started, started, 0, units);
+            s.cluster.adopt(placement.clone())?;
+            s.limits.hold(&req);
+            s.insert_running(req, started, started, 0, placement);
         }
         for (req, submitted) in waiting {
             if !s.running.contains_key(&req.job) {
@@ -211,19 +241,6 @@ impl Scheduler {
         if self.running.contains_key(&req.job) || self.queue.contains(&req.job) {
             return;
         }
-        if req.gpu_count == 0 {
-            self.actions.push(Action::Start {
-                placement: Placement {
-                    job: req.job.clone(),
-                    units: Vec::new(),
-                    memory_mb: 0,
-                    sharing: req.sharing,
-                    class: req.class,
-                },
-            });
-            self.insert_running(req, now, now, 0, Vec::new());
-            return;
-        }
         // The cluster remembers these answers per request shape.
         let never = self
             .cluster
@@ -279,7 +296,7 @@ impl Scheduler {
                 }
                 Some(_) => {
                     if let Some(p) = &freed {
-                        self.claim_freed(b, &p.units);
+                        self.claim_freed(b, p);
                     }
                 }
                 None => {}
@@ -324,6 +341,7 @@ impl Scheduler {
             return;
         }
         self.claims.retain(|(n, _), _| *n != id);
+        self.host_claims.retain(|(_, n, _)| *n != id);
         self.closed.retain(|(n, _)| *n != id);
         let mut lost = self.cluster.remove_node(id);
         lost.sort();

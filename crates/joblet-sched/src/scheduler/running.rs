@@ -1,12 +1,15 @@
 //! Running jobs' bookkeeping: what each holds, its expected end, and the
 //! indexes kept from them (preemptible jobs by priority, jobs by end, jobs
-//! per unit), always changed together.
+//! per unit), always changed together. A job "holds" from its start until
+//! its allocation leaves the cluster state (its `Exited`, or its node
+//! removed): units if it has GPUs, and CPU, memory and a job slot on its
+//! node(s) either way.
 
 use joblet_core::UnixMillis;
 
 use super::keyed::{key, ByJob, JobView};
 use super::Scheduler;
-use crate::model::{after, GpuRef, JobKey, JobRequest};
+use crate::model::{after, JobKey, JobRequest, Placement};
 
 /// A job that runs (or ran and is stopping).
 #[derive(Debug, Clone, PartialEq)]
@@ -17,9 +20,9 @@ pub(crate) struct Running {
     pub started: UnixMillis,
     /// Service of earlier runs (and of this run up to losing its units).
     pub attained_before: u64,
-    /// Units it holds in the cluster state (empty: CPU-only, or dropped
+    /// Its allocation in the cluster state (None: given back, or dropped
     /// with a removed node).
-    pub units: Vec<GpuRef>,
+    pub placement: Option<Placement>,
     /// Its key in `by_end`, if any.
     pub end: Option<UnixMillis>,
     /// Preempted (or its node removed): requeue at `Exited`.
@@ -31,7 +34,7 @@ pub(crate) struct Running {
 
 impl Running {
     pub fn held(&self) -> bool {
-        !self.units.is_empty()
+        self.placement.is_some()
     }
 
     /// Units × ms of service up to `now`.
@@ -66,27 +69,23 @@ impl Candidate {
 }
 
 impl Scheduler {
-    /// Records a job that started (its units already allocated).
+    /// Records a job that started (its placement already allocated).
     pub(crate) fn insert_running(
         &mut self,
         req: JobRequest,
         submitted: UnixMillis,
         started: UnixMillis,
         attained_before: u64,
-        units: Vec<GpuRef>,
+        placement: Placement,
     ) {
-        for u in &units {
+        for u in &placement.units {
             *self.unit_jobs.entry(u.clone()).or_insert(0) += 1;
         }
-        let held = !units.is_empty();
-        let end = req
-            .time_limit_ms
-            .filter(|_| held)
-            .map(|l| after(started, l));
+        let end = req.time_limit_ms.map(|l| after(started, l));
         if let Some(e) = end {
             self.by_end.insert(ByJob::new(e, &req.job));
         }
-        if req.preemptible && held {
+        if req.preemptible {
             let c = Candidate {
                 started,
                 gpus: req.gpu_count,
@@ -102,7 +101,7 @@ impl Scheduler {
                 submitted,
                 started,
                 attained_before,
-                units,
+                placement: Some(placement),
                 end,
                 stopping: false,
                 cancelled: false,
@@ -111,14 +110,14 @@ impl Scheduler {
         );
     }
 
-    /// The job's units are gone from the cluster state (released, or its
-    /// node removed): drop them from every index and the quotas.
+    /// The job's allocation is gone from the cluster state (released, or
+    /// its node removed): drop it from every index and the quotas.
     pub(crate) fn unhold(&mut self, job: &str, now: UnixMillis) {
         let Some(r) = self.running.get_mut(job) else {
             return;
         };
         r.attained_before = r.attained_at(now);
-        let units = std::mem::take(&mut r.units);
+        let placement = r.placement.take();
         if let Some(e) = r.end.take() {
             self.by_end.remove(&key(e, &r.req.job) as &dyn JobView<_>);
         }
@@ -126,11 +125,11 @@ impl Scheduler {
             self.preemptible
                 .remove(&key(r.req.priority, &r.req.job) as &dyn JobView<_>);
         }
-        if units.is_empty() {
+        let Some(placement) = placement else {
             return;
-        }
+        };
         self.limits.release(&r.req);
-        for u in units {
+        for u in placement.units {
             if let Some(n) = self.unit_jobs.get_mut(&u) {
                 *n -= 1;
                 if *n == 0 {

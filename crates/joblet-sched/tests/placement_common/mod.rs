@@ -38,6 +38,7 @@ pub fn mig(mut g: GpuSpec, slices: &[(u32, &str, u64)]) -> GpuSpec {
 pub fn dgx(id: u32, per_numa: u32) -> NodeSpec {
     NodeSpec {
         id,
+        capacity: Default::default(),
         gpus: (0..per_numa * 2)
             .map(|i| gpu(i, i / per_numa, Some(0)))
             .collect(),
@@ -48,6 +49,7 @@ pub fn dgx(id: u32, per_numa: u32) -> NodeSpec {
 pub fn pcie(id: u32, per_numa: u32) -> NodeSpec {
     NodeSpec {
         id,
+        capacity: Default::default(),
         gpus: (0..per_numa * 2)
             .map(|i| gpu(i, i / per_numa, None))
             .collect(),
@@ -70,6 +72,8 @@ pub fn req(job: &str, n: u32) -> JobRequest {
         allow_cross_node: false,
         preemptible: false,
         time_limit_ms: None,
+        cpu_millis: 0,
+        host_memory_mb: 0,
     }
 }
 

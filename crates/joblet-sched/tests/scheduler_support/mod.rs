@@ -28,6 +28,7 @@ pub fn gpu(index: u32, numa: u32) -> GpuSpec {
 pub fn node(id: u32, n: u32) -> NodeSpec {
     NodeSpec {
         id,
+        capacity: Default::default(),
         gpus: (0..n)
             .map(|i| gpu(i, u32::from(i >= n.div_ceil(2))))
             .collect(),
@@ -51,6 +52,8 @@ pub fn req(job: &str, gpus: u32) -> JobRequest {
         allow_cross_node: false,
         preemptible: false,
         time_limit_ms: None,
+        cpu_millis: 0,
+        host_memory_mb: 0,
     }
 }
 

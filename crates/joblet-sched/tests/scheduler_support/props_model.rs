@@ -1,6 +1,7 @@
 //! The property test's own model of what must hold: it drives a scheduler
 //! with one operation at a time and checks every action against rules it
-//! tracks itself (units held, classes, memory, quotas, token buckets).
+//! tracks itself (units held, classes, memory, each node's CPU, memory and
+//! jobs, quotas, token buckets).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,7 +15,7 @@ use joblet_sched::scheduler::Scheduler;
 use super::{request, Op};
 
 struct Run {
-    /// None: CPU-only, or its node was removed.
+    /// None: its node was removed.
     placement: Option<Placement>,
     started: i64,
     stopping: bool,
@@ -39,6 +40,8 @@ pub struct Model {
     waiting: BTreeMap<String, i64>,
     running: BTreeMap<String, Run>,
     holders: BTreeMap<GpuRef, Vec<Hold>>,
+    /// Per node: (millicores, MiB, jobs) the running placements charge.
+    host: BTreeMap<u32, (u64, u64, u32)>,
     owner_held: BTreeMap<String, u32>,
     queue_held: BTreeMap<String, u32>,
     buckets: BTreeMap<String, (f64, i64)>,
@@ -58,6 +61,7 @@ impl Model {
             waiting: BTreeMap::new(),
             running: BTreeMap::new(),
             holders: BTreeMap::new(),
+            host: BTreeMap::new(),
             owner_held: BTreeMap::new(),
             queue_held: BTreeMap::new(),
             buckets: BTreeMap::new(),
@@ -112,6 +116,9 @@ impl Model {
             Op::Health(n, g, st, paused) => {
                 let node = u32::from(n) % self.specs.len() as u32;
                 let gpus = self.specs[&node].gpus.len() as u32;
+                if gpus == 0 {
+                    return self.apply(Op::Tick, step);
+                }
                 let index = u32::from(g) % gpus;
                 let health = GpuHealth {
                     state: GpuState::ALL
@@ -162,7 +169,7 @@ impl Model {
                 .filter(|(_, r)| {
                     r.placement
                         .as_ref()
-                        .is_some_and(|p| p.units.iter().any(|u| u.node == node))
+                        .is_some_and(|p| p.nodes().any(|n| n == node))
                 })
                 .map(|(j, _)| j.clone())
                 .collect();
@@ -191,14 +198,44 @@ impl Model {
         }
         assert_eq!(self.s.waiting(), self.waiting.len(), "step {step}: waiting");
         assert_eq!(self.s.running(), self.running.len(), "step {step}: running");
-        if let Some(job) = submitted {
-            if self.reqs[&job].gpu_count == 0 {
-                assert!(
-                    self.running.contains_key(&job),
-                    "CPU-only job starts at once"
-                );
+        for (node, &(cpu, mem, jobs)) in &self.host {
+            let cap = self.specs[node].capacity;
+            assert!(
+                cap.cpu_millis.is_none_or(|c| cpu <= c)
+                    && cap.memory_mb.is_none_or(|c| mem <= c)
+                    && cap.max_jobs.is_none_or(|c| jobs <= c),
+                "step {step}: node {node} oversubscribed: {cpu} millicores, {mem} MiB, {jobs} jobs of {cap:?}"
+            );
+        }
+    }
+
+    /// Every node comes back with every GPU healthy, and running jobs keep
+    /// exiting (time passing for rate limits and minimum run times): every
+    /// waiting job must start.
+    pub fn drain(&mut self, step: usize) {
+        for id in self.specs.keys().copied().collect::<Vec<_>>() {
+            if !self.present.contains(&id) {
+                self.apply(Op::AddNode(id as u8), step);
+            }
+            for g in 0..self.specs[&id].gpus.len() {
+                self.apply(Op::Health(id as u8, g as u8, u8::MAX, false), step);
             }
         }
+        for _ in 0..=self.reqs.len() {
+            if self.waiting.is_empty() {
+                break;
+            }
+            while !self.running.is_empty() {
+                self.apply(Op::Exit(0), step);
+            }
+            self.now += 600_000;
+            self.apply(Op::Tick, step);
+        }
+        assert!(
+            self.waiting.is_empty(),
+            "jobs wait forever on an idle, healthy cluster: {:?}",
+            self.waiting.keys().collect::<Vec<_>>()
+        );
     }
 
     fn check_action(
@@ -245,6 +282,19 @@ impl Model {
         let g = req.gpu_count;
         assert_eq!(p.units.len() as u32, g, "{job}: gang of {g}");
         assert_eq!((p.sharing, p.class), (req.sharing, req.class));
+        assert_eq!(
+            (p.cpu_millis, p.host_memory_mb),
+            (req.cpu_millis, req.host_memory_mb),
+            "{job}: CPU and memory charged"
+        );
+        assert_eq!(p.node, p.units.first().map_or(p.node, |u| u.node));
+        for n in p.nodes() {
+            assert!(self.present.contains(&n), "{job} on removed node {n}");
+            let h = self.host.entry(n).or_default();
+            h.0 += p.cpu_millis;
+            h.1 += p.host_memory_mb;
+            h.2 += 1;
+        }
         if g > 0 {
             self.check_limits(&req);
         }
@@ -338,7 +388,7 @@ impl Model {
         self.running.insert(
             job,
             Run {
-                placement: (g > 0).then_some(p),
+                placement: Some(p),
                 started: self.now,
                 stopping: false,
                 cancelled: false,
@@ -388,7 +438,16 @@ impl Model {
                 hs.retain(|h| h.job != job);
             }
         }
+        for n in p.nodes() {
+            let h = self.host.get_mut(&n).expect("charged");
+            h.0 -= p.cpu_millis;
+            h.1 -= p.host_memory_mb;
+            h.2 -= 1;
+        }
         let req = &self.reqs[job];
+        if req.gpu_count == 0 {
+            return;
+        }
         *self.owner_held.get_mut(&req.owner).expect("held") -= req.gpu_count;
         *self.queue_held.get_mut(&req.queue).expect("held") -= req.gpu_count;
     }
@@ -398,19 +457,8 @@ impl Model {
             .running
             .iter()
             .filter_map(|(job, r)| {
-                let req = self.reqs[job].clone();
-                let p = match (&r.placement, req.gpu_count) {
-                    (Some(p), _) => p.clone(),
-                    (None, 0) => Placement {
-                        job: job.clone(),
-                        units: Vec::new(),
-                        memory_mb: 0,
-                        sharing: req.sharing,
-                        class: req.class,
-                    },
-                    (None, _) => return None,
-                };
-                Some((req, p, r.started))
+                let p = r.placement.clone()?;
+                Some((self.reqs[job].clone(), p, r.started))
             })
             .collect();
         let waiting: Vec<(JobRequest, i64)> = self

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use joblet_gpu::GpuInfo;
-use joblet_sched::model::{GpuSpec, MigSlice, NodeSpec, Quota, SchedConfig};
+use joblet_sched::model::{GpuSpec, MigSlice, NodeCapacity, NodeSpec, Quota, SchedConfig};
 
 use crate::config::GpuConfig;
 
@@ -122,6 +122,7 @@ pub fn node_spec(gpus: &[GpuInfo]) -> NodeSpec {
     let groups = nvlink_groups(gpus);
     NodeSpec {
         id: NODE,
+        capacity: NodeCapacity::default(),
         gpus: gpus
             .iter()
             .zip(groups)

@@ -39,6 +39,8 @@ impl GpuJobs {
             allow_cross_node: false,
             preemptible: false,
             time_limit_ms: self.wall_limit(spec).map(|d| d.as_millis() as u64),
+            cpu_millis: 0,
+            host_memory_mb: 0,
         }
     }
 
