@@ -4,9 +4,26 @@ use std::fmt;
 
 /// A job's id: a lowercase UUID (`8-4-4-4-12` hex digits).
 ///
-/// The daemon generates it; the core only checks its shape.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// The daemon generates it; the core only checks its shape (also when one
+/// is read back from JSON).
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
 pub struct JobId(String);
+
+impl TryFrom<String> for JobId {
+    type Error = PrefixError;
+    fn try_from(s: String) -> Result<Self, PrefixError> {
+        JobId::parse(&s)
+    }
+}
+
+impl From<JobId> for String {
+    fn from(id: JobId) -> String {
+        id.0
+    }
+}
 
 impl JobId {
     /// Accepts a full lowercase hyphenated UUID.
