@@ -463,7 +463,7 @@ fn cleanup_stale_removes_empty_jobs_and_keeps_busy_ones() {
     let (i, pid) = g.spawn_gated("exec sleep 60");
     busy.add_pid(pid).unwrap();
     g.release(i);
-    let kept = cleanup_stale(&g.layout, &g.base).unwrap();
+    let kept = cleanup_stale(&g.layout, &g.base, &|_| false).unwrap();
     let mut want: Vec<PathBuf> = busy.dirs().iter().map(|d| d.to_path_buf()).collect();
     want.sort();
     let mut kept_sorted = kept.clone();

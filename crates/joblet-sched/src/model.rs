@@ -67,7 +67,7 @@ pub struct NodeCapacity {
 }
 
 /// Health of one GPU as the scheduler sees it (from the GPU pool).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuHealth {
     pub state: GpuState,
     /// Placements paused (temperature).

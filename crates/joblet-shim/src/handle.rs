@@ -38,6 +38,13 @@ impl ShimHandle {
         &self.dir
     }
 
+    /// Kills the shim (SIGKILL through its pidfd: never another process
+    /// that reused its pid). Its job, if it has one, is left to its cgroup
+    /// (the caller removes that). For a shim that will not end by itself.
+    pub fn kill(&self) -> io::Result<()> {
+        pidfd::send_signal(&self.pidfd, libc::SIGKILL)
+    }
+
     /// Resolves when the shim has exited, then returns its `exit.json`.
     /// Reaps the shim if it is this process's child. Needs a tokio runtime
     /// with IO enabled. [`ShimError::Lost`] if the shim died without writing

@@ -49,5 +49,5 @@ pub use jobdir::JobDir;
 pub use launch::{launch, launch_warm, reattach, WarmBuild, WarmReady, WarmShim};
 pub use logread::{output_bytes, LogReader};
 pub use runner::{HostRunner, PreparedLeader, Runner, RunnerError};
-pub use shim::{run_shim, run_shim_with, run_warm_shim_with, ShimRunError};
+pub use shim::{remove_shim_files, run_shim, run_shim_with, run_warm_shim_with, ShimRunError};
 pub use spec::{Outcome, PidRecord, ShimExit, ShimSpec, WarmSpec};

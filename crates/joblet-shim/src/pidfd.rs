@@ -21,6 +21,28 @@ pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Sends `signal` to the process `pidfd` names (`pidfd_send_signal(2)`):
+/// never to a later process that reused its pid.
+pub(crate) fn send_signal(pidfd: &OwnedFd, signal: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: pidfd_send_signal takes a pidfd, a signal number, a siginfo
+    // pointer (null: the kernel fills it in as for kill(2)) and flags (0);
+    // the descriptor is open for the call's duration (borrowed).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Registers a pidfd with the tokio reactor (of the current runtime, which
 /// must have IO enabled), to await its readability: the process's exit.
 pub(crate) fn register(pidfd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
@@ -41,6 +63,17 @@ mod tests {
         child.wait().unwrap();
         drop(fd);
         let err = pidfd_open(1 << 23).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+        // A signal reaches the process the pidfd names, and only while it
+        // lives.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let fd = pidfd_open(child.id() as i32).unwrap();
+        send_signal(&fd, libc::SIGKILL).unwrap();
+        child.wait().unwrap();
+        let err = send_signal(&fd, libc::SIGKILL).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
     }
 }

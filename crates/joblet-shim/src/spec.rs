@@ -73,6 +73,10 @@ pub enum Outcome {
     TimedOut,
     /// Never ran: the spawn failed (or the shim could not set up).
     FailedToStart,
+    /// Never given: the shim's stdin closed before it had the job's spec
+    /// (the daemon went away while starting it). Nothing of the job ran; a
+    /// restarted daemon queues it again.
+    NeverGiven,
 }
 
 /// `exit.json`: written by the shim as its last act.

@@ -1,7 +1,9 @@
-//! The GPU allocations ledger: every running job's request and placement,
-//! written before the job starts and removed exactly once when its GPUs
-//! are released, so a restarted daemon re-derives the scheduler's exact
-//! allocations (`joblet_sched::scheduler::Scheduler::restore`).
+//! The allocation ledger: every running job's request and placement (its
+//! GPUs, CPU and memory on its node), written with its move to RUNNING and
+//! removed exactly once when what it holds is released, so a restarted
+//! daemon re-derives the scheduler's exact allocations
+//! (`joblet_sched::scheduler::Scheduler::restore`). The table keeps its
+//! first name, `gpu_allocations`.
 
 use joblet_core::UnixMillis;
 use joblet_sched::model::{JobRequest, Placement};
@@ -56,6 +58,19 @@ pub(crate) fn insert(
     Ok(())
 }
 
+/// Removes job `job`'s ledger entry on `conn`; true if it held one.
+pub(crate) fn delete(
+    conn: &Connection,
+    path: &std::path::Path,
+    job: &str,
+) -> Result<bool, StoreError> {
+    let n = conn
+        .prepare_cached("DELETE FROM gpu_allocations WHERE job_id = ?1")
+        .and_then(|mut stmt| stmt.execute([job]))
+        .during(path, || format!("release the allocation of job {job}"))?;
+    Ok(n > 0)
+}
+
 impl Store {
     /// Records a job's allocation. A job that already holds one is refused
     /// (an allocation is never silently replaced).
@@ -72,13 +87,7 @@ impl Store {
     /// Removes a job's allocation; true if it held one (so a release is
     /// carried out exactly once, also across restarts).
     pub fn release_allocation(&self, job: &str) -> Result<bool, StoreError> {
-        let path = &self.path;
-        let n = self
-            .lock()
-            .prepare_cached("DELETE FROM gpu_allocations WHERE job_id = ?1")
-            .and_then(|mut stmt| stmt.execute([job]))
-            .during(path, || format!("release the allocation of job {job}"))?;
-        Ok(n > 0)
+        delete(&self.lock(), &self.path, job)
     }
 
     /// The whole ledger, by job id.

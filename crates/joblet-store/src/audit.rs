@@ -10,7 +10,9 @@
 //! being preempted gets a new record; at most one record per job is open.
 
 use joblet_core::UnixMillis;
-use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
 use crate::{SqlContext, Store, StoreError};
@@ -189,6 +191,38 @@ pub(crate) fn insert_open(
     Ok(())
 }
 
+/// Closes the job's open record on `conn` (see [`Store::audit_close`]).
+pub(crate) fn close_open(
+    conn: &Connection,
+    path: &Path,
+    job: &str,
+    end_ms: UnixMillis,
+    ended: &str,
+    reason: &str,
+) -> Result<Option<AuditRecord>, StoreError> {
+    let row: Option<(i64, RawAudit)> = conn
+        .prepare_cached(&format!(
+            "SELECT id, {COLUMNS} FROM gpu_audit WHERE job_id = ?1 AND end_ms IS NULL"
+        ))
+        .and_then(|mut stmt| {
+            stmt.query_row([job], |r| Ok((r.get(0)?, RawAudit::from_row_at(r, 1)?)))
+                .optional()
+        })
+        .during(path, || format!("read the GPU audit record of job {job}"))?;
+    let Some((id, raw)) = row else {
+        return Ok(None);
+    };
+    let mut rec = raw.into_record()?;
+    rec.end_ms = Some(end_ms);
+    rec.ended = Some(ended.to_owned());
+    rec.reason = non_empty(reason).map(str::to_owned);
+    conn.prepare_cached("UPDATE gpu_audit SET end_ms = ?2, ended = ?3, reason = ?4 WHERE id = ?1")
+        .and_then(|mut stmt| stmt.execute(params![id, end_ms, ended, rec.reason]))
+        .during(path, || format!("close the GPU audit record of job {job}"))?;
+    tracing::debug!(job, ended, duration_ms = ?rec.duration_ms(), "GPU audit record closed");
+    Ok(Some(rec))
+}
+
 impl Store {
     /// Opens the audit record of an allocation. `rec.end_ms`, `ended` and
     /// `reason` are ignored (a record starts open); `peak_memory_mb` is
@@ -243,32 +277,11 @@ impl Store {
             .during(path, || {
                 format!("begin closing the GPU audit record of job {job}")
             })?;
-        let row: Option<(i64, RawAudit)> = tx
-            .prepare_cached(&format!(
-                "SELECT id, {COLUMNS} FROM gpu_audit WHERE job_id = ?1 AND end_ms IS NULL"
-            ))
-            .and_then(|mut stmt| {
-                stmt.query_row([job], |r| Ok((r.get(0)?, RawAudit::from_row_at(r, 1)?)))
-                    .optional()
-            })
-            .during(path, || format!("read the GPU audit record of job {job}"))?;
-        let Some((id, raw)) = row else {
-            return Ok(None);
-        };
-        let mut rec = raw.into_record()?;
-        rec.end_ms = Some(end_ms);
-        rec.ended = Some(ended.to_owned());
-        rec.reason = non_empty(reason).map(str::to_owned);
-        tx.prepare_cached(
-            "UPDATE gpu_audit SET end_ms = ?2, ended = ?3, reason = ?4 WHERE id = ?1",
-        )
-        .and_then(|mut stmt| stmt.execute(params![id, end_ms, ended, rec.reason]))
-        .during(path, || format!("close the GPU audit record of job {job}"))?;
+        let rec = close_open(&tx, path, job, end_ms, ended, reason)?;
         tx.commit().during(path, || {
             format!("commit closing the GPU audit record of job {job}")
         })?;
-        tracing::debug!(job, ended, duration_ms = ?rec.duration_ms(), "GPU audit record closed");
-        Ok(Some(rec))
+        Ok(rec)
     }
 
     /// Audit records, oldest first (by start): those still open and those

@@ -80,7 +80,7 @@ fn event_row(
 }
 
 /// Saves `entries` and appends `updates` inside the transaction `tx`.
-fn write_gpus(
+pub(crate) fn write_gpus(
     tx: &rusqlite::Transaction<'_>,
     path: &std::path::Path,
     entries: &[&GpuEntry],

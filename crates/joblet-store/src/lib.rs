@@ -35,6 +35,7 @@ mod allocations;
 mod audit;
 mod error;
 mod gpus;
+mod lifecycle;
 mod migrations;
 mod records;
 mod secrets;
@@ -53,6 +54,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 pub use audit::AuditRecord;
 pub use error::StoreError;
 pub use gpus::{GpuEventRecord, NewAllocation};
+pub use lifecycle::{AuditEnd, GpuGrantRecords, JobStart};
 pub use migrations::SCHEMA_VERSION;
 pub use records::{JobProgress, JobRecord, TransitionExtra, TransitionRecord};
 

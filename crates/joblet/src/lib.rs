@@ -6,11 +6,17 @@
 //! own shim process (crate `joblet-shim`), so the daemon can die or be
 //! upgraded without taking jobs down.
 //!
-//! The decisions live in `joblet-core`; this crate only carries them out.
+//! The decisions live in `joblet-engine` (what happens to every job, with
+//! `joblet-sched` placing them), `joblet-core` (specs, states, the GPU
+//! health policy); this crate carries them out: [`engine`] is the loop
+//! around the engine core, [`agent`] runs placed jobs on this node, [`gpu`]
+//! keeps the node's GPUs.
 
+pub mod agent;
 pub mod api;
 pub mod audit_api;
 pub mod certcmd;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod gpu;

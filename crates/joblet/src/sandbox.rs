@@ -106,8 +106,8 @@ pub fn resolve_user(spec: &str) -> Result<(u32, u32), String> {
 }
 
 impl NodeSandbox {
-    /// Checks that this node can sandbox jobs as configured, and removes
-    /// empty job cgroups a previous daemon left behind.
+    /// Checks that this node can sandbox jobs as configured and takes the
+    /// cgroup base for this daemon.
     pub fn prepare(cfg: &Config) -> Result<NodeSandbox, SandboxSetupError> {
         if !nix::unistd::geteuid().is_root() {
             return Err(SandboxSetupError::NotRoot);
@@ -122,9 +122,6 @@ impl NodeSandbox {
         let layout = Layout::detect(Path::new("/proc/self/mountinfo"))?;
         let support = layout.support()?;
         let base_lock = lock_cgroup_base(Path::new(CGROUP_LOCK_DIR), &cfg.sandbox.cgroup_base)?;
-        for busy in cgroup::cleanup_stale(&layout, &cfg.sandbox.cgroup_base)? {
-            tracing::warn!(cgroup = %busy.display(), "a job cgroup from an earlier run still holds processes; left alone");
-        }
         let ro_mounts = cfg
             .filesystem
             .allowed_mounts
@@ -146,6 +143,23 @@ impl NodeSandbox {
             support,
             layout,
         })
+    }
+
+    /// Removes the empty job cgroups an earlier daemon left behind, except
+    /// those of the jobs in `keep` (the jobs this daemon tracks); reports
+    /// the ones that still hold processes. Never fails the daemon: a
+    /// cgroup that cannot be read is logged and left.
+    pub fn sweep_stale(&self, keep: &std::collections::BTreeSet<String>) {
+        match cgroup::cleanup_stale(&self.layout, &self.cgroup_base, &|name| keep.contains(name)) {
+            Ok(busy) => {
+                for dir in busy {
+                    tracing::warn!(cgroup = %dir.display(), "a job cgroup from an earlier run still holds processes; left alone");
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot sweep the job cgroups an earlier run left")
+            }
+        }
     }
 
     /// Kills whatever is left of a job whose shim is gone (it would otherwise

@@ -1,18 +1,22 @@
 //! `joblet server`: start-up order and the serve loop.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
 use joblet_core::NodeCapabilities;
+use joblet_engine::JobRules;
+use joblet_gpu::exec::SharingMode;
 use joblet_store::Store;
 use tokio::net::TcpListener;
 
+use crate::agent::{AgentConfig, LocalAgent};
 use crate::api::Api;
 use crate::config::Config;
 use crate::engine::{Engine, EngineConfig};
+use crate::gpu::allocation::NodeGpus;
 use crate::gpu::api::GpuApi;
-use crate::gpu::jobs::GpuJobs;
+use crate::gpu::node_spec::sched_config;
 use crate::gpu::simulate::Simulation;
 use crate::sandbox::NodeSandbox;
 use crate::state_dir::{self, StateDir};
@@ -69,12 +73,12 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     } else {
         None
     };
-    let (gpu_jobs, gpus) = match gpus {
+    let (job_gpus, gpus) = match gpus {
         Some((shared, monitor, rx)) => {
             let jobs = if sandbox.is_some() {
-                let jobs = GpuJobs::new(shared.clone(), &cfg.gpu).context("GPU jobs")?;
-                tracing::info!(settings = ?jobs.settings.sharing, policy = ?cfg.gpu.policy, "GPU jobs on");
-                Some((jobs, rx))
+                let (gpus, specs) = NodeGpus::new(shared.clone(), &cfg.gpu).context("GPU jobs")?;
+                tracing::info!(sharing = ?gpus.settings.sharing, policy = ?cfg.gpu.policy, "GPU jobs on");
+                Some((gpus, specs, rx))
             } else {
                 tracing::warn!("gpu.enabled but sandbox.enabled is false: GPUs are monitored, but GPU jobs are refused (their devices could not be isolated)");
                 None
@@ -83,21 +87,37 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         }
         None => (None, None),
     };
-    let caps = capabilities(sandbox.as_ref(), gpu_jobs.is_some());
+    let caps = capabilities(sandbox.as_ref(), job_gpus.is_some());
+    let rules = JobRules {
+        gpu_sharing: cfg.gpu.sharing != SharingMode::Exclusive,
+        default_gpu_time: (!cfg.gpu.default_gpu_time.is_zero()).then_some(cfg.gpu.default_gpu_time),
+    };
+    let capacity = crate::agent::capacity::detect(Path::new("/proc"), cfg.jobs.max_running);
+    tracing::info!(cpu_millis = ?capacity.cpu_millis, memory_mb = ?capacity.memory_mb, max_jobs = ?capacity.max_jobs, "node capacity for jobs");
+    let agent = LocalAgent::new(AgentConfig {
+        dirs: dirs.clone(),
+        shim_program,
+        shim_args: vec!["--job-dir".into()],
+        warm_pool: (
+            warm_pool(cfg.sandbox.warm_pool, sandbox.is_some()),
+            warm_pool(cfg.gpu.warm_pool, sandbox.is_some()),
+        ),
+        sandbox,
+        gpus: job_gpus,
+        capacity,
+    });
     let engine = Engine::start(
         store.clone(),
         dirs.clone(),
         EngineConfig {
-            max_running: cfg.jobs.max_running,
+            sched: sched_config(&cfg.gpu),
             stop_grace: cfg.jobs.stop_grace_period,
-            shim_program,
-            shim_args: vec!["--job-dir".into()],
-            warm_pool: warm_pool(cfg.sandbox.warm_pool, sandbox.is_some()),
-            gpu_warm_pool: warm_pool(cfg.gpu.warm_pool, sandbox.is_some()),
-            sandbox,
-            gpu: gpu_jobs,
+            rules,
         },
-    )?;
+        agent,
+    )
+    .await
+    .context("recovering jobs from the store")?;
 
     let listener = TcpListener::bind(cfg.server.address)
         .await

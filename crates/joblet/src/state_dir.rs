@@ -63,6 +63,10 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
     }
 }
 
+/// How long a starting daemon waits for the state dir's lock (a daemon that
+/// was just killed may still be exiting).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl StateDir {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         StateDir { root: root.into() }
@@ -110,9 +114,26 @@ impl StateDir {
             .mode(0o600)
             .open(&lock_path)
             .map_err(io("cannot open", &lock_path))?;
-        // flock, not fcntl locks: tied to this open file, released when the daemon dies.
-        Flock::lock(lock, FlockArg::LockExclusiveNonblock)
-            .map_err(|_| StateError::Locked(self.root.clone()))
+        // flock, not fcntl locks: tied to this open file, released when the
+        // daemon dies. A daemon killed a moment ago may still be exiting
+        // (its threads leaving the kernel): wait for it a little.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let mut lock = lock;
+        let mut told = false;
+        loop {
+            match Flock::lock(lock, FlockArg::LockExclusiveNonblock) {
+                Ok(held) => return Ok(held),
+                Err((file, _)) if std::time::Instant::now() < deadline => {
+                    if !told {
+                        tracing::info!(lock = %lock_path.display(), "another joblet holds the state dir; waiting up to {LOCK_WAIT:?} for it to exit");
+                        told = true;
+                    }
+                    lock = file;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(_) => return Err(StateError::Locked(self.root.clone())),
+            }
+        }
     }
 
     /// Loads the CA, server and admin certificates, creating any that are

@@ -96,12 +96,14 @@ pub(crate) fn keyed_u64(path: &Path, content: &str, key: &str) -> Result<Option<
 }
 
 /// The pids in a `cgroup.procs` file; a missing file or directory counts as
-/// empty (the cgroup is gone).
+/// empty (the cgroup is gone), as does a cgroup being removed (`ENODEV`
+/// on a v1 hierarchy).
 pub(crate) fn procs(dir: &Path) -> Result<Vec<i32>, CgroupError> {
     let path = dir.join("cgroup.procs");
     let content = match std::fs::read_to_string(&path) {
         Ok(c) => c,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(Vec::new()),
         Err(source) => return Err(CgroupError::Read { path, source }),
     };
     content

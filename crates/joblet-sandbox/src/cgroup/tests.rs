@@ -577,12 +577,50 @@ fn cleanup_stale_removes_empty_job_cgroups_and_reports_busy_ones() {
     std::fs::create_dir_all(mem.join("joblet/running")).unwrap();
     std::fs::write(mem.join("joblet/running/cgroup.procs"), "99\n").unwrap();
     std::fs::create_dir_all(f.v1(Controller::Cpu).join("joblet/old2")).unwrap();
-    let kept = cleanup_stale(&f.layout, "joblet").unwrap();
+    // The daemon's own job is never touched, empty or not.
+    std::fs::create_dir_all(mem.join("joblet/mine")).unwrap();
+    let kept = cleanup_stale(&f.layout, "joblet", &|name| name == "mine").unwrap();
     assert_eq!(kept, vec![mem.join("joblet/running")]);
     assert!(!mem.join("joblet/old1").exists());
     assert!(!f.v1(Controller::Cpu).join("joblet/old2").exists());
+    assert!(mem.join("joblet/mine").is_dir());
     assert!(mem.join("joblet").is_dir());
     // No base anywhere: nothing to do.
-    assert!(cleanup_stale(&f.layout, "other").unwrap().is_empty());
-    assert!(cleanup_stale(&f.layout, "../x").is_err());
+    assert!(cleanup_stale(&f.layout, "other", &|_| false)
+        .unwrap()
+        .is_empty());
+    assert!(cleanup_stale(&f.layout, "../x", &|_| false).is_err());
+}
+
+/// Shims of an earlier daemon remove their jobs' cgroups while the sweep
+/// runs, and new ones appear: the sweep never fails on that.
+#[test]
+fn cleanup_stale_tolerates_cgroups_vanishing_and_appearing_while_it_runs() {
+    let f = Fake::hybrid();
+    let mem = f.v1(Controller::Memory);
+    std::fs::create_dir_all(mem.join("joblet")).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (mem, stop) = (mem.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let job = mem.join(format!("joblet/job{}", n % 7));
+                let _ = std::fs::create_dir_all(job.join("a/b"));
+                let _ = std::fs::remove_dir(job.join("a/b"));
+                let _ = std::fs::remove_dir(job.join("a"));
+                let _ = std::fs::remove_dir(&job);
+                n += 1;
+            }
+        })
+    };
+    for _ in 0..300 {
+        if let Err(e) = cleanup_stale(&f.layout, "joblet", &|_| false) {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            churn.join().unwrap();
+            panic!("the sweep failed on a directory that vanished: {e}");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
 }

@@ -204,10 +204,12 @@ pub fn run_warm_shim_with(
         }
         Ok(None) => {
             tracing::info!(job_id = %warm.job_id, "no job came for this warm shim; discarding it");
-            // Files first: a daemon restarted meanwhile may start this job
-            // id's queued job in a fresh shim in the same directory.
-            discard_files(&dir, lock);
+            // The sandbox first (its cgroup goes), `shim.lock` last: a
+            // daemon restarted meanwhile may start this job id's queued job
+            // in a fresh shim, in the same directory and cgroup, and waits
+            // for the lock to be free before it does.
             runner.discard();
+            discard_files(&dir, lock);
             return Ok(None);
         }
         Err(e) => {
@@ -245,7 +247,21 @@ fn remove_unused_tmp(dir: &JobDir) {
 /// still locked, so a shim started for the same directory later never
 /// finds it held.
 fn discard_files(dir: &JobDir, lock: File) {
+    remove_shim_files(dir);
+    drop(lock);
+    // Not empty: the job's uploads are there; they stay for its next shim.
+    let _ = std::fs::remove_dir(dir.work_path());
+    let _ = std::fs::remove_dir(dir.path());
+}
+
+/// Removes the files a shim makes in its job directory before its job
+/// starts (control socket, output log, pid files, its log, `shim.lock`,
+/// and the exit record of a shim that never got its job): what a shim that
+/// never ran its job leaves, also when it was killed. The job's uploads
+/// (`work/`) stay.
+pub fn remove_shim_files(dir: &JobDir) {
     for path in [
+        dir.exit_path(),
         dir.control_sock_path(),
         dir.output_log_path(),
         dir.shim_pid_path(),
@@ -260,10 +276,6 @@ fn discard_files(dir: &JobDir, lock: File) {
             }
         }
     }
-    drop(lock);
-    // Not empty: the job's uploads are there; they stay for its next shim.
-    let _ = std::fs::remove_dir(dir.work_path());
-    let _ = std::fs::remove_dir(dir.path());
 }
 
 /// Runs the shim for the job directory `job_dir` with [`HostRunner`].
@@ -292,7 +304,10 @@ pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, Sh
         Ok(run) => run,
         Err(e) => {
             tracing::error!("{e}");
-            let exit = failed_to_start(format!("shim setup failed: {e}"), None, 0);
+            let mut exit = failed_to_start(format!("shim setup failed: {e}"), None, 0);
+            if matches!(e, ShimRunError::NoSpec) {
+                exit.outcome = Outcome::NeverGiven;
+            }
             close_job(
                 &dir,
                 &JobRun {

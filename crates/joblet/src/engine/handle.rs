@@ -75,14 +75,17 @@ impl EngineHandle {
         .await
     }
 
+    /// Deletes a job's record and files: a finished job, or a queued one
+    /// (taken off the queue first; it never ran, so nothing is lost). A
+    /// starting or running job is refused: stop it first.
     pub async fn delete(&self, id: JobId) -> Result<(), ApiError> {
         self.call(|reply| Msg::Delete { id, reply }).await
     }
 
-    /// Stops the engine (the daemon is stopping): its warm sandboxes are
-    /// torn down and their shims reaped, for a few seconds at most, so
-    /// none is left behind the daemon. Running jobs keep running under
-    /// their shims.
+    /// Stops the engine (the daemon is stopping): the node agent's warm
+    /// sandboxes are torn down and their shims reaped, for a few seconds at
+    /// most, so none is left behind the daemon. Running jobs keep running
+    /// under their shims.
     pub async fn shutdown(&self) {
         let (done, rx) = oneshot::channel();
         if self.tx.send(Msg::Shutdown(done)).await.is_ok() {

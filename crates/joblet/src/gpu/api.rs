@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 use super::view::{gpu_pb, resolve_gpu, status_pb};
 use super::SharedGpus;
 use crate::api::{caller, require_admin};
-use crate::engine::now_ms;
+use crate::clock::now_ms;
 use crate::store_error;
 
 /// History lines `GetGpuHealth` returns.

@@ -8,36 +8,60 @@ use joblet_sched::model::JobRequest;
 
 use super::node_spec::{mib, Offer};
 
-/// Refuses at submission what MIG makes impossible on this node, in seed
-/// 001's words, with what to ask for instead.
-pub fn check_request(offer: &Offer, req: &JobRequest) -> Result<(), String> {
+/// What MIG makes impossible on this node, in seed 001's words, with what
+/// to ask for instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MigRefusal {
+    #[error("No GPUs available: the job asks for MIG slices (--mig={profile}) but no GPU on this node has MIG slices; run it without --mig to get whole GPUs (see `rnx gpu status --all`)")]
+    NoSlices { profile: String },
+    #[error("No GPUs available: this node has no MIG slice of profile {profile}; it has {offered}; ask for one of those with --mig")]
+    NoSuchProfile { profile: String, offered: String },
+    #[error("No GPUs available: the job asks for {asked} MIG slices of profile {profile} but this node has {have}; ask for at most {have}")]
+    TooMany {
+        profile: String,
+        asked: u32,
+        have: u32,
+    },
+    #[error("No GPUs available: every GPU on this node is split into MIG slices ({offered}); ask for slices with --mig=PROFILE")]
+    AllSliced { offered: String },
+}
+
+/// Refuses at submission what MIG makes impossible on this node.
+pub fn check_request(offer: &Offer, req: &JobRequest) -> Result<(), MigRefusal> {
     match &req.mig_profile {
-        Some(p) if offer.slices.is_empty() => Err(format!(
-            "No GPUs available: the job asks for MIG slices (--mig={p}) but no GPU on this node has MIG slices; run it without --mig to get whole GPUs (see `rnx gpu status --all`)"
-        )),
+        Some(p) if offer.slices.is_empty() => Err(MigRefusal::NoSlices { profile: p.clone() }),
         Some(p) => match offer.slices.get(p) {
-            None => Err(format!(
-                "No GPUs available: this node has no MIG slice of profile {p}; it has {}; ask for one of those with --mig",
-                offer.slice_list()
-            )),
-            Some(&n) if req.gpu_count > n => Err(format!(
-                "No GPUs available: the job asks for {} MIG slices of profile {p} but this node has {n}; ask for at most {n}",
-                req.gpu_count
-            )),
+            None => Err(MigRefusal::NoSuchProfile {
+                profile: p.clone(),
+                offered: offer.slice_list(),
+            }),
+            Some(&n) if req.gpu_count > n => Err(MigRefusal::TooMany {
+                profile: p.clone(),
+                asked: req.gpu_count,
+                have: n,
+            }),
             Some(_) => Ok(()),
         },
-        None if offer.whole == 0 && !offer.slices.is_empty() => Err(format!(
-            "No GPUs available: every GPU on this node is split into MIG slices ({}); ask for slices with --mig=PROFILE",
-            offer.slice_list()
-        )),
+        None if offer.whole == 0 && !offer.slices.is_empty() => Err(MigRefusal::AllSliced {
+            offered: offer.slice_list(),
+        }),
         None => Ok(()),
     }
+}
+
+/// A placed MIG slice the driver no longer reports.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("MIG instance {gpu_instance} of GPU {index} ({uuid}) is no longer reported by the driver")]
+pub struct MigGone {
+    pub gpu_instance: u32,
+    pub index: u32,
+    pub uuid: String,
 }
 
 /// The job's view of a placed unit of GPU `g`: the whole GPU, or MIG
 /// instance `gi` of it (its first compute instance) named by the slice's
 /// UUID.
-pub fn job_gpu(g: &GpuInfo, gi: Option<u32>) -> Result<JobGpu, String> {
+pub fn job_gpu(g: &GpuInfo, gi: Option<u32>) -> Result<JobGpu, MigGone> {
     let whole = JobGpu {
         index: g.index,
         uuid: g.uuid.clone(),
@@ -53,11 +77,10 @@ pub fn job_gpu(g: &GpuInfo, gi: Option<u32>) -> Result<JobGpu, String> {
         .flat_map(|m| &m.gpu_instances)
         .filter(|i| i.gpu_instance_id == gi && i.uuid.is_some())
         .min_by_key(|i| i.compute_instance_id)
-        .ok_or_else(|| {
-            format!(
-                "MIG instance {gi} of GPU {} ({}) is no longer reported by the driver",
-                g.index, g.uuid
-            )
+        .ok_or_else(|| MigGone {
+            gpu_instance: gi,
+            index: g.index,
+            uuid: g.uuid.clone(),
         })?;
     Ok(JobGpu {
         uuid: inst.uuid.clone().unwrap_or_default(),
@@ -117,7 +140,7 @@ mod tests {
             (&mig, req(2, Some("3g.40gb")), "asks for 2 MIG slices of profile 3g.40gb but this node has 1; ask for at most 1"),
             (&mig, req(1, None), "every GPU on this node is split into MIG slices (1g.10gb (4 slices), 3g.40gb (1 slice)); ask for slices with --mig=PROFILE"),
         ] {
-            let e = check_request(offer, &r).unwrap_err();
+            let e = check_request(offer, &r).unwrap_err().to_string();
             assert!(e.starts_with("No GPUs available: "), "{e}");
             assert!(e.contains(want), "{e}");
         }
@@ -170,7 +193,7 @@ mod tests {
                 compute_instance_id: 0
             })
         );
-        let e = job_gpu(&g, Some(4)).unwrap_err();
+        let e = job_gpu(&g, Some(4)).unwrap_err().to_string();
         assert!(e.contains("MIG instance 4 of GPU 2"), "{e}");
     }
 }

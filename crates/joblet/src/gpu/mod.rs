@@ -1,22 +1,28 @@
-//! The node's GPUs inside the daemon: discovery at start ([`start`]), the
-//! health monitor ([`monitor`]) with per-job memory attribution and quotas
-//! ([`quota`]), GPU jobs ([`jobs`]: scheduling on the units of
-//! [`node_spec`] with MIG slices ([`mig`]), allocation, the sandbox pieces
-//! of [`setup`], MPS control daemons ([`mps`]), release checks of
-//! [`scrub`], the [`audit`] log), the `gpu.*` config checks
-//! ([`config_check`]),
-//! the GPU API ([`api`]), and the one-shot `joblet discover` /
-//! `joblet doctor` commands ([`report`], [`doctor`]).
+//! The node's GPUs inside the daemon, by layer:
+//! - inventory and state: discovery at start ([`start`]), the shared
+//!   [`GpuNode`] (inventory, pool), the health monitor ([`monitor`]) with
+//!   per-job memory attribution and quotas ([`quota`]);
+//! - what the scheduler sees ([`node_spec`], MIG slices in [`mig`]) and
+//!   what a job may ask for ([`admission`]);
+//! - allocation on the node ([`allocation`]: a placement's GPUs reserved,
+//!   released, quarantined), release checks ([`scrub`]), the [`audit`] log;
+//! - a job's edits: the sandbox pieces of [`setup`] built with the node's
+//!   [`settings`], MPS control daemons ([`mps`]);
+//! - the `gpu.*` config checks ([`config_check`]), the GPU API ([`api`])
+//!   and the one-shot `joblet discover` / `joblet doctor` commands
+//!   ([`report`], [`doctor`]).
 //!
 //! The decisions (states, XID classes, thermal pauses, admin rules) are
 //! `joblet_core::gpu::GpuPool`'s; this module feeds it what NVML says,
-//! persists what comes out, and logs it.
+//! persists what comes out, and logs it. Which job gets which GPU is the
+//! engine's (`joblet-engine`); nothing here imports the engine.
 
+pub mod admission;
+pub mod allocation;
 pub mod api;
 pub mod audit;
 pub mod config_check;
 pub mod doctor;
-pub mod jobs;
 pub mod mig;
 pub mod monitor;
 pub mod mps;
@@ -24,6 +30,7 @@ pub mod node_spec;
 pub mod quota;
 pub mod report;
 pub mod scrub;
+pub mod settings;
 pub mod setup;
 pub mod simulate;
 pub mod view;
@@ -38,8 +45,8 @@ use joblet_gpu::discover::DiscoveryOptions;
 use joblet_gpu::NodeInventory;
 use joblet_store::Store;
 
+use crate::clock::now_ms;
 use crate::config::GpuConfig;
-use crate::engine::now_ms;
 use simulate::Simulation;
 
 /// What the daemon knows about its GPUs now.
@@ -120,61 +127,29 @@ impl SharedGpus {
         }
     }
 
-    /// [`SharedGpus::commit`] of an allocation, with its ledger entry and
-    /// the audit record it opens saved in the same transaction. A store
-    /// failure is returned: nothing of the allocation was saved, and the
-    /// job must not start (the caller fails it, which releases what the
-    /// pool holds for it).
-    pub fn commit_allocation(
-        &self,
-        node: &GpuNode,
-        updates: &[GpuUpdate],
-        now: UnixMillis,
-        allocation: &joblet_store::NewAllocation<'_>,
-    ) -> Result<(), joblet_store::StoreError> {
-        self.commit_with(node, updates, now, Some(allocation))
+    /// Logs what the pool decided and tells the engine, for changes the
+    /// caller has saved itself (with an allocation or a release).
+    pub fn announce(&self, updates: &[GpuUpdate]) {
+        for u in updates {
+            log_update(u);
+        }
+        if !updates.is_empty() {
+            // The engine is gone only while the daemon shuts down.
+            let _ = self.notify.send(updates.to_vec());
+        }
     }
 
     /// Persists and logs what the pool decided, then tells the engine. A
     /// store failure is logged (the in-memory state is still right; the
     /// next change saves it again).
     pub fn commit(&self, node: &GpuNode, updates: &[GpuUpdate], now: UnixMillis) {
-        if let Err(e) = self.commit_with(node, updates, now, None) {
+        if updates.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store.record_gpus(&node.pool.entries(), updates, now) {
             tracing::error!(error = %e, "could not persist GPU state changes");
         }
-    }
-
-    fn commit_with(
-        &self,
-        node: &GpuNode,
-        updates: &[GpuUpdate],
-        now: UnixMillis,
-        allocation: Option<&joblet_store::NewAllocation<'_>>,
-    ) -> Result<(), joblet_store::StoreError> {
-        if updates.is_empty() && allocation.is_none() {
-            return Ok(());
-        }
-        for u in updates {
-            log_update(u);
-        }
-        // An allocation rewrites only the records of the GPUs it changed
-        // (each has an update; none when it joined a shared GPU already
-        // allocated): it is on the job's start path.
-        let mut entries = node.pool.entries();
-        if allocation.is_some() {
-            entries.retain(|e| updates.iter().any(|u| u.uuid() == e.uuid));
-        }
-        let saved = self
-            .store
-            .record_gpus_and_allocation(&entries, updates, now, allocation);
-        if let (Err(e), Some(a)) = (&saved, allocation) {
-            tracing::error!(job = %a.audit.job_id, error = %e, "could not persist the GPU allocation (ledger, pool records, audit record)");
-        }
-        if !updates.is_empty() {
-            // The engine is gone only while the daemon shuts down.
-            let _ = self.notify.send(updates.to_vec());
-        }
-        saved
+        self.announce(updates);
     }
 }
 

@@ -19,8 +19,8 @@ use joblet_gpu::nvml::NvmlInventory;
 use joblet_gpu::{BackendReport, GpuEvent, GpuEventKind, GpuInfo, GpuInventory};
 
 use super::{GpuNode, SharedGpus};
+use crate::clock::now_ms;
 use crate::config::GpuConfig;
-use crate::engine::now_ms;
 
 /// The running monitor threads; [`Monitor::stop`] ends them.
 pub struct Monitor {

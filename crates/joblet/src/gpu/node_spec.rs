@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use joblet_gpu::GpuInfo;
-use joblet_sched::model::{GpuSpec, MigSlice, NodeCapacity, NodeSpec, Quota, SchedConfig};
+use joblet_sched::model::{GpuSpec, MigSlice, Quota, SchedConfig};
 
 use crate::config::GpuConfig;
 
@@ -116,23 +116,18 @@ fn nvlink_groups(gpus: &[GpuInfo]) -> Vec<Option<u32>> {
         .collect()
 }
 
-/// The node as the scheduler sees it; GPUs that cannot be given out
-/// ([`Partition::Unusable`]) are left out.
-pub fn node_spec(gpus: &[GpuInfo]) -> NodeSpec {
+/// The node's GPUs as the scheduler sees them; GPUs that cannot be given
+/// out ([`Partition::Unusable`]) are left out.
+pub fn gpu_specs(gpus: &[GpuInfo]) -> Vec<GpuSpec> {
     let groups = nvlink_groups(gpus);
-    NodeSpec {
-        id: NODE,
-        capacity: NodeCapacity::default(),
-        gpus: gpus
-            .iter()
-            .zip(groups)
-            .filter_map(|(g, grp)| match partition(g) {
-                Partition::Whole => Some(gpu_spec(g, grp, Vec::new())),
-                Partition::Slices(s) => Some(gpu_spec(g, grp, s)),
-                Partition::Unusable(_) => None,
-            })
-            .collect(),
-    }
+    gpus.iter()
+        .zip(groups)
+        .filter_map(|(g, grp)| match partition(g) {
+            Partition::Whole => Some(gpu_spec(g, grp, Vec::new())),
+            Partition::Slices(s) => Some(gpu_spec(g, grp, s)),
+            Partition::Unusable(_) => None,
+        })
+        .collect()
 }
 
 /// What the node offers, for submission messages.
@@ -144,9 +139,9 @@ pub struct Offer {
 }
 
 impl Offer {
-    pub fn of(spec: &NodeSpec) -> Offer {
+    pub fn of_gpus(gpus: &[GpuSpec]) -> Offer {
         let mut o = Offer::default();
-        for g in &spec.gpus {
+        for g in gpus {
             if g.mig.is_empty() {
                 o.whole += 1;
             }
@@ -237,11 +232,11 @@ mod tests {
                 ..gpu(3, None)
             },
         ];
-        let spec = node_spec(&gpus);
-        let indices: Vec<u32> = spec.gpus.iter().map(|g| g.index).collect();
+        let specs = gpu_specs(&gpus);
+        let indices: Vec<u32> = specs.iter().map(|g| g.index).collect();
         assert_eq!(indices, [0, 1, 3], "the unusable MIG GPU is left out");
         assert_eq!(
-            spec.gpus[1].mig,
+            specs[1].mig,
             [
                 MigSlice {
                     id: 3,
@@ -255,12 +250,12 @@ mod tests {
                 },
             ]
         );
-        assert!(spec.gpus[0].mig.is_empty() && spec.gpus[2].mig.is_empty());
+        assert!(specs[0].mig.is_empty() && specs[2].mig.is_empty());
         let Partition::Unusable(why) = partition(&gpus[2]) else {
             panic!()
         };
         assert!(why.contains("nvidia-smi mig -cgi"), "{why}");
-        let offer = Offer::of(&spec);
+        let offer = Offer::of_gpus(&specs);
         assert_eq!(offer.whole, 2);
         assert_eq!(offer.slice_list(), "1g.10gb (1 slice), 2g.20gb (1 slice)");
     }

@@ -98,7 +98,7 @@ pub async fn verify(
                         shared,
                         std::slice::from_ref(t),
                         timeout,
-                        crate::engine::now_ms(),
+                        crate::clock::now_ms(),
                     )
                     .await;
                     after_reset.extend(

@@ -27,7 +27,7 @@ use joblet_gpu::model::CudaToolkit;
 use joblet_sandbox::devices::DeviceRule;
 use joblet_sandbox::init::Bind;
 
-use super::jobs::GpuSettings;
+use super::settings::GpuSettings;
 
 mod devices;
 use devices::{control_nodes, devices, mps_part};

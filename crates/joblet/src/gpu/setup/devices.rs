@@ -13,8 +13,8 @@ use joblet_gpu::exec::{cap_node, JobGpu, MigMinors, MigRef, MpsSettings};
 use joblet_sandbox::devices::{Access, DeviceRule};
 use joblet_sandbox::init::Bind;
 
-use super::super::jobs::GpuSettings;
 use super::super::mps::{self, JOB_LOG_DIR, JOB_PIPE_DIR};
+use super::super::settings::GpuSettings;
 use super::{GpuSandbox, CTL_MINOR, NVIDIA_MAJOR};
 
 /// A host device node: its `(major, minor)`, checked to be a character

@@ -10,14 +10,22 @@
 //! without starting gives its shim back to be discarded
 //! ([`WarmPool::forget`]). Discarding is closing the shim's stdin: the shim
 //! tears its sandbox down and removes its files itself, which also covers
-//! a daemon that dies — every warm shim of a dead daemon goes away. A
-//! daemon that stops discards them all and waits for them
-//! ([`Engine::close_warm`]), so none is left for the host's init to reap.
+//! a daemon that dies — every warm shim of a dead daemon goes away (and a
+//! restarted daemon waits for one whose id a queued job took, see
+//! `super::recover`). A daemon that stops discards them all and waits for
+//! them ([`LocalAgent::close_warm`]), so none is left for the host's init
+//! to reap.
 //!
 //! The pool only holds handles; launching a shim (a fork and exec) runs on
 //! the blocking pool, not on the engine's loop, and the result comes back
-//! through [`super::Msg::Warm`]; the same thread then waits for the shim's
-//! word that its sandbox is built ([`super::Msg::WarmBuilt`]).
+//! as [`WarmReport::Landed`]; the same thread then waits for the shim's
+//! word that its sandbox is built ([`WarmReport::Built`]).
+//!
+//! The pool is built at start-up, and refilled once no job has started or
+//! ended for [`WARM_REFILL_QUIET`]: building a sandbox takes the same
+//! kernel locks (mounts, cgroups, namespaces) as a job starting or ending
+//! beside it, which would wait for it. A flavour with none left, or a
+//! burst of submissions, is refilled at once ([`WarmPool::refill_now`]).
 //!
 //! Sandboxes are built one at a time: two builds at once share the CPU left
 //! over by the jobs (warm shims run in `SCHED_IDLE`), so both finish late,
@@ -31,9 +39,24 @@ use std::time::{Duration, Instant};
 
 use joblet_core::JobId;
 use joblet_shim::{JobDir, ShimError, ShimHandle, WarmBuild, WarmReady, WarmShim, WarmSpec};
-use tokio::sync::mpsc;
 
-use super::{Engine, Msg};
+use super::LocalAgent;
+
+/// How long no job must have started or ended before the pool of warm
+/// sandboxes is refilled; submissions closer than this make a burst,
+/// during which it is refilled at once.
+pub(crate) const WARM_REFILL_QUIET: Duration = Duration::from_millis(20);
+
+/// What the threads that launch warm shims report.
+pub(crate) enum WarmReport {
+    /// A warm shim's launch of that flavour ended (`None`: it failed, and
+    /// was logged).
+    Landed(Flavour, Option<(JobId, WarmShim)>),
+    /// The build of the warm shim launched for that job id is over: its
+    /// sandbox is built (`true`), or it could not be, or the shim died, or
+    /// the build is past [`BUILD_WAIT`] (`false`).
+    Built(JobId, bool),
+}
 
 /// How long a stopping daemon waits for its warm shims to tear down (one
 /// takes milliseconds).
@@ -102,7 +125,7 @@ pub(crate) struct WarmPool<S = WarmShim> {
     building: usize,
     /// When the last job was submitted.
     last_submit: Option<Instant>,
-    /// The last two submissions came less than [`super::WARM_REFILL_QUIET`]
+    /// The last two submissions came less than [`WARM_REFILL_QUIET`]
     /// apart.
     burst: bool,
 }
@@ -234,7 +257,7 @@ impl<S> WarmPool<S> {
     pub(crate) fn submitted(&mut self, at: Instant) {
         self.burst = self
             .last_submit
-            .is_some_and(|last| at.saturating_duration_since(last) < super::WARM_REFILL_QUIET);
+            .is_some_and(|last| at.saturating_duration_since(last) < WARM_REFILL_QUIET);
         self.last_submit = Some(at);
     }
 
@@ -281,7 +304,37 @@ impl<S> WarmPool<S> {
     }
 }
 
-impl Engine {
+impl LocalAgent {
+    /// A warm shim's launch or build report.
+    pub(super) fn on_warm(&mut self, report: WarmReport) {
+        match report {
+            WarmReport::Landed(flavour, shim) => {
+                if let Some(extra) = self.warm.landed(flavour, shim) {
+                    reap(extra.discard());
+                }
+            }
+            WarmReport::Built(id, built) => {
+                self.warm.built(&id, built);
+                // The next build, one at a time (see `refill_warm`).
+                self.refill_when();
+            }
+        }
+    }
+
+    /// After a job event or a finished build: the pool's next build now
+    /// (see [`WarmPool::refill_now`]) or once the node has been quiet for
+    /// [`WARM_REFILL_QUIET`].
+    pub(super) fn refill_when(&mut self) {
+        if self.warm.wanted() == 0 {
+            return;
+        }
+        if self.warm.refill_now() {
+            self.refill_warm();
+        } else {
+            self.refill_at = Some(tokio::time::Instant::now() + WARM_REFILL_QUIET);
+        }
+    }
+
     /// Undoes a submission that failed before the job was recorded: its
     /// uploads go, and its warm shim (if it had one) is discarded, which
     /// removes the shim's own files and then the directory.
@@ -299,11 +352,10 @@ impl Engine {
     }
 
     /// The daemon is stopping: discards every warm shim, waits for the
-    /// launches under way (other messages are dropped: their senders hear
-    /// that the daemon is shutting down), and reaps them all, for
-    /// [`CLOSE_WAIT`] at most. A reserved shim's queued job keeps its
-    /// uploads (the shim removes only its own files).
-    pub(super) async fn close_warm(&mut self, rx: &mut mpsc::Receiver<Msg>) {
+    /// launches under way, and reaps them all, for [`CLOSE_WAIT`] at most.
+    /// A reserved shim's queued job keeps its uploads (the shim removes
+    /// only its own files).
+    pub(super) async fn close_warm(&mut self) {
         let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
         let mut shims: Vec<ShimHandle> = self
             .warm
@@ -312,8 +364,8 @@ impl Engine {
             .map(WarmShim::discard)
             .collect();
         while self.warm.is_launching() {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(Msg::Warm(flavour, landed))) => {
+            match tokio::time::timeout_at(deadline, self.warm_rx.recv()).await {
+                Ok(Some(WarmReport::Landed(flavour, landed))) => {
                     shims.extend(self.warm.landed(flavour, landed).map(WarmShim::discard));
                 }
                 Ok(Some(_)) => {}
@@ -333,8 +385,8 @@ impl Engine {
 
     /// Starts the launch of one warm shim, GPU-ready first, when the pool
     /// wants one and no sandbox is being built; it runs on the blocking
-    /// pool and reports back through [`Msg::Warm`], then
-    /// [`Msg::WarmBuilt`], which starts the next.
+    /// pool and reports back through [`WarmReport::Landed`], then
+    /// [`WarmReport::Built`], which starts the next.
     pub(super) fn refill_warm(&mut self) {
         for flavour in self.warm.to_build() {
             if self.launch_warm(flavour) {
@@ -346,14 +398,14 @@ impl Engine {
     /// Starts one launch of a warm shim of `flavour`; `false` when none
     /// can be launched (which is logged).
     fn launch_warm(&mut self, flavour: Flavour) -> bool {
-        let Some(sb) = &self.cfg.sandbox else {
+        let Some(sb) = &self.sandbox else {
             return false;
         };
         let Ok(id) = JobId::parse(&uuid::Uuid::new_v4().to_string()) else {
             return false;
         };
         let dir = self.dirs.job(&id);
-        let gpu_part = match (&self.gpu, flavour) {
+        let gpu_part = match (&self.gpus, flavour) {
             (Some(g), Flavour::Cpu) => crate::gpu::setup::cpu_job(&g.settings),
             (Some(g), Flavour::Gpu) => {
                 // Its driver parameters overlay is written there.
@@ -388,10 +440,10 @@ impl Engine {
             job_id: id.to_string(),
             runner: Some(runner),
         };
-        let program = self.cfg.shim_program.clone();
-        let mut args = self.cfg.shim_args.clone();
+        let program = self.shim_program.clone();
+        let mut args = self.shim_args.clone();
         args.push(dir.clone().into_os_string());
-        let tx = self.tx.clone();
+        let tx = self.warm_tx.clone();
         self.warm.launching(flavour);
         tokio::task::spawn_blocking(move || {
             // Made now, off the job's path (creating a directory can take
@@ -410,14 +462,14 @@ impl Engine {
                 }
             };
             let launched = landed.is_some();
-            if let Err(e) = tx.blocking_send(Msg::Warm(flavour, landed)) {
-                // The engine is gone: dropping the shim discards it.
+            if let Err(e) = tx.send(WarmReport::Landed(flavour, landed)) {
+                // The agent is gone: dropping the shim discards it.
                 drop(e);
                 return;
             }
             if launched {
                 let built = wait_built(ready);
-                let _ = tx.blocking_send(Msg::WarmBuilt(id, built));
+                let _ = tx.send(WarmReport::Built(id, built));
             }
         });
         true
@@ -444,7 +496,7 @@ fn wait_built(ready: Option<WarmReady>) -> bool {
 }
 
 /// Reaps a discarded warm shim once it has torn its sandbox down.
-pub(super) fn reap(shim: ShimHandle) {
+pub(crate) fn reap(shim: ShimHandle) {
     tokio::spawn(async move {
         let pid = shim.pid();
         // A discarded shim leaves no exit record: "lost" is its normal end.

@@ -1,0 +1,307 @@
+//! [`LocalAgent`]: the agent of the node the daemon runs on.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use joblet_core::gpu::GpuUpdate;
+use joblet_core::{JobId, JobSpec, UnixMillis};
+use joblet_sched::model::{GpuHealth, GpuSpec, JobRequest, NodeCapacity, NodeSpec, Unplaceable};
+use tokio::sync::mpsc;
+
+use super::warm::{self, Flavour, WarmPool, WarmReport};
+use super::{AgentReport, NodeAgent};
+use crate::gpu::admission::Refused;
+use crate::gpu::allocation::NodeGpus;
+use crate::gpu::node_spec::NODE;
+use crate::sandbox::NodeSandbox;
+use crate::state_dir::StateDir;
+
+/// What the local agent is built with.
+pub struct AgentConfig {
+    pub dirs: StateDir,
+    /// The program and arguments that start a shim for a job dir
+    /// (`joblet-shim --job-dir DIR`; the dir is appended).
+    pub shim_program: PathBuf,
+    pub shim_args: Vec<OsString>,
+    /// `None`: jobs run unisolated (`sandbox.enabled: false`).
+    pub sandbox: Option<NodeSandbox>,
+    /// The node's GPUs for jobs (`gpu.enabled` with a sandbox), with the
+    /// GPU pool's updates and the GPUs as the scheduler sees them.
+    pub gpus: Option<(
+        NodeGpus,
+        Vec<GpuSpec>,
+        mpsc::UnboundedReceiver<Vec<GpuUpdate>>,
+    )>,
+    /// CPU, memory and job slots the node offers.
+    pub capacity: NodeCapacity,
+    /// `sandbox.warm_pool` and `gpu.warm_pool`: warm sandboxes to keep.
+    pub warm_pool: (usize, usize),
+}
+
+/// The agent of this node.
+pub struct LocalAgent {
+    pub(super) dirs: StateDir,
+    pub(super) shim_program: PathBuf,
+    pub(super) shim_args: Vec<OsString>,
+    pub(super) sandbox: Option<NodeSandbox>,
+    pub(super) gpus: Option<NodeGpus>,
+    gpu_specs: Vec<GpuSpec>,
+    capacity: NodeCapacity,
+    /// Sandboxes built ahead of their jobs.
+    pub(super) warm: WarmPool,
+    pub(super) reports: mpsc::UnboundedSender<AgentReport>,
+    reports_rx: mpsc::UnboundedReceiver<AgentReport>,
+    pub(super) warm_tx: mpsc::UnboundedSender<WarmReport>,
+    pub(super) warm_rx: mpsc::UnboundedReceiver<WarmReport>,
+    gpu_rx: Option<mpsc::UnboundedReceiver<Vec<GpuUpdate>>>,
+    /// When the warm pool is refilled next (see [`warm`]).
+    pub(super) refill_at: Option<tokio::time::Instant>,
+}
+
+impl LocalAgent {
+    pub fn new(cfg: AgentConfig) -> LocalAgent {
+        let (reports, reports_rx) = mpsc::unbounded_channel();
+        let (warm_tx, warm_rx) = mpsc::unbounded_channel();
+        let (gpus, gpu_specs, gpu_rx) = match cfg.gpus {
+            Some((g, specs, rx)) => (Some(g), specs, Some(rx)),
+            None => (None, Vec::new(), None),
+        };
+        let (cpu_warm, gpu_warm) = cfg.warm_pool;
+        let warm = match (&cfg.sandbox, &gpus) {
+            (None, _) => WarmPool::new(0, 0),
+            (Some(_), None) => WarmPool::new(cpu_warm, 0),
+            (Some(_), Some(_)) => WarmPool::new(cpu_warm, gpu_warm),
+        };
+        LocalAgent {
+            dirs: cfg.dirs,
+            shim_program: cfg.shim_program,
+            shim_args: cfg.shim_args,
+            sandbox: cfg.sandbox,
+            gpus,
+            gpu_specs,
+            capacity: cfg.capacity,
+            warm,
+            reports,
+            reports_rx,
+            warm_tx,
+            warm_rx,
+            gpu_rx,
+            refill_at: None,
+        }
+    }
+
+    /// What a batch of GPU pool updates means for the engine.
+    fn gpu_reports(&self, updates: Vec<GpuUpdate>) -> Vec<AgentReport> {
+        let mut out = Vec::new();
+        if let Some(g) = &self.gpus {
+            let health = g.health_of(&updates);
+            if !health.is_empty() {
+                out.push(AgentReport::GpuHealth(health));
+            }
+        }
+        for u in updates {
+            if let GpuUpdate::EndJobs {
+                jobs,
+                reason,
+                failed,
+                ..
+            } = u
+            {
+                let jobs = jobs
+                    .iter()
+                    .filter_map(|j| match JobId::parse(j) {
+                        Ok(id) => Some(id),
+                        Err(_) => {
+                            tracing::error!(job = %j, "GPU record names a malformed job id");
+                            None
+                        }
+                    })
+                    .collect();
+                out.push(AgentReport::EndJobs {
+                    jobs,
+                    reason,
+                    failed,
+                });
+            }
+        }
+        out
+    }
+}
+
+impl NodeAgent for LocalAgent {
+    fn node(&self) -> NodeSpec {
+        NodeSpec {
+            id: NODE,
+            gpus: self.gpu_specs.clone(),
+            capacity: self.capacity,
+        }
+    }
+
+    fn reserve_id(&mut self, gpu: bool) -> Option<JobId> {
+        let flavour = if gpu { Flavour::Gpu } else { Flavour::Cpu };
+        let id = self.warm.reserve(flavour);
+        self.warm.submitted(std::time::Instant::now());
+        id
+    }
+
+    fn abandon(&mut self, id: &JobId) {
+        self.abandon_submit(id);
+    }
+
+    fn forget(&mut self, id: &JobId) {
+        if let Some(shim) = self.warm.forget(id) {
+            reap(shim.discard());
+        }
+    }
+
+    fn admit(
+        &self,
+        req: &JobRequest,
+        spec: &JobSpec,
+        never: Option<Unplaceable>,
+    ) -> Result<(), Refused> {
+        if req.gpu_count == 0 {
+            return Ok(());
+        }
+        let Some(g) = &self.gpus else {
+            return Err(Refused::Off);
+        };
+        let total = self
+            .gpu_specs
+            .iter()
+            .map(|g| g.mig.len().max(1) as u32)
+            .sum();
+        g.admit(req, spec, total, never)
+    }
+
+    fn start(
+        &mut self,
+        order: &joblet_engine::LaunchOrder,
+        job: &joblet_store::JobRecord,
+        persist: super::Persist<'_>,
+        secrets: super::Secrets<'_>,
+    ) -> Result<(), super::StartError> {
+        self.start_job(order, job, persist, secrets)
+    }
+
+    fn signal(
+        &mut self,
+        job: &JobId,
+        how: joblet_engine::StopHow,
+        ticket: Option<joblet_engine::Ticket>,
+    ) {
+        self.send_signal(job, how, ticket);
+    }
+
+    fn check_release(
+        &mut self,
+        job: &JobId,
+        _placement: &joblet_sched::model::Placement,
+        ended_at: UnixMillis,
+    ) {
+        // The GPUs' usage records name what to check.
+        self.begin_release_check(job, ended_at);
+    }
+
+    fn release(
+        &mut self,
+        job: &JobId,
+        placement: &joblet_sched::model::Placement,
+        dirty: &[joblet_engine::DirtyGpu],
+        now: UnixMillis,
+        persist: super::PersistRelease<'_>,
+    ) -> Result<(), joblet_store::StoreError> {
+        self.release_gpus(job, placement, dirty, now, persist)
+    }
+
+    fn reap_lost(&mut self, job: &JobId) {
+        if let Some(sb) = &self.sandbox {
+            if let Err(e) = sb.destroy_job_cgroup(job) {
+                tracing::error!(job = %job, error = %e, "cannot clean up the cgroup of a lost job");
+            }
+        }
+    }
+
+    fn settle(&mut self, not_started: &[JobId]) -> impl std::future::Future<Output = ()> + Send {
+        self.settle_orphans(not_started)
+    }
+
+    fn probe(&mut self, job: &JobId) -> joblet_engine::ShimFact {
+        self.probe_shim(job)
+    }
+
+    fn adopt(
+        &mut self,
+        job: &JobId,
+        placement: &joblet_sched::model::Placement,
+        request: &JobRequest,
+    ) {
+        if placement.units.is_empty() {
+            return;
+        }
+        if let Some(g) = &mut self.gpus {
+            g.adopt(job.as_str(), placement, request);
+        }
+    }
+
+    fn recovered(&mut self, keep: &std::collections::BTreeSet<String>, now: UnixMillis) {
+        self.finish_recovery(keep, now);
+    }
+
+    fn gpu_health(&self) -> Vec<(u32, GpuHealth)> {
+        self.gpus
+            .as_ref()
+            .map(NodeGpus::health_now)
+            .unwrap_or_default()
+    }
+
+    fn job_event(&mut self) {
+        self.refill_when();
+    }
+
+    #[allow(clippy::manual_async_fn)]
+    fn next_report(&mut self) -> impl std::future::Future<Output = Option<AgentReport>> + Send {
+        async move {
+            let mut pending: Vec<AgentReport> = Vec::new();
+            loop {
+                if let Some(r) = pending.pop() {
+                    return Some(r);
+                }
+                let refill_at = self.refill_at;
+                tokio::select! {
+                    r = self.reports_rx.recv() => return r,
+                    Some(w) = self.warm_rx.recv() => self.on_warm(w),
+                    Some(updates) = recv_opt(&mut self.gpu_rx) => {
+                        pending = self.gpu_reports(updates);
+                        pending.reverse();
+                    }
+                    () = sleep_opt(refill_at) => {
+                        self.refill_at = None;
+                        self.refill_warm();
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::manual_async_fn)]
+    fn close(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        async move { self.close_warm().await }
+    }
+}
+
+async fn recv_opt<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+pub(super) use warm::reap;
