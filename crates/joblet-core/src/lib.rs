@@ -1,8 +1,9 @@
 //! Joblet's pure domain core.
 //!
 //! What a job is ([`spec`]), which states it may move between ([`state`]),
-//! how the node decides what runs next ([`scheduler`]), how job ids are
-//! abbreviated ([`id`]) and how a job's output is framed on disk ([`joblog`]).
+//! what the node records and reports about it ([`record`]), how the node
+//! decides what runs next ([`scheduler`]), how job ids are abbreviated
+//! ([`id`]) and how a job's output is framed on disk ([`joblog`]).
 //!
 //! This crate does no IO: no files, no clocks, no randomness, no async
 //! runtime. Time and ids are inputs, so every decision is a plain function
@@ -12,6 +13,7 @@ pub mod gpu;
 pub mod id;
 pub mod joblog;
 pub mod parse;
+pub mod record;
 pub mod scheduler;
 pub mod spec;
 pub mod state;
