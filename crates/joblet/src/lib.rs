@@ -8,42 +8,18 @@
 //!
 //! The decisions live in `joblet-core`; this crate only carries them out.
 
-pub mod api;
-pub mod audit_api;
 pub mod certcmd;
 pub mod config;
 pub mod engine;
 pub mod gpu;
+pub mod grpc;
 pub mod jobenv;
 pub mod local;
-pub mod logs;
 pub mod outcome;
 pub mod sandbox;
 pub mod sched_class;
 pub mod server;
+pub mod service;
 pub mod state_dir;
 pub mod tls;
 pub mod uploads;
-
-use joblet_core::PrefixError;
-use joblet_proto::ApiError;
-use joblet_store::StoreError;
-
-/// The store's errors in API terms: bad or unknown ids are the caller's
-/// problem, everything else is the node's.
-pub fn store_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::JobRef(p) => ApiError::JobRef(p),
-        StoreError::NotFound(id) => ApiError::JobRef(PrefixError::NotFound(id.to_string())),
-        StoreError::NotFinished { id, state } => ApiError::WrongState {
-            id: id.to_string(),
-            state,
-            hint: "stop it first with `rnx job stop`",
-        },
-        StoreError::Transition { id, source } => ApiError::Transition {
-            id: id.to_string(),
-            source,
-        },
-        other => ApiError::Internal(other.to_string()),
-    }
-}

@@ -22,16 +22,16 @@ use std::time::Duration;
 use joblet_core::gpu::GpuUpdate;
 use joblet_core::scheduler::{Action, Event, Scheduler};
 use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
-use joblet_proto::ApiError;
 use joblet_shim::{JobDir, ShimError, ShimExit, ShimHandle, ShimSpec, WarmShim};
 use joblet_store::{JobRecord, Store, TransitionExtra};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::gpu::jobs::{Allocated, GpuAction, GpuJobs};
+use crate::jobenv;
 use crate::outcome::{self, Final};
 use crate::sandbox::NodeSandbox;
+use crate::service::{store_error, ApiError};
 use crate::state_dir::StateDir;
-use crate::{jobenv, store_error};
 pub use handle::{Ended, EngineHandle};
 use warm::reap;
 

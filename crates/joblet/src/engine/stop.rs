@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use joblet_core::scheduler::Event;
 use joblet_core::{JobId, JobState};
-use joblet_proto::ApiError;
 use joblet_shim::{JobDir, ShimError};
 use joblet_store::JobRecord;
 
 use super::{now_ms, Engine, Final, Reply, STOP_RETRY_EVERY, STOP_RETRY_FOR};
+use crate::service::ApiError;
 
 impl Engine {
     pub(super) fn stop(

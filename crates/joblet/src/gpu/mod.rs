@@ -12,7 +12,6 @@
 //! `joblet_core::gpu::GpuPool`'s; this module feeds it what NVML says,
 //! persists what comes out, and logs it.
 
-pub mod api;
 pub mod audit;
 pub mod config_check;
 pub mod doctor;
@@ -23,10 +22,10 @@ pub mod mps;
 pub mod node_spec;
 pub mod quota;
 pub mod report;
+pub mod resolve;
 pub mod scrub;
 pub mod setup;
 pub mod simulate;
-pub mod view;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use joblet_core::JobSpec;
 use joblet_gpu::exec::{parse_visible, DriverCapabilities, SharingMode};
-use joblet_proto::ApiError;
 use joblet_sched::model::{JobRequest, Sharing, Unplaceable, WorkloadClass};
 
 use super::GpuJobs;
+use crate::service::ApiError;
 
 impl GpuJobs {
     /// The scheduler's request for a job.

@@ -1,0 +1,93 @@
+//! What a service call can fail with ([`ApiError`]), and the store's errors
+//! in those terms ([`store_error`]). Transports map it to their own status
+//! (gRPC: `crate::grpc::status`).
+
+use joblet_core::id::PrefixError;
+use joblet_core::{FieldError, JobState, TransitionError, Unsupported};
+use joblet_store::StoreError;
+
+use super::caller::IdentityError;
+use crate::gpu::resolve::GpuRefError;
+
+/// Everything a service call can fail with, each case carrying what the
+/// user needs to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A request field has a bad value.
+    #[error("{0}")]
+    InvalidField(#[from] FieldError),
+    /// A valid request this node cannot enforce.
+    #[error("{0}")]
+    Unsupported(#[from] Unsupported),
+    /// A job id or prefix that names no job, or more than one.
+    #[error("{0}")]
+    JobRef(#[from] PrefixError),
+    /// The caller's role does not allow the call.
+    #[error("{name} has role {role:?}, which may not {action}; ask an admin for an admin certificate (`joblet cert issue --role admin`)")]
+    PermissionDenied {
+        name: String,
+        role: String,
+        action: &'static str,
+    },
+    /// The caller could not be identified: its client certificate lacks
+    /// what Joblet needs, or a local-socket peer is not root.
+    #[error("client certificate rejected: {0}")]
+    BadIdentity(#[from] IdentityError),
+    /// A valid request this node's configuration does not allow.
+    #[error(
+        "{what} are not allowed on this node; an admin can enable {setting} in joblet-config.yml"
+    )]
+    NotAllowed {
+        what: &'static str,
+        setting: &'static str,
+    },
+    /// The job is in a state where the call makes no sense.
+    #[error("job {id} is {state}: {hint}")]
+    WrongState {
+        id: String,
+        state: JobState,
+        hint: &'static str,
+    },
+    /// A state change the state machine refuses (a daemon bug if it happens).
+    #[error("job {id}: {source}")]
+    Transition { id: String, source: TransitionError },
+    /// GPU calls on a node that runs without GPU support.
+    #[error("GPU support is off on this node (gpu.enabled: false); an admin can turn it on in joblet-config.yml and restart joblet")]
+    GpusDisabled,
+    /// A GPU request this node cannot serve (seed 001's "No GPUs
+    /// available", "Insufficient GPU memory", "CUDA libraries not
+    /// accessible"), with the reason and what to do.
+    #[error("{0}")]
+    GpuRequest(String),
+    /// A GPU id that names no GPU, or more than one.
+    #[error("{0}")]
+    GpuRef(#[from] GpuRefError),
+    /// An admin command the GPU's state does not allow.
+    #[error("{0}")]
+    GpuAdmin(#[from] joblet_core::gpu::AdminError),
+    /// The daemon is shutting down or restarting.
+    #[error("the joblet daemon is shutting down; retry in a moment")]
+    ShuttingDown,
+    /// Storage or process failure on the node, with what failed.
+    #[error("internal error on the node: {0}")]
+    Internal(String),
+}
+
+/// The store's errors in API terms: bad or unknown ids are the caller's
+/// problem, everything else is the node's.
+pub fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::JobRef(p) => ApiError::JobRef(p),
+        StoreError::NotFound(id) => ApiError::JobRef(PrefixError::NotFound(id.to_string())),
+        StoreError::NotFinished { id, state } => ApiError::WrongState {
+            id: id.to_string(),
+            state,
+            hint: "stop it first with `rnx job stop`",
+        },
+        StoreError::Transition { id, source } => ApiError::Transition {
+            id: id.to_string(),
+            source,
+        },
+        other => ApiError::Internal(other.to_string()),
+    }
+}
