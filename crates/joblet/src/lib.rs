@@ -8,7 +8,7 @@
 //!
 //! The decisions live in `joblet-core`; this crate only carries them out.
 
-pub mod certcmd;
+pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod gpu;

@@ -4,9 +4,9 @@
 //! [`node_spec`] with MIG slices ([`mig`]), allocation, the sandbox pieces
 //! of [`setup`], MPS control daemons ([`mps`]), release checks of
 //! [`scrub`], the [`audit`] log), the `gpu.*` config checks
-//! ([`config_check`]),
-//! the GPU API ([`api`]), and the one-shot `joblet discover` /
-//! `joblet doctor` commands ([`report`], [`doctor`]).
+//! ([`config_check`]) and GPU id resolution ([`resolve`]). What the API
+//! does with them is the service layer's (`crate::service::Gpus`); the
+//! one-shot `joblet discover` / `joblet doctor` are `crate::commands`.
 //!
 //! The decisions (states, XID classes, thermal pauses, admin rules) are
 //! `joblet_core::gpu::GpuPool`'s; this module feeds it what NVML says,
@@ -14,14 +14,12 @@
 
 pub mod audit;
 pub mod config_check;
-pub mod doctor;
 pub mod jobs;
 pub mod mig;
 pub mod monitor;
 pub mod mps;
 pub mod node_spec;
 pub mod quota;
-pub mod report;
 pub mod resolve;
 pub mod scrub;
 pub mod setup;
