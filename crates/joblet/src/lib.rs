@@ -8,6 +8,7 @@
 //!
 //! The decisions live in `joblet-core`; this crate only carries them out.
 
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod engine;

@@ -138,7 +138,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     let api = JobApi::new(jobs, Audit::new(store));
     let gpu_api = GpuApi::new(Gpus::new(
         gpus.as_ref().map(|(shared, _)| shared.clone()),
-        crate::engine::now_ms,
+        crate::clock::now_ms,
     ));
     let incoming = tls::incoming(listener, Arc::new(tls_config));
     let local = local.map(crate::local::incoming);

@@ -15,9 +15,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use futures::{Stream, StreamExt};
-use joblet_core::{UploadEntry, UploadKind};
-
-use crate::service::ApiError;
+use joblet_core::{FieldError, UploadEntry, UploadKind};
 
 /// Where uploads wait until their job is recorded.
 pub fn staging_root(state: &Path) -> PathBuf {
@@ -50,12 +48,32 @@ pub enum UploadStreamError {
 pub trait UploadData: Stream<Item = Result<Vec<u8>, UploadStreamError>> + Unpin {}
 impl<S: Stream<Item = Result<Vec<u8>, UploadStreamError>> + Unpin> UploadData for S {}
 
-fn bad(problem: impl Into<String>) -> ApiError {
+/// Why an upload was not staged; the staging directory is gone either way.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The data did not match the manifest, or the stream broke (field
+    /// `uploads`): the client's problem.
+    #[error("{0}")]
+    Invalid(#[from] FieldError),
+    /// Writing the staged files failed on the node.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn bad(problem: impl Into<String>) -> UploadError {
     joblet_core::FieldError::new("uploads", problem).into()
 }
 
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> ApiError {
-    ApiError::Internal(format!("{what} {}: {e}", path.display()))
+fn io_err(what: &'static str, path: &Path, source: std::io::Error) -> UploadError {
+    UploadError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Receives the file contents for `manifest` from `data` into a new
@@ -64,7 +82,7 @@ pub async fn receive(
     manifest: &[UploadEntry],
     data: impl UploadData,
     staging: &Path,
-) -> Result<PathBuf, ApiError> {
+) -> Result<PathBuf, UploadError> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -90,7 +108,7 @@ async fn write_all(
     manifest: &[UploadEntry],
     mut data: impl UploadData,
     dir: &Path,
-) -> Result<(), ApiError> {
+) -> Result<(), UploadError> {
     let mut pending: Vec<u8> = Vec::new();
     for e in manifest {
         let path = dir.join(&e.path);
@@ -139,12 +157,12 @@ async fn write_all(
     Ok(())
 }
 
-fn write_chunk(file: &mut File, bytes: &[u8], path: &Path) -> Result<(), ApiError> {
+fn write_chunk(file: &mut File, bytes: &[u8], path: &Path) -> Result<(), UploadError> {
     file.write_all(bytes)
         .map_err(|e| io_err("cannot write", path, e))
 }
 
-async fn next_chunk(data: &mut impl UploadData) -> Result<Option<Vec<u8>>, ApiError> {
+async fn next_chunk(data: &mut impl UploadData) -> Result<Option<Vec<u8>>, UploadError> {
     loop {
         match data.next().await {
             None => return Ok(None),

@@ -35,8 +35,8 @@ use joblet_gpu::discover::DiscoveryOptions;
 use joblet_gpu::NodeInventory;
 use joblet_store::Store;
 
+use crate::clock::now_ms;
 use crate::config::GpuConfig;
-use crate::engine::now_ms;
 use simulate::Simulation;
 
 /// What the daemon knows about its GPUs now.

@@ -8,6 +8,7 @@ use joblet_store::StoreError;
 
 use super::caller::IdentityError;
 use crate::gpu::resolve::GpuRefError;
+use crate::uploads::UploadError;
 
 /// Everything a service call can fail with, each case carrying what the
 /// user needs to fix it.
@@ -71,6 +72,15 @@ pub enum ApiError {
     /// Storage or process failure on the node, with what failed.
     #[error("internal error on the node: {0}")]
     Internal(String),
+}
+
+impl From<UploadError> for ApiError {
+    fn from(e: UploadError) -> ApiError {
+        match e {
+            UploadError::Invalid(f) => ApiError::InvalidField(f),
+            io @ UploadError::Io { .. } => ApiError::Internal(io.to_string()),
+        }
+    }
 }
 
 /// The store's errors in API terms: bad or unknown ids are the caller's
