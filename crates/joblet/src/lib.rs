@@ -1,10 +1,29 @@
 //! The Joblet node daemon.
 //!
-//! `joblet server` loads [`config`], takes the [`state_dir`] lock, opens the
-//! store, recovers jobs left by a previous daemon ([`engine`]), and serves
-//! the gRPC API ([`api`]) over mutual TLS ([`tls`]). Each job runs under its
+//! `joblet server` ([`server`]) loads [`config`], takes the [`state_dir`]
+//! lock, opens the store, recovers jobs left by a previous daemon
+//! ([`engine`]), and serves the gRPC API over mutual TLS ([`tls`]) and, for
+//! root on the node, a local socket ([`local`]). Each job runs under its
 //! own shim process (crate `joblet-shim`), so the daemon can die or be
 //! upgraded without taking jobs down.
+//!
+//! A request passes three layers:
+//! - [`grpc`]: tonic handlers that take the caller from the connection,
+//!   convert the request into domain values (`joblet-proto`), call the
+//!   service and convert the answer back; [`grpc::status`] turns errors
+//!   into gRPC statuses.
+//! - [`service`]: every operation, transport-neutral: the caller's role is
+//!   checked, the request validated and admitted ([`service::Admission`]),
+//!   reads go to the store and changes to the engine's handle; errors are
+//!   [`service::ApiError`].
+//! - [`engine`]: the one loop that schedules, starts and ends jobs.
+//!
+//! [`gpu`] holds the node's GPU state (discovery, monitor, GPU jobs);
+//! [`commands`] the one-shot `joblet discover`, `doctor` and `cert issue`.
+//! Neither imports up into the service, the gRPC layer or the engine,
+//! except the GPU parts the engine owns: `gpu::jobs` answers submissions
+//! with the service's `ApiError`, `gpu::monitor` and `gpu::scrub` read the
+//! engine's clock (the rest of `gpu` reads [`clock`]).
 //!
 //! The decisions live in `joblet-core`; this crate only carries them out.
 
