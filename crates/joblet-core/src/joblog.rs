@@ -12,6 +12,9 @@
 //! `from_seq = n` and gets every byte exactly once, across reconnects and
 //! daemon restarts. A record is written with one `write`, so a reader sees at
 //! worst an incomplete tail, which [`decode`] reports as "need more bytes".
+//!
+//! A reader of a job's output is sent [`LogEvent`]s: its records, then,
+//! once the job has ended, how it ended ([`JobEnd`]).
 
 /// First byte of every record; anything else is corruption.
 pub const MAGIC: u8 = 0xA1;
@@ -32,6 +35,27 @@ pub struct Record {
     pub seq: u64,
     pub unix_ms: i64,
     pub data: Vec<u8>,
+}
+
+/// What a reader of a job's output is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogEvent {
+    /// Output, in `seq` order.
+    Chunk(Record),
+    /// The job has ended and every byte of its output was sent: the last
+    /// event of a stream.
+    Ended(JobEnd),
+}
+
+/// How a job ended, as a log reader is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnd {
+    pub state: crate::JobState,
+    pub exit_code: Option<i32>,
+    pub reason: String,
+    /// Total bytes of output; a reader that has seen them all has the
+    /// whole log.
+    pub total_bytes: u64,
 }
 
 /// The header fields of a record, enough to skip its data.

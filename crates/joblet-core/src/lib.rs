@@ -1,10 +1,10 @@
 //! Joblet's pure domain core.
 //!
 //! What a job is ([`spec`]), which states it may move between ([`state`]),
-//! a GPU's states and the health policy ([`gpu`]), how job ids are
-//! abbreviated ([`id`]) and how a job's output is framed on disk
-//! ([`joblog`]). Which job runs where is decided by `joblet-engine` with
-//! `joblet-sched`.
+//! what the node records and reports about it ([`record`]), a GPU's states
+//! and the health policy ([`gpu`]), how job ids are abbreviated ([`id`])
+//! and how a job's output is framed on disk ([`joblog`]). Which job runs
+//! where is decided by `joblet-engine` with `joblet-sched`.
 //!
 //! This crate does no IO: no files, no clocks, no randomness, no async
 //! runtime. Time and ids are inputs, so every decision is a plain function
@@ -14,6 +14,7 @@ pub mod gpu;
 pub mod id;
 pub mod joblog;
 pub mod parse;
+pub mod record;
 pub mod spec;
 pub mod state;
 pub mod upload;

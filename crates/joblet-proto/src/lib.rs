@@ -1,9 +1,12 @@
-//! Joblet's gRPC API (`proto/joblet.proto`): the generated tonic/prost types,
-//! conversions between them and [`joblet_core`] types, and [`ApiError`], the
-//! one mapping from what can go wrong in a handler to a gRPC status, and
-//! [`client_file`], the `rnx-config.yml` format daemon and clients share.
+//! Joblet's gRPC API (`proto/joblet.proto`): the generated tonic/prost types
+//! ([`pb`]), the conversions between them and the domain types of
+//! [`joblet_core`] ([`convert`]), and [`client_file`], the `rnx-config.yml`
+//! format daemon and clients share.
 //!
-//! Depends only on the core; the daemon and `rnx` both use it.
+//! Depends only on the core (not on the store: `rnx` uses this crate and
+//! must not pull in SQLite); the daemon and `rnx` both use it. What an
+//! operation can fail with, and how that becomes a gRPC status, is the
+//! daemon's.
 
 #[allow(clippy::all, missing_docs)]
 pub mod pb {
@@ -11,12 +14,19 @@ pub mod pb {
 }
 
 pub mod client_file;
-mod convert;
-mod error;
+pub mod convert;
 
 pub use client_file::{ClientConfigFile, ClientFileError, NodeEntry, ResolvedNode};
-pub use convert::{job_request_from_pb, state_from_pb, state_to_pb, upload_from_pb, upload_to_pb};
-pub use error::ApiError;
+pub use convert::audit::{audit_record_from_pb, audit_record_to_pb};
+pub use convert::gpu::{
+    admin_action_from_pb, admin_action_to_pb, gpu_event_from_pb, gpu_event_to_pb,
+};
+pub use convert::job::{job_from_pb, job_gpus_from_pb, job_gpus_to_pb, job_to_pb};
+pub use convert::logs::{log_event_from_pb, log_event_to_pb};
+pub use convert::request::{job_request_from_pb, job_request_to_pb, upload_from_pb, upload_to_pb};
+pub use convert::state::{
+    state_from_pb, state_to_pb, states_from_pb, states_to_pb, transition_from_pb, transition_to_pb,
+};
 pub use pb::gpu_service_client::GpuServiceClient;
 pub use pb::gpu_service_server::{GpuService, GpuServiceServer};
 pub use pb::job_service_client::JobServiceClient;

@@ -9,45 +9,13 @@
 //! changes to a closed record (schema step 4). A job that runs again after
 //! being preempted gets a new record; at most one record per job is open.
 
+use joblet_core::record::AuditRecord;
 use joblet_core::UnixMillis;
 use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
-use serde::{Deserialize, Serialize};
 
 use crate::{SqlContext, Store, StoreError};
-
-/// One GPU allocation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditRecord {
-    pub job_id: String,
-    pub owner: String,
-    pub gpu_uuids: Vec<String>,
-    /// Host GPU indices, in the order of `gpu_uuids`.
-    pub gpu_indices: Vec<u32>,
-    /// Memory reserved per GPU in MiB; `None` = the whole GPU.
-    pub memory_mb_per_gpu: Option<u64>,
-    /// `exclusive`, `shared`, `mps` or `mig`.
-    pub sharing: String,
-    pub start_ms: UnixMillis,
-    /// `None` while the job holds its GPUs.
-    pub end_ms: Option<UnixMillis>,
-    /// Highest GPU memory the job was seen using, in MiB (all its GPUs).
-    pub peak_memory_mb: Option<u64>,
-    /// The job's final state name (`COMPLETED`, `FAILED`, ...); `None` while open.
-    pub ended: Option<String>,
-    /// Why it ended, when there is something to say.
-    pub reason: Option<String>,
-}
-
-impl AuditRecord {
-    /// How long the job held its GPUs; `None` while it still does. Never
-    /// negative (a clock that stepped back counts as 0).
-    pub fn duration_ms(&self) -> Option<i64> {
-        self.end_ms
-            .map(|end| end.saturating_sub(self.start_ms).max(0))
-    }
-}
 
 const COLUMNS: &str = "job_id, owner, gpu_uuids_json, gpu_indices_json, memory_mb_per_gpu, \
      sharing, start_ms, end_ms, peak_memory_mb, ended, reason";

@@ -5,23 +5,11 @@
 use std::collections::BTreeSet;
 
 use joblet_core::gpu::{GpuEntry, GpuState, GpuUpdate};
+use joblet_core::record::{AuditRecord, GpuEventRecord};
 use joblet_core::{JobId, JobState, UnixMillis};
 use rusqlite::{params, TransactionBehavior};
 
 use crate::{SqlContext, Store, StoreError, TransitionExtra};
-
-/// One line of a GPU's history.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GpuEventRecord {
-    pub uuid: String,
-    pub index: u32,
-    pub at_ms: UnixMillis,
-    /// `transition`, `paused`, `resumed`, `noted` or `end_jobs`.
-    pub kind: String,
-    pub from: Option<GpuState>,
-    pub to: Option<GpuState>,
-    pub message: String,
-}
 
 fn event_row(
     u: &GpuUpdate,
@@ -146,7 +134,7 @@ pub(crate) fn write_gpus(
 pub struct NewAllocation<'a> {
     pub request: &'a joblet_sched::model::JobRequest,
     pub placement: &'a joblet_sched::model::Placement,
-    pub audit: &'a crate::audit::AuditRecord,
+    pub audit: &'a AuditRecord,
     /// The job moved to RUNNING in the same commit (its start follows the
     /// allocation at once; one commit less on its path).
     pub start: Option<&'a JobId>,

@@ -51,12 +51,15 @@ use joblet_core::id::{check_prefix, resolve_prefix};
 use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-pub use audit::AuditRecord;
 pub use error::StoreError;
-pub use gpus::{GpuEventRecord, NewAllocation};
+pub use gpus::NewAllocation;
+/// The records themselves are domain types ([`joblet_core::record`]).
+pub use joblet_core::record::{
+    AuditRecord, GpuEventRecord, JobProgress, JobRecord, TransitionRecord,
+};
 pub use lifecycle::{AuditEnd, GpuGrantRecords, JobStart};
 pub use migrations::SCHEMA_VERSION;
-pub use records::{JobProgress, JobRecord, TransitionExtra, TransitionRecord};
+pub use records::TransitionExtra;
 
 use records::{progress_from_row, RawJob, RawTransition, JOB_COLUMNS, PROGRESS_COLUMNS};
 use secrets::SealingKey;

@@ -11,9 +11,9 @@ use joblet_core::{JobId, JobState, UnixMillis};
 use joblet_sched::model::{JobRequest, Placement};
 use rusqlite::TransactionBehavior;
 
-use crate::audit::AuditRecord;
-use crate::records::{JobProgress, TransitionExtra};
+use crate::records::TransitionExtra;
 use crate::{SqlContext, Store, StoreError};
+use joblet_core::record::{AuditRecord, JobProgress};
 
 /// What a GPU job's start adds to its commit.
 #[derive(Debug, Clone, Copy)]

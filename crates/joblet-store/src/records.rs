@@ -1,38 +1,11 @@
-//! Job and transition records, and the conversion between them and table rows.
+//! Job and transition records ([`joblet_core::record`]) from table rows,
+//! and what a transition may set.
 
-use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
+use joblet_core::record::{JobProgress, JobRecord, TransitionRecord};
+use joblet_core::{JobId, JobState};
 use rusqlite::Row;
 
 use crate::error::StoreError;
-
-/// One job as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobRecord {
-    pub id: JobId,
-    /// Submission order, assigned by the store; never reused.
-    pub seq: i64,
-    pub owner: String,
-    pub spec: JobSpec,
-    pub state: JobState,
-    /// Why the job is in its state (`""` if there is nothing to say).
-    pub reason: String,
-    pub exit_code: Option<i32>,
-    pub created_ms: UnixMillis,
-    /// When the job last went to RUNNING.
-    pub started_ms: Option<UnixMillis>,
-    /// When the job reached a terminal state.
-    pub ended_ms: Option<UnixMillis>,
-    pub shim_pid: Option<i32>,
-}
-
-/// One row of a job's state history. `from` is `None` for the creation row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TransitionRecord {
-    pub from: Option<JobState>,
-    pub to: JobState,
-    pub at_ms: UnixMillis,
-    pub reason: String,
-}
 
 /// What a transition may set besides the state.
 #[derive(Debug, Clone, Default)]
@@ -43,43 +16,6 @@ pub struct TransitionExtra {
     pub exit_code: Option<i32>,
     /// Set only when given; otherwise the stored value is kept.
     pub shim_pid: Option<i32>,
-}
-
-/// Where a job stands, without its spec: the fields its transitions set.
-/// What [`crate::Store::transition_of`] and [`crate::Store::progress`]
-/// read, so that the engine's own moves and a log follower's look at a
-/// job do not parse the spec it already has.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobProgress {
-    pub state: JobState,
-    pub reason: String,
-    pub exit_code: Option<i32>,
-    pub started_ms: Option<UnixMillis>,
-    pub ended_ms: Option<UnixMillis>,
-    pub shim_pid: Option<i32>,
-}
-
-impl JobRecord {
-    /// Its [`JobProgress`].
-    pub fn progress(&self) -> JobProgress {
-        JobProgress {
-            state: self.state,
-            reason: self.reason.clone(),
-            exit_code: self.exit_code,
-            started_ms: self.started_ms,
-            ended_ms: self.ended_ms,
-            shim_pid: self.shim_pid,
-        }
-    }
-
-    pub(crate) fn set_progress(&mut self, p: JobProgress) {
-        self.state = p.state;
-        self.reason = p.reason;
-        self.exit_code = p.exit_code;
-        self.started_ms = p.started_ms;
-        self.ended_ms = p.ended_ms;
-        self.shim_pid = p.shim_pid;
-    }
 }
 
 /// The `jobs` columns [`JobProgress`] is read from, in order.

@@ -17,6 +17,7 @@ use tokio::net::UnixListener;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::service::IdentityError;
 use crate::tls::{PeerInfo, PeerStream};
 
 /// The identity root gets on the local socket: the one of the admin
@@ -24,16 +25,14 @@ use crate::tls::{PeerInfo, PeerStream};
 pub const ADMIN: &str = "admin";
 
 /// Who a local peer is, from its uid.
-pub fn identity(uid: u32) -> Result<Identity, String> {
+pub fn identity(uid: u32) -> Result<Identity, IdentityError> {
     if uid == 0 {
         Ok(Identity {
             name: ADMIN.to_owned(),
             role: Role::Admin,
         })
     } else {
-        Err(format!(
-            "uid {uid} on the local socket: only root may use it; use the TLS address with a client certificate (`joblet cert issue`)"
-        ))
+        Err(IdentityError::LocalNotRoot { uid })
     }
 }
 
@@ -71,7 +70,7 @@ pub fn incoming(listener: UnixListener) -> ReceiverStream<Result<PeerStream, io:
                 },
                 Err(e) => PeerInfo {
                     peer: "local".to_owned(),
-                    identity: Err(format!("cannot tell who is on the local socket: {e}")),
+                    identity: Err(IdentityError::LocalPeer(std::sync::Arc::new(e))),
                 },
             };
             if let Err(e) = &info.identity {
@@ -93,7 +92,7 @@ mod tests {
     fn root_is_the_admin_and_others_are_refused() {
         let root = identity(0).unwrap();
         assert_eq!((root.name.as_str(), root.role), (ADMIN, Role::Admin));
-        let err = identity(1000).unwrap_err();
+        let err = identity(1000).unwrap_err().to_string();
         assert!(
             err.contains("uid 1000") && err.contains("only root"),
             "{err}"

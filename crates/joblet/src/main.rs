@@ -63,7 +63,7 @@ enum Command {
         #[arg(long, value_name = "FILE.csv")]
         trace: PathBuf,
         /// Cluster shape: NODESxGPUS, e.g. 64x8 (DGX-like nodes: 2 NUMA nodes, one NVLink group).
-        #[arg(long, value_name = "NODESxGPUS", value_parser = parse_cluster_arg)]
+        #[arg(long, value_name = "NODESxGPUS", value_parser = joblet_sim::parse_cluster)]
         cluster: (u32, u32),
         /// Memory of each GPU in GiB.
         #[arg(long, value_name = "N", default_value_t = 32)]
@@ -113,22 +113,16 @@ enum CertCommand {
     },
 }
 
-fn parse_cluster_arg(s: &str) -> Result<(u32, u32), String> {
-    joblet_sim::parse_cluster(s).map_err(|e| e.to_string())
-}
-
 /// `--policy fifo,las`: one argument holding a list.
 #[derive(Debug, Clone)]
 struct Policies(Vec<joblet_sched::model::Policy>);
 
-fn parse_policies_arg(s: &str) -> Result<Policies, String> {
-    joblet_sim::parse_policies(s)
-        .map(Policies)
-        .map_err(|e| e.to_string())
+fn parse_policies_arg(s: &str) -> Result<Policies, joblet_sim::SimError> {
+    joblet_sim::parse_policies(s).map(Policies)
 }
 
-fn parse_role(s: &str) -> Result<Role, String> {
-    s.parse::<Role>().map_err(|e| e.to_string())
+fn parse_role(s: &str) -> Result<Role, joblet_pki::PkiError> {
+    s.parse()
 }
 
 fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
@@ -147,75 +141,6 @@ fn init_tracing(level: &str) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
-}
-
-/// Simulation settings for one-shot commands, which (unlike the server)
-/// look at the GPUs even when `gpu.enabled` is false.
-fn prepare_gpu(cfg: &Config) -> anyhow::Result<Option<joblet::gpu::simulate::Simulation>> {
-    let probe = joblet::config::GpuConfig {
-        enabled: true,
-        ..cfg.gpu.clone()
-    };
-    Ok(joblet::gpu::simulate::prepare(&probe)?)
-}
-
-/// One discovery with the config's GPU settings, as the daemon would run
-/// it, and how long it took.
-struct OneShot {
-    sim: Option<joblet::gpu::simulate::Simulation>,
-    opts: joblet_gpu::discover::DiscoveryOptions,
-    inventory: joblet_gpu::NodeInventory,
-    elapsed: std::time::Duration,
-}
-
-fn discover_once(cfg: &Config) -> anyhow::Result<OneShot> {
-    let sim = prepare_gpu(cfg)?;
-    let opts = joblet::gpu::discovery_options(&cfg.gpu, sim.as_ref());
-    let t0 = std::time::Instant::now();
-    let inventory = joblet_gpu::discover::discover(&opts).context("GPU discovery")?;
-    Ok(OneShot {
-        sim,
-        opts,
-        inventory,
-        elapsed: t0.elapsed(),
-    })
-}
-
-fn discover(cfg: &Config, json: bool) -> anyhow::Result<()> {
-    use joblet::gpu::report::{render, DiscoverReport};
-    let found = discover_once(cfg)?;
-    let report = DiscoverReport {
-        gpu_enabled: cfg.gpu.enabled,
-        simulated: found.sim.is_some(),
-        simulated_from: found.sim.as_ref().map(|s| s.from.display().to_string()),
-        elapsed_us: found.elapsed.as_micros() as u64,
-        inventory: &found.inventory,
-    };
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(())
-}
-
-/// True when the node is usable as configured.
-fn doctor(cfg: &Config, json: bool) -> anyhow::Result<bool> {
-    use joblet::gpu::doctor::{diagnose, render, Roots};
-    let found = discover_once(cfg)?;
-    let d = diagnose(
-        &cfg.gpu,
-        &found.inventory,
-        found.opts.nvml_library.as_deref(),
-        found.sim.is_some(),
-        &Roots::default(),
-    );
-    if json {
-        println!("{}", serde_json::to_string_pretty(&d)?);
-    } else {
-        print!("{}", render(&d));
-    }
-    Ok(d.healthy)
 }
 
 fn main() -> ExitCode {
@@ -289,12 +214,12 @@ fn main() -> ExitCode {
         }
         Command::Discover { config, json } => load_config(config.as_ref()).and_then(|cfg| {
             init_tracing("warn");
-            discover(&cfg, json)
+            joblet::commands::discover::run(&cfg, json)
         }),
         Command::Doctor { config, json } => {
             match load_config(config.as_ref()).and_then(|cfg| {
                 init_tracing("error");
-                doctor(&cfg, json)
+                joblet::commands::doctor::run(&cfg, json)
             }) {
                 Ok(true) => Ok(()),
                 Ok(false) => return ExitCode::FAILURE,
@@ -311,7 +236,7 @@ fn main() -> ExitCode {
             days,
             config,
         }) => load_config(config.as_ref()).and_then(|cfg| {
-            let issued = joblet::certcmd::issue(&cfg, &name, role, days, &out)?;
+            let issued = joblet::commands::cert::issue(&cfg, &name, role, days, &out)?;
             println!("issued {role} identity {name:?} (valid {days} days)");
             println!("  certificate:   {}", issued.cert.display());
             println!("  key:           {}", issued.key.display());

@@ -11,14 +11,14 @@ use joblet_store::Store;
 use tokio::net::TcpListener;
 
 use crate::agent::{AgentConfig, LocalAgent};
-use crate::api::Api;
 use crate::config::Config;
 use crate::engine::{Engine, EngineConfig};
 use crate::gpu::allocation::NodeGpus;
-use crate::gpu::api::GpuApi;
 use crate::gpu::node_spec::sched_config;
 use crate::gpu::simulate::Simulation;
+use crate::grpc::{GpuApi, JobApi};
 use crate::sandbox::NodeSandbox;
+use crate::service::{Admission, Audit, Gpus, Jobs};
 use crate::state_dir::{self, StateDir};
 use crate::tls;
 
@@ -149,20 +149,17 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
 
     crate::uploads::clean_staging(dirs.root());
     let stopping = engine.clone();
-    let api = Api {
-        allow_host_network: cfg.sandbox.allow_host_network,
-        max_upload_bytes: cfg.jobs.max_upload_mb.saturating_mul(1024 * 1024),
-        work_size_bytes: (cfg.sandbox.enabled && cfg.filesystem.work_size_mb > 0)
-            .then(|| cfg.filesystem.work_size_mb.saturating_mul(1024 * 1024)),
-        store,
+    let jobs = Jobs::new(
+        store.clone(),
         engine,
-        dirs: dirs.clone(),
-        caps,
-        default_timeout: (!cfg.jobs.default_timeout.is_zero()).then_some(cfg.jobs.default_timeout),
-    };
-    let gpu_api = GpuApi {
-        gpus: gpus.as_ref().map(|(shared, _)| shared.clone()),
-    };
+        dirs.clone(),
+        Admission::new(&cfg, caps),
+    );
+    let api = JobApi::new(jobs, Audit::new(store));
+    let gpu_api = GpuApi::new(Gpus::new(
+        gpus.as_ref().map(|(shared, _)| shared.clone()),
+        crate::clock::now_ms,
+    ));
     let incoming = tls::incoming(listener, Arc::new(tls_config));
     let local = local.map(crate::local::incoming);
     let incoming = tokio_stream::StreamExt::merge(

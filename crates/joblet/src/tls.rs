@@ -20,6 +20,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
+use crate::service::IdentityError;
+
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who is on the other end of a connection. `identity` is an error when the
@@ -29,7 +31,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct PeerInfo {
     /// `ip:port`, or `local uid N` on the local socket.
     pub peer: String,
-    pub identity: Result<Identity, String>,
+    pub identity: Result<Identity, IdentityError>,
 }
 
 /// A connection that tells tonic who the peer is (request extension
@@ -139,8 +141,8 @@ pub fn incoming(
                     Ok(Ok(tls)) => {
                         let identity = match tls.get_ref().1.peer_certificates() {
                             Some([leaf, ..]) => joblet_pki::identity_from_der(leaf.as_ref())
-                                .map_err(|e| e.to_string()),
-                            _ => Err("no client certificate".to_owned()),
+                                .map_err(|e| IdentityError::Certificate(Arc::new(e))),
+                            _ => Err(IdentityError::NoCertificate),
                         };
                         if let Err(e) = &identity {
                             tracing::warn!(peer = %addr, error = %e, "client certificate lacks a usable identity");

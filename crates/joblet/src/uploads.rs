@@ -5,6 +5,9 @@
 //! through a symlink), each file gets exactly its announced size, symlinks
 //! come last so no write can pass through one. Any failure removes the
 //! staging directory: nothing half-uploaded survives.
+//!
+//! The data arrives as a stream of byte chunks ([`UploadData`]) that the
+//! transport decoded; this knows nothing of gRPC.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Write;
@@ -12,8 +15,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use futures::{Stream, StreamExt};
-use joblet_core::{UploadEntry, UploadKind};
-use joblet_proto::{pb, ApiError};
+use joblet_core::{FieldError, UploadEntry, UploadKind};
 
 /// Where uploads wait until their job is recorded.
 pub fn staging_root(state: &Path) -> PathBuf {
@@ -30,24 +32,57 @@ pub fn clean_staging(state: &Path) {
     }
 }
 
-fn bad(problem: impl Into<String>) -> ApiError {
+/// Why an upload's data stream did not deliver file data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UploadStreamError {
+    /// The transport failed; its message.
+    #[error("the upload stream broke: {0}")]
+    Broken(String),
+    /// Something other than file data followed the job.
+    #[error("only file data may follow the job in SubmitJob")]
+    NotData,
+}
+
+/// The chunks of an upload's file data, in manifest order (empty chunks
+/// are skipped).
+pub trait UploadData: Stream<Item = Result<Vec<u8>, UploadStreamError>> + Unpin {}
+impl<S: Stream<Item = Result<Vec<u8>, UploadStreamError>> + Unpin> UploadData for S {}
+
+/// Why an upload was not staged; the staging directory is gone either way.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The data did not match the manifest, or the stream broke (field
+    /// `uploads`): the client's problem.
+    #[error("{0}")]
+    Invalid(#[from] FieldError),
+    /// Writing the staged files failed on the node.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn bad(problem: impl Into<String>) -> UploadError {
     joblet_core::FieldError::new("uploads", problem).into()
 }
 
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> ApiError {
-    ApiError::Internal(format!("{what} {}: {e}", path.display()))
+fn io_err(what: &'static str, path: &Path, source: std::io::Error) -> UploadError {
+    UploadError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Receives the file contents for `manifest` from `data` into a new
 /// directory under `staging`; returns it.
-pub async fn receive<S>(
+pub async fn receive(
     manifest: &[UploadEntry],
-    data: S,
+    data: impl UploadData,
     staging: &Path,
-) -> Result<PathBuf, ApiError>
-where
-    S: Stream<Item = Result<pb::SubmitJobMessage, tonic::Status>> + Unpin,
-{
+) -> Result<PathBuf, UploadError> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -69,10 +104,11 @@ where
     }
 }
 
-async fn write_all<S>(manifest: &[UploadEntry], mut data: S, dir: &Path) -> Result<(), ApiError>
-where
-    S: Stream<Item = Result<pb::SubmitJobMessage, tonic::Status>> + Unpin,
-{
+async fn write_all(
+    manifest: &[UploadEntry],
+    mut data: impl UploadData,
+    dir: &Path,
+) -> Result<(), UploadError> {
     let mut pending: Vec<u8> = Vec::new();
     for e in manifest {
         let path = dir.join(&e.path);
@@ -121,32 +157,18 @@ where
     Ok(())
 }
 
-fn write_chunk(file: &mut File, bytes: &[u8], path: &Path) -> Result<(), ApiError> {
+fn write_chunk(file: &mut File, bytes: &[u8], path: &Path) -> Result<(), UploadError> {
     file.write_all(bytes)
         .map_err(|e| io_err("cannot write", path, e))
 }
 
-async fn next_chunk<S>(data: &mut S) -> Result<Option<Vec<u8>>, ApiError>
-where
-    S: Stream<Item = Result<pb::SubmitJobMessage, tonic::Status>> + Unpin,
-{
+async fn next_chunk(data: &mut impl UploadData) -> Result<Option<Vec<u8>>, UploadError> {
     loop {
         match data.next().await {
             None => return Ok(None),
-            Some(Err(status)) => {
-                return Err(bad(format!(
-                    "the upload stream broke: {}",
-                    status.message()
-                )))
-            }
-            Some(Ok(pb::SubmitJobMessage {
-                msg: Some(pb::submit_job_message::Msg::Data(d)),
-            })) => {
-                if !d.data.is_empty() {
-                    return Ok(Some(d.data));
-                }
-            }
-            Some(Ok(_)) => return Err(bad("only file data may follow the job in SubmitJob")),
+            Some(Err(e)) => return Err(bad(e.to_string())),
+            Some(Ok(d)) if d.is_empty() => continue,
+            Some(Ok(d)) => return Ok(Some(d)),
         }
     }
 }
@@ -184,12 +206,8 @@ pub fn chown_tree(dir: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn msg(bytes: &[u8]) -> Result<pb::SubmitJobMessage, tonic::Status> {
-        Ok(pb::SubmitJobMessage {
-            msg: Some(pb::submit_job_message::Msg::Data(pb::UploadData {
-                data: bytes.to_vec(),
-            })),
-        })
+    fn msg(bytes: &[u8]) -> Result<Vec<u8>, UploadStreamError> {
+        Ok(bytes.to_vec())
     }
     fn entry(path: &str, kind: UploadKind, size: u64, target: &str) -> UploadEntry {
         UploadEntry {
@@ -232,6 +250,18 @@ mod tests {
         let long = futures::stream::iter(vec![msg(b"abcdef")]);
         let e = receive(&m, long, tmp.path()).await.unwrap_err();
         assert!(e.to_string().contains("more data"), "{e}");
+        let broken = futures::stream::iter(vec![
+            msg(b""),
+            Err(UploadStreamError::Broken("reset".into())),
+        ]);
+        let e = receive(&m, broken, tmp.path()).await.unwrap_err();
+        assert_eq!(e.to_string(), "uploads: the upload stream broke: reset");
+        let other = futures::stream::iter(vec![msg(b"abcde"), Err(UploadStreamError::NotData)]);
+        let e = receive(&m, other, tmp.path()).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "uploads: only file data may follow the job in SubmitJob"
+        );
         assert_eq!(
             fs::read_dir(tmp.path()).unwrap().count(),
             0,

@@ -6,8 +6,9 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use joblet_core::parse::format_duration;
+use joblet_core::record::AuditRecord;
 use joblet_core::UnixMillis;
-use joblet_proto::pb;
+use joblet_proto::{audit_record_from_pb, pb};
 use serde::Serialize;
 
 use crate::view::{rfc3339, rfc3339_millis};
@@ -35,28 +36,31 @@ pub struct AuditView {
     pub reason: Option<String>,
 }
 
-fn non_empty(s: &str) -> Option<String> {
-    (!s.is_empty()).then(|| s.to_owned())
-}
-
 impl From<&pb::AuditRecord> for AuditView {
     fn from(r: &pb::AuditRecord) -> Self {
-        let end_ms = (r.end_ms > 0).then_some(r.end_ms);
+        AuditView::from(audit_record_from_pb(r.clone()))
+    }
+}
+
+impl From<AuditRecord> for AuditView {
+    /// Times before the epoch read as "not over" (the wire's 0 = none).
+    fn from(r: AuditRecord) -> Self {
+        let end_ms = r.end_ms.filter(|&e| e > 0);
         AuditView {
-            job_id: r.job_id.clone(),
-            owner: r.owner.clone(),
-            gpu_uuids: r.gpu_uuids.clone(),
-            gpu_indices: r.gpu_indices.clone(),
-            memory_mb_per_gpu: (r.memory_mb_per_gpu > 0).then_some(r.memory_mb_per_gpu),
-            sharing: r.sharing.clone(),
+            duration_ms: end_ms.and(r.duration_ms()),
             start: rfc3339_millis(r.start_ms),
             start_ms: r.start_ms,
             end: end_ms.map(rfc3339_millis),
             end_ms,
-            duration_ms: end_ms.map(|_| r.duration_ms.max(0)),
-            peak_memory_mb: (r.peak_memory_mb > 0).then_some(r.peak_memory_mb),
-            ended: non_empty(&r.ended),
-            reason: non_empty(&r.reason),
+            job_id: r.job_id,
+            owner: r.owner,
+            gpu_uuids: r.gpu_uuids,
+            gpu_indices: r.gpu_indices,
+            memory_mb_per_gpu: r.memory_mb_per_gpu,
+            sharing: r.sharing,
+            peak_memory_mb: r.peak_memory_mb,
+            ended: r.ended,
+            reason: r.reason,
         }
     }
 }

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use joblet_core::gpu::AdminAction;
 use joblet_core::{FieldError, JobRequest, JobState};
-use joblet_proto::{pb, state_to_pb};
 
 use crate::args::{Cli, Command, GpuCommand, JobCommand, RunArgs};
 use crate::config::{self, LookupEnv};
@@ -72,8 +72,7 @@ pub enum GpuAction {
     },
     Set {
         gpu_id: String,
-        action: pb::GpuAction,
-        force: bool,
+        action: AdminAction,
     },
 }
 
@@ -124,18 +123,15 @@ pub fn action(command: Command) -> Result<Action, Error> {
             },
             GpuCommand::Drain(a) => GpuAction::Set {
                 gpu_id: a.gpu_id,
-                action: pb::GpuAction::Drain,
-                force: false,
+                action: AdminAction::Drain,
             },
             GpuCommand::Offline(a) => GpuAction::Set {
                 gpu_id: a.gpu_id,
-                action: pb::GpuAction::Offline,
-                force: a.force,
+                action: AdminAction::Offline { force: a.force },
             },
             GpuCommand::Online(a) => GpuAction::Set {
                 gpu_id: a.gpu_id,
-                action: pb::GpuAction::Online,
-                force: false,
+                action: AdminAction::Online,
             },
         }),
         Command::Job(job) => match job {
@@ -230,38 +226,6 @@ pub fn flag_for_field(e: &FieldError) -> &'static str {
         ("timeout_seconds", _) => "--timeout",
         _ => "request",
     }
-}
-
-/// The wire form of a request.
-pub fn request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
-    pb::RunJobRequest {
-        command: r.command.clone(),
-        args: r.args.clone(),
-        resources: Some(pb::Resources {
-            max_cpu: r.max_cpu,
-            cpu_cores: r.cpu_cores.clone(),
-            max_memory_mb: r.max_memory_mb,
-            max_iobps: r.max_iobps,
-            gpu_count: r.gpu_count,
-            gpu_memory_mb: r.gpu_memory_mb,
-            gpu_time_seconds: r.gpu_time_seconds,
-        }),
-        env: r.env.iter().cloned().collect(),
-        secret_env: r.secret_env.iter().cloned().collect(),
-        uploads: r.uploads.iter().map(joblet_proto::upload_to_pb).collect(),
-        runtime: r.runtime.clone(),
-        timeout_seconds: r.timeout_seconds,
-        volumes: r.volumes.clone(),
-        network: r.network.clone(),
-        cuda_version: r.cuda_version.clone(),
-        mig_profile: r.mig_profile.clone(),
-        gpu_profiling: r.gpu_profiling,
-    }
-}
-
-/// The wire form of `--state` filters.
-pub fn states_to_pb(states: &[JobState]) -> Vec<i32> {
-    states.iter().map(|s| state_to_pb(*s) as i32).collect()
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use joblet_core::UnixMillis;
-use joblet_proto::{pb, state_from_pb};
+use joblet_proto::{job_gpus_from_pb, pb, state_from_pb};
 use serde::Serialize;
 
 /// One job.
@@ -80,12 +80,13 @@ pub struct GpusView {
 
 impl From<&pb::JobGpus> for GpusView {
     fn from(g: &pb::JobGpus) -> Self {
+        let g = job_gpus_from_pb(g.clone());
         GpusView {
-            indices: g.indices.clone(),
-            uuids: g.uuids.clone(),
-            memory_mb_per_gpu: (g.memory_mb_per_gpu > 0).then_some(g.memory_mb_per_gpu),
-            sharing: g.sharing.clone(),
-            peak_memory_mb: (g.peak_memory_mb > 0).then_some(g.peak_memory_mb),
+            indices: g.indices,
+            uuids: g.uuids,
+            memory_mb_per_gpu: g.memory_mb_per_gpu,
+            sharing: g.sharing,
+            peak_memory_mb: g.peak_memory_mb,
         }
     }
 }

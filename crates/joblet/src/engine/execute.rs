@@ -5,9 +5,9 @@
 
 use std::collections::VecDeque;
 
+use crate::service::ApiError;
 use joblet_core::{JobId, JobState, UnixMillis};
 use joblet_engine::{Answer, DirtyGpu, Effect, Event, Final, LaunchOrder, Refusal, Ticket};
-use joblet_proto::ApiError;
 use joblet_sched::model::Placement;
 use joblet_store::{AuditEnd, GpuGrantRecords, JobStart, TransitionExtra};
 
@@ -212,7 +212,7 @@ impl<A: NodeAgent> Engine<A> {
     }
 
     fn delete(&mut self, id: &JobId, ticket: Ticket) {
-        let done = self.store.delete(id).map_err(crate::store_error);
+        let done = self.store.delete(id).map_err(crate::service::store_error);
         if done.is_ok() {
             let dir = self.dirs.job(id);
             if let Err(e) = std::fs::remove_dir_all(&dir) {

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use joblet_core::{JobId, JobSpec};
-use joblet_proto::ApiError;
 use joblet_store::JobRecord;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::{Msg, Reply};
 use crate::outcome::Final;
+use crate::service::ApiError;
 
 /// Cheap to clone; every API handler holds one.
 #[derive(Clone)]

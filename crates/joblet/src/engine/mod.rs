@@ -28,12 +28,12 @@ use std::time::Duration;
 
 use joblet_core::{JobId, JobSpec};
 use joblet_engine::{CoreConfig, EngineCore, Event, JobRules, StopHow};
-use joblet_proto::ApiError;
 use joblet_sched::model::SchedConfig;
 use joblet_store::{JobRecord, Store, StoreError};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::agent::{AgentReport, NodeAgent};
+use crate::service::ApiError;
 use crate::state_dir::StateDir;
 pub use handle::{Ended, EngineHandle};
 use replies::{Pending, Replies};
@@ -257,7 +257,7 @@ impl<A: NodeAgent> Engine<A> {
     fn record(&self, id: &JobId) -> Result<JobRecord, ApiError> {
         self.store
             .get(id)
-            .map_err(crate::store_error)?
+            .map_err(crate::service::store_error)?
             .ok_or_else(|| ApiError::JobRef(joblet_core::PrefixError::NotFound(id.to_string())))
     }
 }

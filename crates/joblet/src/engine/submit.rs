@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::service::ApiError;
 use joblet_core::{FieldError, JobId, JobSpec, JobState};
 use joblet_engine::{Event, Submission};
-use joblet_proto::ApiError;
 use joblet_sched::model::Unplaceable;
 use joblet_shim::JobDir;
 use joblet_store::{JobRecord, TransitionExtra};
@@ -68,7 +68,7 @@ impl<A: NodeAgent> Engine<A> {
             Ok(rec) => rec,
             Err(e) => {
                 self.agent.abandon(&id);
-                return Err(crate::store_error(e));
+                return Err(crate::service::store_error(e));
             }
         };
         tracing::info!(job = %id, %owner, command = %spec.command, gpus = spec.resources.gpu_count, "job queued");

@@ -8,9 +8,10 @@
 //!   released, quarantined), release checks ([`scrub`]), the [`audit`] log;
 //! - a job's edits: the sandbox pieces of [`setup`] built with the node's
 //!   [`settings`], MPS control daemons ([`mps`]);
-//! - the `gpu.*` config checks ([`config_check`]), the GPU API ([`api`])
-//!   and the one-shot `joblet discover` / `joblet doctor` commands
-//!   ([`report`], [`doctor`]).
+//! - the `gpu.*` config checks ([`config_check`]) and GPU id resolution
+//!   ([`resolve`]). What the API does with them is the service layer's
+//!   (`crate::service::Gpus`); the one-shot `joblet discover` / `joblet
+//!   doctor` are `crate::commands`.
 //!
 //! The decisions (states, XID classes, thermal pauses, admin rules) are
 //! `joblet_core::gpu::GpuPool`'s; this module feeds it what NVML says,
@@ -19,21 +20,18 @@
 
 pub mod admission;
 pub mod allocation;
-pub mod api;
 pub mod audit;
 pub mod config_check;
-pub mod doctor;
 pub mod mig;
 pub mod monitor;
 pub mod mps;
 pub mod node_spec;
 pub mod quota;
-pub mod report;
+pub mod resolve;
 pub mod scrub;
 pub mod settings;
 pub mod setup;
 pub mod simulate;
-pub mod view;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};

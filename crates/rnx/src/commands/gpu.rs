@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 
-use joblet_proto::pb;
+use joblet_proto::{admin_action_to_pb, pb};
 
 use super::Ctx;
 use crate::error::Error;
@@ -63,11 +63,8 @@ pub async fn run(mut ctx: Ctx, action: GpuAction) -> Result<u8, Error> {
                 }
             }
         }
-        GpuAction::Set {
-            gpu_id,
-            action,
-            force,
-        } => {
+        GpuAction::Set { gpu_id, action } => {
+            let (action, force) = admin_action_to_pb(action);
             let r = ctx
                 .gpu
                 .set_gpu_state(pb::SetGpuStateRequest {

@@ -4,14 +4,14 @@ use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use joblet_core::JobState;
-use joblet_proto::pb;
+use joblet_proto::{job_request_to_pb, pb, states_to_pb};
 
 use super::Ctx;
 use crate::error::Error;
 use crate::exit;
 use crate::follow::{self, GrpcLogs, ReconnectPolicy};
 use crate::printer::Printer;
-use crate::settings::{request_to_pb, states_to_pb, RunSettings};
+use crate::settings::RunSettings;
 use crate::upload;
 use crate::view::{state_name, JobView};
 
@@ -32,14 +32,14 @@ async fn send(ctx: &mut Ctx, run: &RunSettings) -> Result<pb::RunJobResponse, Er
     if plan.entries.is_empty() {
         return ctx
             .client
-            .run_job(request_to_pb(&run.request))
+            .run_job(job_request_to_pb(&run.request))
             .await
             .map(|r| r.into_inner())
             .map_err(|s| Error::from_status(&address, s));
     }
     let mut request = run.request.clone();
     request.uploads = plan.entries.clone();
-    let (stream, reader) = upload::stream(request_to_pb(&request), plan);
+    let (stream, reader) = upload::stream(job_request_to_pb(&request), plan);
     let answer = ctx.client.submit_job(stream).await;
     // A local read failure ends the stream early; say that, not the node's
     // "incomplete upload" answer to it.
@@ -73,7 +73,11 @@ async fn start_following(
     run: &RunSettings,
 ) -> Result<Option<(pb::Job, follow::EventStream)>, Error> {
     let address = ctx.node.address.clone();
-    let mut stream = match ctx.client.run_job_follow(request_to_pb(&run.request)).await {
+    let mut stream = match ctx
+        .client
+        .run_job_follow(job_request_to_pb(&run.request))
+        .await
+    {
         Ok(response) => response.into_inner(),
         Err(s) if s.code() == tonic::Code::Unimplemented => {
             tracing::debug!(

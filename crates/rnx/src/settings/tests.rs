@@ -428,7 +428,10 @@ fn request_round_trips_through_the_wire_form() {
          -e A=1 -s S=2 --upload=u --volume=v --runtime=rt --timeout=30s --gpu-time=90s \
          --cuda=11.8.0 --mig=2g.20gb --gpu-profiling -- sh -c true",
     ));
-    assert_eq!(joblet_proto::job_request_from_pb(request_to_pb(&r)), r);
+    assert_eq!(
+        joblet_proto::job_request_from_pb(joblet_proto::job_request_to_pb(&r)),
+        r
+    );
 }
 
 #[test]

@@ -11,7 +11,27 @@ use joblet_gpu::nvml::NvmlInventory;
 use joblet_gpu::{CudaVersion, GpuInventory, NodeInventory};
 use serde::Serialize;
 
-use crate::config::GpuConfig;
+use super::discover_once;
+use crate::config::{Config, GpuConfig};
+
+/// Runs the checks on this node and prints them, as JSON with `json`.
+/// True when the node is usable as configured.
+pub fn run(cfg: &Config, json: bool) -> anyhow::Result<bool> {
+    let found = discover_once(cfg)?;
+    let d = diagnose(
+        &cfg.gpu,
+        &found.inventory,
+        found.opts.nvml_library.as_deref(),
+        found.sim.is_some(),
+        &Roots::default(),
+    );
+    if json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+    } else {
+        print!("{}", render(&d));
+    }
+    Ok(d.healthy)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -1,56 +1,12 @@
-//! The daemon's GPU records as API messages, and GPU id resolution
-//! (UUID, unique UUID prefix, or index).
+//! The service's GPU reports as wire messages. They are built from the
+//! discovery types of `joblet-gpu`, which `joblet-proto` does not depend
+//! on (`rnx` must not link NVML or hwloc), so this conversion lives here.
 
 use joblet_core::gpu::GpuEntry;
 use joblet_gpu::GpuInfo;
 use joblet_proto::pb;
 
-use super::GpuNode;
-
-/// Finds the GPU `id` names: an index (`3`), a full UUID or a unique UUID
-/// prefix (`GPU-1234`; case-insensitive). Returns its UUID.
-pub fn resolve_gpu(node: &GpuNode, id: &str) -> Result<String, String> {
-    let id = id.trim();
-    let known = || {
-        node.inventory
-            .gpus
-            .iter()
-            .map(|g| format!("{} ({})", g.index, g.uuid))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    if id.is_empty() {
-        return Err("no GPU given: expected a GPU UUID, a unique UUID prefix or an index (see `rnx gpu status`)".into());
-    }
-    if id.chars().all(|c| c.is_ascii_digit()) {
-        return node
-            .inventory
-            .gpus
-            .iter()
-            .find(|g| id.parse::<u32>() == Ok(g.index))
-            .map(|g| g.uuid.clone())
-            .ok_or_else(|| format!("no GPU with index {id}; this node has: {}", known()));
-    }
-    let lower = id.to_ascii_lowercase();
-    let matches: Vec<&GpuInfo> = node
-        .inventory
-        .gpus
-        .iter()
-        .filter(|g| g.uuid.to_ascii_lowercase().starts_with(&lower))
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok(one.uuid.clone()),
-        [] => Err(format!("no GPU matches {id:?}; this node has: {}", known())),
-        many => Err(format!(
-            "{id:?} matches {} GPUs ({}); give more of the UUID or the index",
-            many.len(),
-            many.iter()
-                .map(|g| g.uuid.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
-}
+use crate::service::GpuStatus;
 
 /// One GPU as the API shows it.
 pub fn gpu_pb(info: &GpuInfo, entry: Option<&GpuEntry>) -> pb::Gpu {
@@ -119,7 +75,7 @@ pub fn gpu_pb(info: &GpuInfo, entry: Option<&GpuEntry>) -> pb::Gpu {
 }
 
 /// The whole node.
-pub fn status_pb(node: &GpuNode) -> pb::GpuStatusResponse {
+pub fn status_pb(node: &GpuStatus) -> pb::GpuStatusResponse {
     let inv = &node.inventory;
     pb::GpuStatusResponse {
         backend: inv
@@ -131,11 +87,11 @@ pub fn status_pb(node: &GpuNode) -> pb::GpuStatusResponse {
             })
             .collect::<Vec<_>>()
             .join("+"),
-        simulated: node.simulation.is_some(),
+        simulated: node.simulated_from.is_some(),
         simulated_from: node
-            .simulation
+            .simulated_from
             .as_ref()
-            .map(|s| s.from.display().to_string())
+            .map(|from| from.display().to_string())
             .unwrap_or_default(),
         driver_version: inv.driver_version.clone().unwrap_or_default(),
         cuda_driver_version: inv
@@ -151,11 +107,7 @@ pub fn status_pb(node: &GpuNode) -> pb::GpuStatusResponse {
             })
             .collect(),
         warnings: inv.warnings.clone(),
-        gpus: inv
-            .gpus
-            .iter()
-            .map(|g| gpu_pb(g, node.pool.get(&g.uuid)))
-            .collect(),
+        gpus: node.gpus().map(|(g, entry)| gpu_pb(g, entry)).collect(),
         sampled_at_unix_ms: node.sampled_at,
     }
 }

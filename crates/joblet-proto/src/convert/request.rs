@@ -1,34 +1,9 @@
-//! Conversions between wire types and core types.
+//! Job requests (`RunJobRequest`, also SubmitJob's first message) and
+//! their upload manifests.
 
-use joblet_core::{JobRequest, JobState};
+use joblet_core::{JobRequest, UploadEntry, UploadKind};
 
 use crate::pb;
-
-pub fn state_to_pb(s: JobState) -> pb::JobState {
-    match s {
-        JobState::Pending => pb::JobState::Pending,
-        JobState::Queued => pb::JobState::Queued,
-        JobState::Running => pb::JobState::Running,
-        JobState::Completed => pb::JobState::Completed,
-        JobState::Failed => pb::JobState::Failed,
-        JobState::Stopped => pb::JobState::Stopped,
-        JobState::Preempted => pb::JobState::Preempted,
-    }
-}
-
-/// `None` for `JOB_STATE_UNSPECIFIED` or a number this build does not know.
-pub fn state_from_pb(v: i32) -> Option<JobState> {
-    Some(match pb::JobState::try_from(v).ok()? {
-        pb::JobState::Unspecified => return None,
-        pb::JobState::Pending => JobState::Pending,
-        pb::JobState::Queued => JobState::Queued,
-        pb::JobState::Running => JobState::Running,
-        pb::JobState::Completed => JobState::Completed,
-        pb::JobState::Failed => JobState::Failed,
-        pb::JobState::Stopped => JobState::Stopped,
-        pb::JobState::Preempted => JobState::Preempted,
-    })
-}
 
 /// The raw request, ready for [`JobRequest::validate`]. Map order is made
 /// deterministic (sorted) so validation errors are stable.
@@ -61,17 +36,45 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
     }
 }
 
+/// The wire form of a request. A variable given twice in `env` (or in
+/// `secret_env`) is sent once, with its last value: the wire's maps hold
+/// each name once.
+pub fn job_request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
+    pb::RunJobRequest {
+        command: r.command.clone(),
+        args: r.args.clone(),
+        resources: Some(pb::Resources {
+            max_cpu: r.max_cpu,
+            cpu_cores: r.cpu_cores.clone(),
+            max_memory_mb: r.max_memory_mb,
+            max_iobps: r.max_iobps,
+            gpu_count: r.gpu_count,
+            gpu_memory_mb: r.gpu_memory_mb,
+            gpu_time_seconds: r.gpu_time_seconds,
+        }),
+        env: r.env.iter().cloned().collect(),
+        secret_env: r.secret_env.iter().cloned().collect(),
+        uploads: r.uploads.iter().map(upload_to_pb).collect(),
+        runtime: r.runtime.clone(),
+        timeout_seconds: r.timeout_seconds,
+        volumes: r.volumes.clone(),
+        network: r.network.clone(),
+        cuda_version: r.cuda_version.clone(),
+        mig_profile: r.mig_profile.clone(),
+        gpu_profiling: r.gpu_profiling,
+    }
+}
+
 /// An unspecified or unknown kind maps to `Unknown`, which the manifest
 /// check refuses by name.
-pub fn upload_from_pb(e: pb::UploadEntry) -> joblet_core::UploadEntry {
-    use joblet_core::UploadKind;
+pub fn upload_from_pb(e: pb::UploadEntry) -> UploadEntry {
     let kind = match pb::UploadKind::try_from(e.kind) {
         Ok(pb::UploadKind::File) => UploadKind::File,
         Ok(pb::UploadKind::Dir) => UploadKind::Dir,
         Ok(pb::UploadKind::Symlink) => UploadKind::Symlink,
         _ => UploadKind::Unknown,
     };
-    joblet_core::UploadEntry {
+    UploadEntry {
         path: e.path,
         kind,
         mode: e.mode,
@@ -80,8 +83,7 @@ pub fn upload_from_pb(e: pb::UploadEntry) -> joblet_core::UploadEntry {
     }
 }
 
-pub fn upload_to_pb(e: &joblet_core::UploadEntry) -> pb::UploadEntry {
-    use joblet_core::UploadKind;
+pub fn upload_to_pb(e: &UploadEntry) -> pb::UploadEntry {
     let kind = match e.kind {
         UploadKind::File => pb::UploadKind::File,
         UploadKind::Dir => pb::UploadKind::Dir,
@@ -100,49 +102,6 @@ pub fn upload_to_pb(e: &joblet_core::UploadEntry) -> pb::UploadEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn job_mig_profile_and_gpu_profiling_are_new_fields_old_peers_read_as_unset() {
-        use prost::Message;
-        let job = pb::Job {
-            id: "j".into(),
-            mig_profile: "1g.10gb".into(),
-            gpu_profiling: true,
-            ..Default::default()
-        };
-        let bytes = job.encode_to_vec();
-        // Field 21 (length-delimited) and field 22 (varint): new numbers.
-        assert!(
-            bytes.windows(2).any(|w| w == [21 << 3 | 2, 0x01]),
-            "{bytes:x?}"
-        );
-        assert!(
-            bytes.windows(3).any(|w| w == [22 << 3, 0x01, 0x01]),
-            "{bytes:x?}"
-        );
-        let back = pb::Job::decode(bytes.as_slice()).unwrap();
-        assert_eq!(
-            (back.mig_profile.as_str(), back.gpu_profiling),
-            ("1g.10gb", true)
-        );
-        // A Job from a node without them: whole GPUs, no profiling.
-        let old = pb::Job {
-            id: "j".into(),
-            cuda_version: "12.2".into(),
-            ..Default::default()
-        };
-        let back = pb::Job::decode(old.encode_to_vec().as_slice()).unwrap();
-        assert_eq!((back.mig_profile.as_str(), back.gpu_profiling), ("", false));
-    }
-
-    #[test]
-    fn states_round_trip() {
-        for s in JobState::ALL {
-            assert_eq!(state_from_pb(state_to_pb(s) as i32), Some(s));
-        }
-        assert_eq!(state_from_pb(0), None);
-        assert_eq!(state_from_pb(99), None);
-    }
 
     #[test]
     fn gpu_time_cuda_mig_and_profiling_reach_the_core_request() {
@@ -167,6 +126,29 @@ mod tests {
         assert_eq!(
             (unset.mig_profile.as_str(), unset.gpu_profiling),
             ("", false)
+        );
+    }
+
+    #[test]
+    fn maps_come_back_sorted_and_an_unknown_upload_kind_stays_unknown() {
+        let r = job_request_from_pb(pb::RunJobRequest {
+            command: "x".into(),
+            env: [("B".into(), "2".into()), ("A".into(), "1".into())].into(),
+            uploads: vec![pb::UploadEntry {
+                path: "a".into(),
+                kind: 9,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert_eq!(
+            r.env,
+            [("A".to_owned(), "1".to_owned()), ("B".into(), "2".into())]
+        );
+        assert_eq!(r.uploads[0].kind, UploadKind::Unknown);
+        assert_eq!(
+            upload_to_pb(&r.uploads[0]).kind,
+            pb::UploadKind::Unspecified as i32
         );
     }
 }

@@ -7,6 +7,27 @@ use std::fmt::Write as _;
 use joblet_gpu::{GpuInfo, NodeInventory};
 use serde::Serialize;
 
+use super::discover_once;
+use crate::config::Config;
+
+/// Discovers the GPUs once and prints them, as JSON with `json`.
+pub fn run(cfg: &Config, json: bool) -> anyhow::Result<()> {
+    let found = discover_once(cfg)?;
+    let report = DiscoverReport {
+        gpu_enabled: cfg.gpu.enabled,
+        simulated: found.sim.is_some(),
+        simulated_from: found.sim.as_ref().map(|s| s.from.display().to_string()),
+        elapsed_us: found.elapsed.as_micros() as u64,
+        inventory: &found.inventory,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
 /// What `joblet discover --json` prints.
 #[derive(Debug, Serialize)]
 pub struct DiscoverReport<'a> {

@@ -1,11 +1,17 @@
-//! The one place where handler errors become gRPC statuses.
+//! What a service call can fail with ([`ApiError`]), and the store's errors
+//! in those terms ([`store_error`]). Transports map it to their own status
+//! (gRPC: `crate::grpc::status`).
 
 use joblet_core::id::PrefixError;
 use joblet_core::{FieldError, JobState, TransitionError, Unsupported};
-use tonic::{Code, Status};
+use joblet_store::StoreError;
 
-/// Everything an API call can fail with, each case carrying what the user
-/// needs to fix it.
+use super::caller::IdentityError;
+use crate::gpu::resolve::GpuRefError;
+use crate::uploads::UploadError;
+
+/// Everything a service call can fail with, each case carrying what the
+/// user needs to fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// A request field has a bad value.
@@ -24,9 +30,10 @@ pub enum ApiError {
         role: String,
         action: &'static str,
     },
-    /// The client certificate lacks what Joblet needs.
+    /// The caller could not be identified: its client certificate lacks
+    /// what Joblet needs, or a local-socket peer is not root.
     #[error("client certificate rejected: {0}")]
-    BadIdentity(String),
+    BadIdentity(#[from] IdentityError),
     /// A valid request this node's configuration does not allow.
     #[error(
         "{what} are not allowed on this node; an admin can enable {setting} in joblet-config.yml"
@@ -55,7 +62,7 @@ pub enum ApiError {
     GpuRequest(String),
     /// A GPU id that names no GPU, or more than one.
     #[error("{0}")]
-    GpuRef(String),
+    GpuRef(#[from] GpuRefError),
     /// An admin command the GPU's state does not allow.
     #[error("{0}")]
     GpuAdmin(#[from] joblet_core::gpu::AdminError),
@@ -67,53 +74,30 @@ pub enum ApiError {
     Internal(String),
 }
 
-impl ApiError {
-    pub fn code(&self) -> Code {
-        match self {
-            ApiError::InvalidField(_) => Code::InvalidArgument,
-            ApiError::JobRef(PrefixError::NotFound(_)) => Code::NotFound,
-            ApiError::JobRef(_) => Code::InvalidArgument,
-            ApiError::Unsupported(_)
-            | ApiError::WrongState { .. }
-            | ApiError::NotAllowed { .. }
-            | ApiError::GpusDisabled
-            | ApiError::GpuRequest(_)
-            | ApiError::GpuAdmin(_) => Code::FailedPrecondition,
-            ApiError::GpuRef(_) => Code::NotFound,
-            ApiError::PermissionDenied { .. } => Code::PermissionDenied,
-            ApiError::BadIdentity(_) => Code::Unauthenticated,
-            ApiError::Transition { .. } | ApiError::Internal(_) => Code::Internal,
-            ApiError::ShuttingDown => Code::Unavailable,
+impl From<UploadError> for ApiError {
+    fn from(e: UploadError) -> ApiError {
+        match e {
+            UploadError::Invalid(f) => ApiError::InvalidField(f),
+            io @ UploadError::Io { .. } => ApiError::Internal(io.to_string()),
         }
     }
 }
 
-impl From<ApiError> for Status {
-    fn from(e: ApiError) -> Status {
-        Status::new(e.code(), e.to_string())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codes_and_messages() {
-        let s: Status =
-            ApiError::InvalidField(FieldError::new("resources.max_cpu", "must not be negative"))
-                .into();
-        assert_eq!(s.code(), Code::InvalidArgument);
-        assert_eq!(s.message(), "resources.max_cpu: must not be negative");
-        let s: Status = ApiError::JobRef(PrefixError::NotFound("ab".into())).into();
-        assert_eq!(s.code(), Code::NotFound);
-        let s: Status = ApiError::PermissionDenied {
-            name: "bob".into(),
-            role: "viewer".into(),
-            action: "run jobs",
-        }
-        .into();
-        assert_eq!(s.code(), Code::PermissionDenied);
-        assert!(s.message().contains("viewer"));
+/// The store's errors in API terms: bad or unknown ids are the caller's
+/// problem, everything else is the node's.
+pub fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::JobRef(p) => ApiError::JobRef(p),
+        StoreError::NotFound(id) => ApiError::JobRef(PrefixError::NotFound(id.to_string())),
+        StoreError::NotFinished { id, state } => ApiError::WrongState {
+            id: id.to_string(),
+            state,
+            hint: "stop it first with `rnx job stop`",
+        },
+        StoreError::Transition { id, source } => ApiError::Transition {
+            id: id.to_string(),
+            source,
+        },
+        other => ApiError::Internal(other.to_string()),
     }
 }

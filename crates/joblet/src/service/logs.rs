@@ -1,18 +1,20 @@
 //! Serving a job's output: from any byte offset, once or following the job
 //! until it ends. The shim writes `output.log`; this only reads it, so a
 //! follower can reconnect to a restarted daemon and resume at its offset.
+//!
+//! A reader gets a [`LogStream`]: the job's output records, then how it
+//! ended ([`LogEvent`]), or a [`LogError`] that ends the stream.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use joblet_core::joblog::Stream;
+use joblet_core::joblog::{JobEnd, LogEvent};
 use joblet_core::JobId;
-use joblet_proto::{pb, state_to_pb, ApiError};
-use joblet_shim::LogReader;
-use joblet_store::Store;
+use joblet_shim::{LogReader, ShimError};
+use joblet_store::{Store, StoreError};
 use tokio::sync::{broadcast, mpsc};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::Status;
+
+use super::ApiError;
 
 use crate::engine::{Ended, EngineHandle};
 use crate::outcome::Final;
@@ -21,6 +23,21 @@ use crate::state_dir::StateDir;
 /// How often a follower looks for new output while the job runs.
 const POLL: Duration = Duration::from_millis(25);
 const BATCH: usize = 256 * 1024;
+
+/// What a log reader receives, in order; a [`LogError`] is the last item.
+pub type LogStream = mpsc::Receiver<Result<LogEvent, LogError>>;
+
+/// Why a log stream ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The job's record went away while it was followed.
+    #[error("job {id} was deleted")]
+    Deleted { id: JobId },
+    #[error("cannot read job {id}: {source}")]
+    Store { id: JobId, source: StoreError },
+    #[error("cannot read the log of job {id}: {source}")]
+    Read { id: JobId, source: ShimError },
+}
 
 fn log_path(dirs: &StateDir, id: &JobId) -> std::path::PathBuf {
     dirs.job(id).join("output.log")
@@ -35,40 +52,38 @@ pub fn log_bytes(dirs: &StateDir, id: &JobId) -> u64 {
     })
 }
 
+/// Job `id`'s output from byte `from_seq`: what there is, or with
+/// `follow` everything until the job ends, then how it ended.
 pub fn stream(
     store: Arc<Store>,
-    engine: EngineHandle,
+    engine: &EngineHandle,
     dirs: &StateDir,
     id: JobId,
     from_seq: u64,
     follow: bool,
-) -> Result<ReceiverStream<Result<pb::LogEvent, Status>>, ApiError> {
+) -> Result<LogStream, ApiError> {
     let reader = open_reader(dirs, &id, from_seq)?;
     let (tx, rx) = mpsc::channel(16);
     let ended = engine.subscribe_ended();
     tokio::spawn(copy(store, ended, reader, id, follow, tx, false));
-    Ok(ReceiverStream::new(rx))
+    Ok(rx)
 }
 
-/// RunJobFollow's stream for a job just submitted: `accepted` first, then
-/// its output until it ends, as [`stream`] with `follow` sends it.
-/// `ended` must have been subscribed before the job was submitted, so that
-/// its end cannot be announced unheard. Nothing is read before the first
-/// announcement or poll: a new job has no output yet, and its start should
-/// not wait for a reader.
+/// The output of a job just submitted until it ends, as [`stream`] with
+/// `follow` sends it. `ended` must have been subscribed before the job was
+/// submitted, so that its end cannot be announced unheard. Nothing is read
+/// before the first announcement or poll: a new job has no output yet, and
+/// its start should not wait for a reader.
 pub fn follow_new_job(
     store: Arc<Store>,
     ended: broadcast::Receiver<Ended>,
     dirs: &StateDir,
     id: JobId,
-    accepted: pb::LogEvent,
-) -> Result<ReceiverStream<Result<pb::LogEvent, Status>>, ApiError> {
+) -> Result<LogStream, ApiError> {
     let reader = open_reader(dirs, &id, 0)?;
     let (tx, rx) = mpsc::channel(16);
-    // The channel is new and empty: this cannot fail.
-    let _ = tx.try_send(Ok(accepted));
     tokio::spawn(copy(store, ended, reader, id, true, tx, true));
-    Ok(ReceiverStream::new(rx))
+    Ok(rx)
 }
 
 fn open_reader(dirs: &StateDir, id: &JobId, from_seq: u64) -> Result<LogReader, ApiError> {
@@ -85,7 +100,7 @@ async fn copy(
     mut reader: LogReader,
     id: JobId,
     follow: bool,
-    tx: mpsc::Sender<Result<pb::LogEvent, Status>>,
+    tx: mpsc::Sender<Result<LogEvent, LogError>>,
     wait_first: bool,
 ) {
     let mut wait = wait_first;
@@ -116,15 +131,11 @@ async fn copy(
                     reason: r.reason,
                 },
                 Ok(None) => {
-                    let _ = tx
-                        .send(Err(Status::not_found(format!("job {id} was deleted"))))
-                        .await;
+                    let _ = tx.send(Err(LogError::Deleted { id })).await;
                     return;
                 }
-                Err(e) => {
-                    let _ = tx
-                        .send(Err(Status::internal(format!("cannot read job {id}: {e}"))))
-                        .await;
+                Err(source) => {
+                    let _ = tx.send(Err(LogError::Store { id, source })).await;
                     return;
                 }
             },
@@ -133,12 +144,8 @@ async fn copy(
         loop {
             let records = match reader.read_available(BATCH) {
                 Ok(r) => r,
-                Err(e) => {
-                    let _ = tx
-                        .send(Err(Status::internal(format!(
-                            "cannot read the log of job {id}: {e}"
-                        ))))
-                        .await;
+                Err(source) => {
+                    let _ = tx.send(Err(LogError::Read { id, source })).await;
                     return;
                 }
             };
@@ -147,39 +154,20 @@ async fn copy(
             }
             sent_any = true;
             for r in records {
-                let chunk = pb::LogChunk {
-                    seq: r.seq,
-                    stream: match r.stream {
-                        Stream::Stdout => pb::LogStream::Stdout,
-                        Stream::Stderr => pb::LogStream::Stderr,
-                    } as i32,
-                    data: r.data,
-                    unix_ms: r.unix_ms,
-                };
-                if tx
-                    .send(Ok(pb::LogEvent {
-                        event: Some(pb::log_event::Event::Chunk(chunk)),
-                    }))
-                    .await
-                    .is_err()
-                {
+                if tx.send(Ok(LogEvent::Chunk(r))).await.is_err() {
                     return; // client went away
                 }
             }
         }
         if rec.state.is_terminal() || !follow {
             if rec.state.is_terminal() {
-                let end = pb::JobEnded {
-                    state: state_to_pb(rec.state) as i32,
+                let end = JobEnd {
+                    state: rec.state,
                     exit_code: rec.exit_code,
-                    reason: rec.reason.clone(),
+                    reason: rec.reason,
                     total_bytes: reader.next_seq(),
                 };
-                let _ = tx
-                    .send(Ok(pb::LogEvent {
-                        event: Some(pb::log_event::Event::Ended(end)),
-                    }))
-                    .await;
+                let _ = tx.send(Ok(LogEvent::Ended(end))).await;
             }
             return;
         }

@@ -1,0 +1,57 @@
+//! `GpuService`: the node's GPUs.
+
+use joblet_proto::{pb, GpuService};
+use tonic::{Request, Response, Status};
+
+use super::caller;
+use super::gpu_pb::{gpu_pb, status_pb};
+use crate::service::Gpus;
+
+/// The `GpuService` of one node.
+pub struct GpuApi {
+    gpus: Gpus,
+}
+
+impl GpuApi {
+    pub fn new(gpus: Gpus) -> GpuApi {
+        GpuApi { gpus }
+    }
+}
+
+#[tonic::async_trait]
+impl GpuService for GpuApi {
+    async fn get_gpu_status(
+        &self,
+        req: Request<pb::GpuStatusRequest>,
+    ) -> Result<Response<pb::GpuStatusResponse>, Status> {
+        let status = self.gpus.status(&caller(&req)?)?;
+        Ok(Response::new(status_pb(&status)))
+    }
+
+    async fn get_gpu_health(
+        &self,
+        req: Request<pb::GpuRef>,
+    ) -> Result<Response<pb::GpuHealth>, Status> {
+        let who = caller(&req)?;
+        let health = self.gpus.health(&who, &req.get_ref().gpu_id)?;
+        Ok(Response::new(pb::GpuHealth {
+            gpu: Some(gpu_pb(&health.gpu.info, health.gpu.entry.as_ref())),
+            history: health
+                .history
+                .iter()
+                .map(joblet_proto::gpu_event_to_pb)
+                .collect(),
+        }))
+    }
+
+    async fn set_gpu_state(
+        &self,
+        req: Request<pb::SetGpuStateRequest>,
+    ) -> Result<Response<pb::Gpu>, Status> {
+        let who = caller(&req)?;
+        let r = req.get_ref();
+        let action = joblet_proto::admin_action_from_pb(r.action, r.force);
+        let gpu = self.gpus.set_state(&who, &r.gpu_id, action)?;
+        Ok(Response::new(gpu_pb(&gpu.info, gpu.entry.as_ref())))
+    }
+}

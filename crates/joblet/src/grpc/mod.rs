@@ -1,0 +1,28 @@
+//! The gRPC API: tonic services that only translate. Each handler takes
+//! the caller from its connection ([`caller`]), converts the request into
+//! domain values (`joblet_proto`'s conversions), calls the service
+//! ([`crate::service`]) and converts the answer back; errors become
+//! statuses in one place ([`status`]).
+
+mod gpu_pb;
+mod gpus;
+mod jobs;
+pub mod status;
+
+use tonic::Request;
+
+pub use gpus::GpuApi;
+pub use jobs::JobApi;
+
+use crate::service::{ApiError, Caller, IdentityError};
+use crate::tls::PeerInfo;
+
+/// The caller of `req`, as its connection's peer was identified (client
+/// certificate or local socket, see [`PeerInfo`]).
+pub fn caller<T>(req: &Request<T>) -> Result<Caller, ApiError> {
+    let peer = req
+        .extensions()
+        .get::<PeerInfo>()
+        .ok_or(IdentityError::NoPeerInfo)?;
+    Ok(Caller::from(peer.identity.clone()?))
+}

@@ -1,0 +1,96 @@
+//! The one place where service errors become gRPC statuses: the code says
+//! whose problem it is, the message is the error's text as is.
+
+use joblet_core::id::PrefixError;
+use tonic::{Code, Status};
+
+use crate::service::{ApiError, LogError};
+
+/// The status code of an [`ApiError`].
+pub fn code(e: &ApiError) -> Code {
+    match e {
+        ApiError::InvalidField(_) => Code::InvalidArgument,
+        ApiError::JobRef(PrefixError::NotFound(_)) => Code::NotFound,
+        ApiError::JobRef(_) => Code::InvalidArgument,
+        ApiError::Unsupported(_)
+        | ApiError::WrongState { .. }
+        | ApiError::NotAllowed { .. }
+        | ApiError::GpusDisabled
+        | ApiError::GpuRequest(_)
+        | ApiError::GpuAdmin(_) => Code::FailedPrecondition,
+        ApiError::GpuRef(_) => Code::NotFound,
+        ApiError::PermissionDenied { .. } => Code::PermissionDenied,
+        ApiError::BadIdentity(_) => Code::Unauthenticated,
+        ApiError::Transition { .. } | ApiError::Internal(_) => Code::Internal,
+        ApiError::ShuttingDown => Code::Unavailable,
+    }
+}
+
+impl From<ApiError> for Status {
+    fn from(e: ApiError) -> Status {
+        Status::new(code(&e), e.to_string())
+    }
+}
+
+impl From<LogError> for Status {
+    fn from(e: LogError) -> Status {
+        let code = match e {
+            LogError::Deleted { .. } => Code::NotFound,
+            LogError::Store { .. } | LogError::Read { .. } => Code::Internal,
+        };
+        Status::new(code, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use joblet_core::{FieldError, JobId};
+
+    use super::*;
+    use crate::service::IdentityError;
+
+    #[test]
+    fn codes_and_messages() {
+        let s: Status =
+            ApiError::InvalidField(FieldError::new("resources.max_cpu", "must not be negative"))
+                .into();
+        assert_eq!(s.code(), Code::InvalidArgument);
+        assert_eq!(s.message(), "resources.max_cpu: must not be negative");
+        let s: Status = ApiError::JobRef(PrefixError::NotFound("ab".into())).into();
+        assert_eq!(s.code(), Code::NotFound);
+        let s: Status = ApiError::JobRef(PrefixError::Empty).into();
+        assert_eq!(s.code(), Code::InvalidArgument);
+        let s: Status = ApiError::PermissionDenied {
+            name: "bob".into(),
+            role: "viewer".into(),
+            action: "run jobs",
+        }
+        .into();
+        assert_eq!(s.code(), Code::PermissionDenied);
+        assert!(s.message().contains("viewer"));
+        let s: Status = ApiError::BadIdentity(IdentityError::LocalNotRoot { uid: 1000 }).into();
+        assert_eq!(s.code(), Code::Unauthenticated);
+        assert!(
+            s.message().starts_with(
+                "client certificate rejected: uid 1000 on the local socket: only root"
+            ),
+            "{}",
+            s.message()
+        );
+        let s: Status = ApiError::ShuttingDown.into();
+        assert_eq!(s.code(), Code::Unavailable);
+        let s: Status = ApiError::GpusDisabled.into();
+        assert_eq!(s.code(), Code::FailedPrecondition);
+    }
+
+    #[test]
+    fn a_deleted_job_ends_its_log_stream_with_not_found() {
+        let id = JobId::parse("3f2a1b4c-0000-4000-8000-000000000001").unwrap();
+        let s: Status = LogError::Deleted { id }.into();
+        assert_eq!(s.code(), Code::NotFound);
+        assert_eq!(
+            s.message(),
+            "job 3f2a1b4c-0000-4000-8000-000000000001 was deleted"
+        );
+    }
+}

@@ -1,0 +1,198 @@
+use std::time::Duration;
+
+use joblet_core::{JobRequest, Network, NodeCapabilities, UploadEntry, UploadKind};
+
+use super::*;
+
+fn node() -> Admission {
+    Admission {
+        allow_host_network: false,
+        max_upload_bytes: 1000,
+        work_size_bytes: Some(100),
+        caps: NodeCapabilities {
+            uploads: true,
+            ..Default::default()
+        },
+        default_timeout: Some(Duration::from_secs(3600)),
+    }
+}
+
+fn job() -> JobRequest {
+    JobRequest {
+        command: "python3".into(),
+        ..Default::default()
+    }
+}
+
+fn file(path: &str, size: u64) -> UploadEntry {
+    UploadEntry {
+        path: path.into(),
+        kind: UploadKind::File,
+        mode: 0o644,
+        size,
+        target: String::new(),
+    }
+}
+
+fn refusal(req: JobRequest) -> String {
+    node().accept(&req).unwrap_err().to_string()
+}
+
+#[test]
+fn a_request_that_leaves_the_timeout_to_the_node_gets_its_default() {
+    let (spec, _) = node().accept(&job()).unwrap();
+    assert_eq!(spec.timeout, Some(Duration::from_secs(3600)));
+    let (spec, _) = node()
+        .accept(&JobRequest {
+            timeout_seconds: Some(0),
+            ..job()
+        })
+        .unwrap();
+    assert_eq!(spec.timeout, None, "0 = no limit, not the default");
+    let (spec, _) = node()
+        .accept(&JobRequest {
+            timeout_seconds: Some(30),
+            ..job()
+        })
+        .unwrap();
+    assert_eq!(spec.timeout, Some(Duration::from_secs(30)));
+    let unlimited = Admission {
+        default_timeout: None,
+        ..node()
+    };
+    assert_eq!(unlimited.accept(&job()).unwrap().0.timeout, None);
+}
+
+#[test]
+fn the_host_network_needs_the_nodes_permission() {
+    let host = JobRequest {
+        network: "host".into(),
+        ..job()
+    };
+    assert_eq!(
+        refusal(host.clone()),
+        "network host: jobs on the host network are not allowed on this node; an admin can enable sandbox.allow_host_network in joblet-config.yml"
+    );
+    let allowing = Admission {
+        allow_host_network: true,
+        ..node()
+    };
+    assert_eq!(allowing.accept(&host).unwrap().0.network, Network::Host);
+}
+
+#[test]
+fn a_bad_field_is_refused_by_name() {
+    let e = node()
+        .accept(&JobRequest {
+            max_cpu: -1,
+            ..job()
+        })
+        .unwrap_err();
+    assert!(
+        matches!(&e, ApiError::InvalidField(f) if f.field == "resources.max_cpu"),
+        "{e}"
+    );
+    assert!(refusal(JobRequest {
+        command: " ".into(),
+        ..job()
+    })
+    .starts_with("command: is empty"));
+}
+
+#[test]
+fn what_the_node_cannot_enforce_is_refused() {
+    let e = node()
+        .accept(&JobRequest {
+            max_memory_mb: 512,
+            ..job()
+        })
+        .unwrap_err();
+    assert!(matches!(e, ApiError::Unsupported(_)), "{e}");
+}
+
+#[test]
+fn uploads_must_fit_the_node_limit_and_the_jobs_work_dir() {
+    let e = refusal(JobRequest {
+        uploads: vec![file("big", 2000)],
+        ..job()
+    });
+    assert!(e.starts_with("uploads"), "{e}");
+    assert_eq!(
+        refusal(JobRequest {
+            uploads: vec![file("a", 60), file("b", 60)],
+            ..job()
+        }),
+        "uploads: 120 bytes in total do not fit in the job's /work (100 bytes, filesystem.work_size_mb); upload less, or ask an admin for a larger filesystem.work_size_mb"
+    );
+    let unsized_work = Admission {
+        work_size_bytes: None,
+        ..node()
+    };
+    let (spec, _) = unsized_work
+        .accept(&JobRequest {
+            uploads: vec![file("a", 60), file("b", 60)],
+            ..job()
+        })
+        .unwrap();
+    assert_eq!((spec.upload_entries, spec.upload_bytes), (2, 120));
+}
+
+#[test]
+fn run_job_carries_no_uploads() {
+    assert!(no_uploads(&job()).is_ok());
+    let e = no_uploads(&JobRequest {
+        uploads: vec![file("a", 1)],
+        ..job()
+    })
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "uploads: RunJob carries no file data: send jobs with uploads through SubmitJob (rnx --upload does)"
+    );
+}
+
+#[test]
+fn grace_limit_and_since_are_checked_by_name() {
+    assert_eq!(grace(None), Ok(None));
+    assert_eq!(grace(Some(0)), Ok(Some(Duration::ZERO)));
+    assert_eq!(grace(Some(86_400)), Ok(Some(Duration::from_secs(86_400))));
+    assert_eq!(
+        grace(Some(86_401)).unwrap_err().to_string(),
+        "grace_seconds: invalid value 86401: expected 0 to 86400 seconds"
+    );
+    assert_eq!(grace(Some(-1)).unwrap_err().field, "grace_seconds");
+
+    assert_eq!(list_limit(0), Ok(None));
+    assert_eq!(list_limit(5), Ok(Some(5)));
+    assert_eq!(
+        list_limit(-1).unwrap_err().to_string(),
+        "limit: invalid value -1: expected 0 (all) or a positive number"
+    );
+
+    assert_eq!(audit_since(0), Ok(None));
+    assert_eq!(audit_since(7), Ok(Some(7)));
+    assert!(audit_since(-1)
+        .unwrap_err()
+        .to_string()
+        .starts_with("since_ms: invalid value -1"));
+}
+
+#[test]
+fn the_config_sets_the_admission() {
+    let mut cfg = Config::default();
+    cfg.jobs.max_upload_mb = 2;
+    cfg.sandbox.enabled = true;
+    cfg.filesystem.work_size_mb = 3;
+    let a = Admission::new(&cfg, NodeCapabilities::default());
+    assert_eq!(a.max_upload_bytes, 2 * 1024 * 1024);
+    assert_eq!(a.work_size_bytes, Some(3 * 1024 * 1024));
+    assert_eq!(a.default_timeout, None, "0 = no default limit");
+    cfg.sandbox.enabled = false;
+    cfg.jobs.default_timeout = Duration::from_secs(60);
+    let a = Admission::new(&cfg, NodeCapabilities::default());
+    assert_eq!(
+        a.work_size_bytes, None,
+        "unsandboxed jobs have no sized /work"
+    );
+    assert_eq!(a.default_timeout, Some(Duration::from_secs(60)));
+}

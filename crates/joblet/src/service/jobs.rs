@@ -1,0 +1,252 @@
+//! The job operations: run and submit (with a staged upload), status, list,
+//! logs, stop, kill, delete, whoami. Reads go to the store; changes go
+//! through the engine's handle.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use joblet_core::record::{JobDetails, JobGpus, JobRecord};
+use joblet_core::{FieldError, JobId, JobRequest, JobState, PrefixError};
+use joblet_pki::Role;
+use joblet_store::Store;
+
+use super::admission::{self, Admission};
+use super::logs::{self, LogStream};
+use super::{store_error, Access, ApiError, Caller};
+use crate::engine::EngineHandle;
+use crate::state_dir::StateDir;
+use crate::uploads::{self, UploadData};
+
+/// The job operations of one node.
+pub struct Jobs {
+    store: Arc<Store>,
+    engine: EngineHandle,
+    dirs: StateDir,
+    admission: Admission,
+}
+
+/// Which jobs a list shows, as the client asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only jobs in these states; empty = all.
+    pub states: Vec<JobState>,
+    /// At most this many, newest first; 0 = all (negative is refused).
+    pub limit: i64,
+}
+
+/// What a caller learns about itself and the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WhoAmI {
+    pub name: String,
+    pub role: Role,
+    pub node_version: &'static str,
+    /// Features this node enforces (`timeout`, `env`, `gpu`, ...).
+    pub supported: Vec<&'static str>,
+}
+
+/// A SubmitJob whose caller may run jobs; see [`Jobs::submission`].
+pub struct Submission<'a> {
+    jobs: &'a Jobs,
+    owner: String,
+}
+
+impl Jobs {
+    pub fn new(
+        store: Arc<Store>,
+        engine: EngineHandle,
+        dirs: StateDir,
+        admission: Admission,
+    ) -> Jobs {
+        Jobs {
+            store,
+            engine,
+            dirs,
+            admission,
+        }
+    }
+
+    /// RunJob: records and schedules a job that uploads nothing.
+    pub async fn run(&self, caller: &Caller, req: JobRequest) -> Result<JobDetails, ApiError> {
+        let (owner, spec, secrets) = self.accept_run(caller, &req)?;
+        let rec = self.engine.submit(owner, spec, secrets, None).await?;
+        self.details(rec, false)
+    }
+
+    /// RunJobFollow: [`Jobs::run`], then the job's output until it ends.
+    pub async fn run_follow(
+        &self,
+        caller: &Caller,
+        req: JobRequest,
+    ) -> Result<(JobDetails, LogStream), ApiError> {
+        let (owner, spec, secrets) = self.accept_run(caller, &req)?;
+        // Before the job exists: its end cannot be announced unheard.
+        let ended = self.engine.subscribe_ended();
+        let rec = self.engine.submit(owner, spec, secrets, None).await?;
+        let accepted = self.details(rec, false)?;
+        let id = accepted.record.id.clone();
+        let output = logs::follow_new_job(self.store.clone(), ended, &self.dirs, id)?;
+        Ok((accepted, output))
+    }
+
+    /// SubmitJob, first step: may the caller run jobs? Checked before the
+    /// transport reads the request, so a refused caller's upload is not
+    /// read at all.
+    pub fn submission(&self, caller: &Caller) -> Result<Submission<'_>, ApiError> {
+        caller.check(Access::Admin("run jobs"))?;
+        Ok(Submission {
+            jobs: self,
+            owner: caller.name.clone(),
+        })
+    }
+
+    /// A job with its history.
+    pub fn status(&self, caller: &Caller, job: &str) -> Result<JobDetails, ApiError> {
+        caller.check(Access::Read)?;
+        let id = self.resolve(job)?;
+        let rec = self
+            .store
+            .get(&id)
+            .map_err(store_error)?
+            .ok_or_else(|| ApiError::JobRef(PrefixError::NotFound(id.to_string())))?;
+        self.details(rec, true)
+    }
+
+    /// Jobs newest first, without their histories.
+    pub fn list(&self, caller: &Caller, filter: &JobFilter) -> Result<Vec<JobDetails>, ApiError> {
+        caller.check(Access::Read)?;
+        let limit = admission::list_limit(filter.limit)?;
+        let jobs = self
+            .store
+            .list(&filter.states, limit)
+            .map_err(store_error)?;
+        jobs.into_iter().map(|j| self.details(j, false)).collect()
+    }
+
+    /// A job's output from byte `from_seq`; with `follow`, until it ends.
+    pub fn logs(
+        &self,
+        caller: &Caller,
+        job: &str,
+        from_seq: u64,
+        follow: bool,
+    ) -> Result<LogStream, ApiError> {
+        caller.check(Access::Read)?;
+        let id = self.resolve(job)?;
+        logs::stream(
+            self.store.clone(),
+            &self.engine,
+            &self.dirs,
+            id,
+            from_seq,
+            follow,
+        )
+    }
+
+    /// SIGTERM, then SIGKILL after `grace_seconds` (`None` = the node's
+    /// `jobs.stop_grace_period`); a job not started yet is taken off the
+    /// queue.
+    pub async fn stop(
+        &self,
+        caller: &Caller,
+        job: &str,
+        grace_seconds: Option<i64>,
+    ) -> Result<JobDetails, ApiError> {
+        caller.check(Access::Admin("stop jobs"))?;
+        let id = self.resolve(job)?;
+        let grace = admission::grace(grace_seconds)?;
+        let rec = self.engine.stop(id, grace, false).await?;
+        self.details(rec, false)
+    }
+
+    /// SIGKILL at once.
+    pub async fn kill(&self, caller: &Caller, job: &str) -> Result<JobDetails, ApiError> {
+        caller.check(Access::Admin("kill jobs"))?;
+        let id = self.resolve(job)?;
+        let rec = self.engine.stop(id, None, true).await?;
+        self.details(rec, false)
+    }
+
+    /// Deletes a finished job; returns its full id.
+    pub async fn delete(&self, caller: &Caller, job: &str) -> Result<JobId, ApiError> {
+        caller.check(Access::Admin("delete jobs"))?;
+        let id = self.resolve(job)?;
+        self.engine.delete(id.clone()).await?;
+        Ok(id)
+    }
+
+    pub fn whoami(&self, caller: &Caller) -> WhoAmI {
+        WhoAmI {
+            name: caller.name.clone(),
+            role: caller.role,
+            node_version: env!("CARGO_PKG_VERSION"),
+            supported: self.admission.caps.supported_names(),
+        }
+    }
+
+    /// RunJob and RunJobFollow: the caller may run jobs, the request
+    /// uploads nothing and is acceptable. Returns the owner, spec and
+    /// secrets.
+    fn accept_run(
+        &self,
+        caller: &Caller,
+        req: &JobRequest,
+    ) -> Result<(String, joblet_core::JobSpec, BTreeMap<String, String>), ApiError> {
+        caller.check(Access::Admin("run jobs"))?;
+        admission::no_uploads(req)?;
+        let (spec, secrets) = self.admission.accept(req)?;
+        Ok((caller.name.clone(), spec, secrets))
+    }
+
+    fn resolve(&self, prefix: &str) -> Result<JobId, ApiError> {
+        self.store.resolve(prefix.trim()).map_err(store_error)
+    }
+
+    /// `rec` as reported: with its history where asked, its output size
+    /// and its GPUs.
+    fn details(&self, rec: JobRecord, with_transitions: bool) -> Result<JobDetails, ApiError> {
+        let transitions = if with_transitions {
+            self.store.transitions(&rec.id).map_err(store_error)?
+        } else {
+            Vec::new()
+        };
+        let gpus = if rec.spec.resources.gpu_count == 0 {
+            None
+        } else {
+            let last = self.store.job_gpus(rec.id.as_str()).map_err(store_error)?;
+            JobGpus::of(&rec, last)
+        };
+        Ok(JobDetails {
+            log_bytes: logs::log_bytes(&self.dirs, &rec.id),
+            record: rec,
+            transitions,
+            gpus,
+        })
+    }
+}
+
+impl Submission<'_> {
+    /// SubmitJob, second step: `job` is the request the stream opened with
+    /// (`None`: it opened with something else), `data` the file data that
+    /// followed, staged before the job is recorded.
+    pub async fn submit(
+        self,
+        job: Option<JobRequest>,
+        data: impl UploadData,
+    ) -> Result<JobDetails, ApiError> {
+        let raw = job.ok_or_else(|| {
+            FieldError::new(
+                "job",
+                "SubmitJob must start with the job (a RunJobRequest), then file data",
+            )
+        })?;
+        let jobs = self.jobs;
+        let (spec, secrets) = jobs.admission.accept(&raw)?;
+        let staging = uploads::staging_root(jobs.dirs.root());
+        let staged = uploads::receive(&raw.uploads, data, &staging).await?;
+        let rec = jobs
+            .engine
+            .submit(self.owner, spec, secrets, Some(staged))
+            .await?;
+        jobs.details(rec, false)
+    }
+}

@@ -1,0 +1,33 @@
+//! The daemon's operations, transport-neutral: admission, authorisation
+//! and validation of every request live here, once per operation, so the
+//! gRPC handlers ([`crate::grpc`]) and any later transport only translate
+//! into these calls and out of their results.
+//!
+//! Three services, one per area: [`Jobs`] (run, submit, status, list, logs,
+//! stop, kill, delete, whoami), [`Audit`] (the GPU audit log) and [`Gpus`]
+//! (status, health, drain / offline / online). Each method takes the
+//! [`Caller`] and domain values, checks the caller's role first
+//! ([`Access`]), and returns domain values ([`joblet_core::record`],
+//! [`GpuStatus`], a [`LogStream`]) or an [`ApiError`].
+//!
+//! Reads go to the store; changes go through the engine's handle, the only
+//! part of the engine this uses.
+
+pub mod admission;
+mod audit;
+mod caller;
+mod error;
+mod gpus;
+mod jobs;
+pub mod logs;
+
+pub use admission::Admission;
+pub use audit::{Audit, AuditQuery};
+pub use caller::{Access, Caller, IdentityError};
+pub use error::{store_error, ApiError};
+pub use gpus::{GpuHealth, GpuReport, GpuStatus, Gpus, HISTORY};
+pub use jobs::{JobFilter, Jobs, Submission, WhoAmI};
+pub use logs::{LogError, LogStream};
+
+#[cfg(test)]
+mod tests;
