@@ -7,6 +7,10 @@
 //! through the job dirs of its own state dir), and removes the cgroup base
 //! it gave its daemon, and nothing else. Every node gets a cgroup base of
 //! its own (`sandbox.cgroup_base`), so parallel tests never share one.
+//!
+//! [`SimulatedGpus`] and [`SimGpuNode`] give a node the 8-GPU A100 of the
+//! fake NVML (or another profile) with device nodes of its own; the
+//! `gpu_*` methods of [`Node`] read `rnx --json gpu status`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -44,6 +48,10 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("free port")
 }
+
+/// How much of the daemon's log a failed start reports (a node that was
+/// restarted many times has a long one; the end is what explains it).
+const START_LOG_TAIL: usize = 200;
 
 pub struct NodeOptions {
     pub max_running: usize,
@@ -272,6 +280,25 @@ impl Node {
         self.daemon.as_ref().map(|c| c.id() as i32)
     }
 
+    /// The cgroup base the harness chose for this node (`None` when the
+    /// test's config names its own).
+    pub fn cgroup_base(&self) -> Option<&CgroupBase> {
+        self._cgroup_base.as_ref()
+    }
+
+    /// The job dirs (`<state_dir>/jobs/<id>`) whose `shim.pid` names a
+    /// process that still runs (same pid and start time): `(dir, pid)`.
+    /// Warm shims count too: their dirs are made before their jobs come.
+    pub fn live_shims(&self) -> Vec<(PathBuf, i32)> {
+        let Ok(entries) = std::fs::read_dir(self.state_dir().join("jobs")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| read_pid_file(&e.path().join("shim.pid")).map(|pid| (e.path(), pid)))
+            .collect()
+    }
+
     fn spawn_daemon(&mut self) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -307,20 +334,45 @@ impl Node {
                 .and_then(|c| c.try_wait().ok().flatten())
             {
                 bail!(
-                    "joblet exited during start-up ({status}); log:\n{}",
-                    self.daemon_log()
+                    "joblet exited during start-up ({status}); log tail:\n{}",
+                    self.daemon_log_tail(START_LOG_TAIL)
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         bail!(
-            "joblet did not become ready in 30s; log:\n{}",
-            self.daemon_log()
+            "joblet did not become ready in 30s; log tail:\n{}",
+            self.daemon_log_tail(START_LOG_TAIL)
         )
     }
 
     pub fn daemon_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// The last `lines` lines of the daemon's log (every daemon this node
+    /// started appends to it), for assertion messages of long tests.
+    pub fn daemon_log_tail(&self, lines: usize) -> String {
+        let log = self.daemon_log();
+        let all: Vec<&str> = log.lines().collect();
+        let from = all.len().saturating_sub(lines);
+        let mut out = String::new();
+        if from > 0 {
+            out.push_str(&format!("[... {from} earlier lines of daemon.log]\n"));
+        }
+        for line in &all[from..] {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Whether the daemon this node started is still running (`false`
+    /// after [`Node::kill_daemon`] or when it exited on its own).
+    pub fn daemon_running(&mut self) -> bool {
+        self.daemon
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
     /// `kill -9` the daemon (jobs and shims keep running).
@@ -431,6 +483,77 @@ impl Node {
         }
     }
 
+    /// One line per job of `rnx job list` (id, state, exit code, reason,
+    /// GPUs), for assertion messages.
+    pub fn job_summary(&self) -> String {
+        let list = self.rnx_json(&["job", "list"]);
+        list.as_array()
+            .map(|jobs| {
+                jobs.iter()
+                    .map(|j| {
+                        format!(
+                            "  {} {} exit {} reason {} gpus {}\n",
+                            j["id"].as_str().unwrap_or("?"),
+                            j["state"],
+                            j["exit_code"],
+                            j["reason"],
+                            j["gpus"]["indices"]
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|| list.to_string())
+    }
+
+    /// `rnx --json gpu status --all`: the node's GPUs (objects of
+    /// `rnx`'s `GpuView`: `index`, `uuid`, `state`, `jobs`, …).
+    pub fn gpus(&self) -> Vec<Value> {
+        let s = self.rnx_json(&["gpu", "status", "--all"]);
+        s["gpus"]
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| panic!("rnx --json gpu status has no gpus array: {s}"))
+    }
+
+    /// The GPUs that are not AVAILABLE or list a job, one line each
+    /// (`GPU 3: ALLOCATED (cause) jobs [..]`); empty when every GPU is
+    /// free.
+    pub fn busy_gpus(&self) -> Vec<String> {
+        self.gpus()
+            .iter()
+            .filter(|g| {
+                g["state"] != "AVAILABLE" || g["jobs"].as_array().is_some_and(|j| !j.is_empty())
+            })
+            .map(|g| {
+                format!(
+                    "GPU {}: {} ({}) jobs {}",
+                    g["index"], g["state"], g["state_cause"], g["jobs"]
+                )
+            })
+            .collect()
+    }
+
+    /// Waits until every GPU is AVAILABLE with no job listed on it;
+    /// panics after `timeout` with the GPUs still held, `why` (what the
+    /// caller expected) and the daemon log's tail.
+    pub fn wait_gpus_free(&self, timeout: Duration, why: &str) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let busy = self.busy_gpus();
+            if busy.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "expected every GPU AVAILABLE with no jobs ({why}) within {timeout:?}, but:\n{}\njobs:\n{}\ndaemon log tail:\n{}",
+                busy.join("\n"),
+                self.job_summary(),
+                self.daemon_log_tail(60)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits (up to 10 s, then SIGKILL) until no shim of this node is left.
     /// Warm shims tear their sandboxes down on their own once the daemon is
     /// gone; one still building could otherwise recreate a cgroup after the
@@ -494,5 +617,131 @@ impl Drop for Node {
         self.kill_jobs();
         self.wait_for_shims();
         // Then the fields drop: `_cgroup_base` removes the node's cgroups.
+    }
+}
+
+/// The uvm nodes' major in a simulated node's device dir: no driver owns it.
+pub const UVM_MAJOR: u64 = 4000;
+
+/// Makes a character device node `dir/name` (parents created), mode 0666.
+pub fn make_node(dir: &Path, name: &str, major: u64, minor: u64) {
+    use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().expect("node path has a parent")).expect("device dir");
+    mknod(
+        &p,
+        SFlag::S_IFCHR,
+        Mode::from_bits_truncate(0o666),
+        makedev(major, minor),
+    )
+    .unwrap_or_else(|e| panic!("mknod {}: {e}", p.display()));
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).expect("chmod node");
+}
+
+/// `nvidiactl`, `nvidia-uvm`, `nvidia-uvm-tools` and `nvidia0..7` in `dir`
+/// (opening them gives ENXIO where the device filter allows them: no
+/// driver is behind them).
+pub fn make_dev_dir(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("device dir");
+    make_node(dir, "nvidiactl", 195, 255);
+    make_node(dir, "nvidia-uvm", UVM_MAJOR, 0);
+    make_node(dir, "nvidia-uvm-tools", UVM_MAJOR, 1);
+    for i in 0..8 {
+        make_node(dir, &format!("nvidia{i}"), 195, i);
+    }
+}
+
+/// What a node needs to simulate GPUs through the fake NVML: a side
+/// directory (removed on drop) holding `mknod`-made device nodes (`dev`,
+/// the node's `gpu.dev_dir`) and the fake's injection file (`state`, the
+/// node's `gpu.simulate_state`, `{}` to begin with). Drop it after the
+/// node whose config names it.
+pub struct SimulatedGpus {
+    pub side: PathBuf,
+    pub dev: PathBuf,
+    pub state: PathBuf,
+    /// The mock-NVML profile or `nvidia-smi -q -x` capture served.
+    pub profile: PathBuf,
+}
+
+impl SimulatedGpus {
+    /// The 8-GPU DGX A100 of NVIDIA's mock-NVML profile.
+    pub fn a100() -> SimulatedGpus {
+        SimulatedGpus::new(&fixture("nvml-profiles/mock-nvml-config-a100.yaml"))
+    }
+
+    pub fn new(profile: &Path) -> SimulatedGpus {
+        let side = tempfile::Builder::new()
+            .prefix("joblet-e2e-gpu-")
+            .tempdir()
+            .expect("GPU side dir")
+            .keep();
+        let dev = side.join("dev");
+        make_dev_dir(&dev);
+        let state = side.join("nvml-state.json");
+        std::fs::write(&state, "{}").expect("NVML state file");
+        SimulatedGpus {
+            side,
+            dev,
+            state,
+            profile: profile.to_path_buf(),
+        }
+    }
+
+    /// The node's `gpu:` block: simulated GPUs, no hwloc, a 200 ms health
+    /// period and a 1 s release check, then `more` (two-space indented
+    /// `gpu:` keys, e.g. `"  policy: fifo\n"`).
+    pub fn config(&self, more: &str) -> String {
+        format!(
+            "gpu:\n  enabled: true\n  hwloc: false\n  health_interval: 200ms\n  scrub_timeout: 1s\n  simulate: \"{}\"\n  simulate_state: \"{}\"\n  dev_dir: \"{}\"\n{more}",
+            self.profile.display(),
+            self.state.display(),
+            self.dev.display(),
+        )
+    }
+}
+
+impl Drop for SimulatedGpus {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.side);
+    }
+}
+
+/// A [`Node`] with the simulated 8-GPU A100 ([`SimulatedGpus::a100`]);
+/// derefs to the node. Its fields drop in order: the node (daemon, jobs,
+/// cgroups) before the device dir.
+pub struct SimGpuNode {
+    pub node: Node,
+    pub gpus: SimulatedGpus,
+}
+
+impl SimGpuNode {
+    /// `gpu_keys`: more `gpu:` keys (two-space indented lines, e.g.
+    /// `"  policy: fifo\n"`); `extra_config`: other top-level sections.
+    pub fn start(
+        max_running: usize,
+        gpu_keys: &str,
+        extra_config: &str,
+    ) -> anyhow::Result<SimGpuNode> {
+        let gpus = SimulatedGpus::a100();
+        let node = Node::start_with(NodeOptions {
+            max_running,
+            extra_config: format!("{extra_config}{}", gpus.config(gpu_keys)),
+        })?;
+        Ok(SimGpuNode { node, gpus })
+    }
+}
+
+impl std::ops::Deref for SimGpuNode {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        &self.node
+    }
+}
+
+impl std::ops::DerefMut for SimGpuNode {
+    fn deref_mut(&mut self) -> &mut Node {
+        &mut self.node
     }
 }

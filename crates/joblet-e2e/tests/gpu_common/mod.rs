@@ -8,18 +8,21 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use joblet_e2e::Node;
-use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+use joblet_e2e::{Node, SimulatedGpus};
 use serde_json::{json, Value};
 
 use crate::sandbox_common::*;
 
-/// The uvm node's major in the test's device dir: no driver owns it.
-pub const UVM_MAJOR: u64 = 4000;
-/// The MIG capability nodes' major: no driver owns it either.
+// Moved to the harness (`SimulatedGpus` makes the device dir); kept here
+// for the tests that make more nodes. Not every test binary uses them.
+#[allow(unused_imports)]
+pub use joblet_e2e::{make_node, UVM_MAJOR};
+
+/// The MIG capability nodes' major: no driver owns it.
 pub const CAPS_MAJOR: u64 = 4001;
 
 /// A node with simulated GPUs whose device nodes live in `<side>/dev`.
+/// Fields drop in order: the node before the side dir.
 pub struct GpuNode {
     pub node: SandboxNode,
     /// The test's own directory (device nodes, state file, fake procfs,
@@ -27,43 +30,13 @@ pub struct GpuNode {
     pub side: PathBuf,
     pub dev: PathBuf,
     pub state: PathBuf,
+    _sim: SimulatedGpus,
 }
 
 impl std::ops::Deref for GpuNode {
     type Target = SandboxNode;
     fn deref(&self) -> &SandboxNode {
         &self.node
-    }
-}
-
-impl Drop for GpuNode {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.side);
-    }
-}
-
-/// Makes a character device node `dir/name` (parents created), mode 0666.
-pub fn make_node(dir: &Path, name: &str, major: u64, minor: u64) {
-    let p = dir.join(name);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    mknod(
-        &p,
-        SFlag::S_IFCHR,
-        Mode::from_bits_truncate(0o666),
-        makedev(major, minor),
-    )
-    .unwrap();
-    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
-}
-
-/// `nvidiactl`, `nvidia-uvm`, `nvidia-uvm-tools` and `nvidia0..7`.
-pub fn make_dev_dir(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    make_node(dir, "nvidiactl", 195, 255);
-    make_node(dir, "nvidia-uvm", UVM_MAJOR, 0);
-    make_node(dir, "nvidia-uvm-tools", UVM_MAJOR, 1);
-    for i in 0..8 {
-        make_node(dir, &format!("nvidia{i}"), 195, i);
     }
 }
 
@@ -92,23 +65,9 @@ pub fn start_gpu_mounting(
 ) -> GpuNode {
     // The device dir and state file are made before the daemon starts, in
     // a temp dir of their own (removed with the node).
-    let side = tempfile::Builder::new()
-        .prefix("joblet-e2e-gpu-")
-        .tempdir()
-        .unwrap()
-        .keep();
-    let dev = side.join("dev");
-    make_dev_dir(&dev);
-    let state = side.join("nvml-state.json");
-    std::fs::write(&state, "{}").unwrap();
-    let more = extra(&side);
-    let keys = format!(
-        "gpu:\n  enabled: true\n  hwloc: false\n  health_interval: 200ms\n  scrub_timeout: 1s\n  simulate: \"{}\"\n  simulate_state: \"{}\"\n  dev_dir: \"{}\"\n{more}",
-        profile.display(),
-        state.display(),
-        dev.display(),
-    );
-    let node = start_mounting(&keys, 64, more_mounts);
+    let sim = SimulatedGpus::new(profile);
+    let more = extra(&sim.side);
+    let node = start_mounting(&sim.config(&more), 64, more_mounts);
     // The nvml-list helper goes where jobs find the probe.
     std::fs::copy(
         joblet_e2e::bin_dir().join("nvml-list"),
@@ -117,9 +76,10 @@ pub fn start_gpu_mounting(
     .unwrap();
     GpuNode {
         node,
-        side,
-        dev,
-        state,
+        side: sim.side.clone(),
+        dev: sim.dev.clone(),
+        state: sim.state.clone(),
+        _sim: sim,
     }
 }
 
