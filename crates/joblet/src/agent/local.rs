@@ -54,6 +54,9 @@ pub struct LocalAgent {
     pub(super) warm_tx: mpsc::UnboundedSender<WarmReport>,
     pub(super) warm_rx: mpsc::UnboundedReceiver<WarmReport>,
     gpu_rx: Option<mpsc::UnboundedReceiver<Vec<GpuUpdate>>>,
+    /// Reports made from one batch of GPU updates, not yet taken (the
+    /// loop takes one report per call).
+    gpu_pending: std::collections::VecDeque<AgentReport>,
     /// When the warm pool is refilled next (see [`warm`]).
     pub(super) refill_at: Option<tokio::time::Instant>,
 }
@@ -86,6 +89,7 @@ impl LocalAgent {
             warm_tx,
             warm_rx,
             gpu_rx,
+            gpu_pending: std::collections::VecDeque::new(),
             refill_at: None,
         }
     }
@@ -261,10 +265,12 @@ impl NodeAgent for LocalAgent {
 
     #[allow(clippy::manual_async_fn)]
     fn next_report(&mut self) -> impl std::future::Future<Output = Option<AgentReport>> + Send {
+        // Cancel-safe: the engine's loop drops this future when another
+        // branch wins; what was received and not yet returned is kept in
+        // `gpu_pending`.
         async move {
-            let mut pending: Vec<AgentReport> = Vec::new();
             loop {
-                if let Some(r) = pending.pop() {
+                if let Some(r) = self.gpu_pending.pop_front() {
                     return Some(r);
                 }
                 let refill_at = self.refill_at;
@@ -272,8 +278,8 @@ impl NodeAgent for LocalAgent {
                     r = self.reports_rx.recv() => return r,
                     Some(w) = self.warm_rx.recv() => self.on_warm(w),
                     Some(updates) = recv_opt(&mut self.gpu_rx) => {
-                        pending = self.gpu_reports(updates);
-                        pending.reverse();
+                        let reports = self.gpu_reports(updates);
+                        self.gpu_pending.extend(reports);
                     }
                     () = sleep_opt(refill_at) => {
                         self.refill_at = None;

@@ -66,7 +66,7 @@ pub enum AgentReport {
 pub enum StartError {
     #[error("No GPUs available: GPU jobs are off on this node")]
     NoGpus,
-    #[error("could not allocate its GPUs: {0}")]
+    #[error(transparent)]
     Grant(Box<crate::gpu::allocation::GrantError>),
     #[error("cannot record the job's start: {0}")]
     Persist(StoreError),

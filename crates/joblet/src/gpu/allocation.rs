@@ -32,16 +32,16 @@ use crate::config::GpuConfig;
 /// Why a placement's GPUs could not be given to its job.
 #[derive(Debug, thiserror::Error)]
 pub enum GrantError {
-    #[error("GPU {index} vanished")]
+    #[error("could not allocate its GPUs: GPU {index} vanished")]
     Vanished { index: u32 },
-    #[error(transparent)]
+    #[error("could not allocate its GPUs: {0}")]
     Mig(#[from] MigGone),
-    #[error("GPU {uuid}: {source}")]
+    #[error("could not allocate its GPUs: GPU {uuid}: {source}")]
     Pool {
         uuid: String,
         source: joblet_core::gpu::AllocError,
     },
-    #[error("cannot record the GPU allocation: {0}")]
+    #[error("could not allocate its GPUs: cannot record the GPU allocation: {0}")]
     Store(#[from] StoreError),
     #[error("MPS control daemon for GPU {index} ({uuid}) could not be started: {source}")]
     Mps {
