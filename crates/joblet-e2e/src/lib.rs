@@ -58,6 +58,9 @@ pub struct NodeOptions {
     /// YAML appended after the `jobs:` block; `{node_dir}` is replaced by
     /// the node's temp dir.
     pub extra_config: String,
+    /// The state dir on a tmpfs of this many MiB (a small disk a job can
+    /// fill), unmounted when the node is dropped.
+    pub state_tmpfs_mb: Option<u64>,
 }
 
 impl Default for NodeOptions {
@@ -65,6 +68,7 @@ impl Default for NodeOptions {
         NodeOptions {
             max_running: 64,
             extra_config: String::new(),
+            state_tmpfs_mb: None,
         }
     }
 }
@@ -76,6 +80,8 @@ pub struct Node {
     /// drop, after the daemon); `None` when the test's config names its own.
     _cgroup_base: Option<CgroupBase>,
     daemon: Option<Child>,
+    /// The state dir is a tmpfs this harness mounted.
+    state_tmpfs: bool,
 }
 
 /// A cgroup base (`sandbox.cgroup_base`) no other node of this test run
@@ -247,6 +253,17 @@ impl Node {
             with_setting(&extra_config, "filesystem", "work_size_mb: 0")
         };
         let state = dir.path().join("state");
+        if let Some(mb) = opts.state_tmpfs_mb {
+            std::fs::create_dir_all(&state)?;
+            nix::mount::mount(
+                Some("tmpfs"),
+                &state,
+                Some("tmpfs"),
+                nix::mount::MsFlags::empty(),
+                Some(format!("size={mb}m,mode=0700").as_str()),
+            )
+            .with_context(|| format!("mounting a tmpfs on {}", state.display()))?;
+        }
         let config = format!(
             "server:\n  address: \"127.0.0.1:{port}\"\n  state_dir: \"{}\"\njobs:\n  max_running: {}\n  stop_grace_period: 2s\n{}",
             state.display(),
@@ -259,6 +276,7 @@ impl Node {
             port,
             _cgroup_base: cgroup_base,
             daemon: None,
+            state_tmpfs: opts.state_tmpfs_mb.is_some(),
         };
         node.spawn_daemon()?;
         Ok(node)
@@ -616,6 +634,9 @@ impl Drop for Node {
         self.kill_daemon();
         self.kill_jobs();
         self.wait_for_shims();
+        if self.state_tmpfs {
+            let _ = nix::mount::umount2(&self.state_dir(), nix::mount::MntFlags::MNT_DETACH);
+        }
         // Then the fields drop: `_cgroup_base` removes the node's cgroups.
     }
 }
@@ -728,6 +749,7 @@ impl SimGpuNode {
         let node = Node::start_with(NodeOptions {
             max_running,
             extra_config: format!("{extra_config}{}", gpus.config(gpu_keys)),
+            ..Default::default()
         })?;
         Ok(SimGpuNode { node, gpus })
     }

@@ -16,6 +16,7 @@ fn node() -> Node {
     Node::start_with(NodeOptions {
         max_running: 1,
         extra_config: format!("sandbox:\n  warm_pool: {POOL}\n  allow_host_network: true\n"),
+        ..Default::default()
     })
     .unwrap()
 }

@@ -51,14 +51,22 @@ pub(crate) fn publish(path: &Path) -> io::Result<()> {
 /// part of the write on a busy ext4 (about 0.2 ms on the machine of
 /// BENCHMARKS.md: the allocator steps over recently freed inodes); done
 /// ahead, it is off the job's path.
-pub(crate) fn prepare_atomic(path: &Path) -> io::Result<()> {
-    OpenOptions::new()
+///
+/// With `reserve` bytes written into it, the sibling owns the disk space a
+/// record of up to that size needs: a later [`write_atomic`] of such a
+/// record overwrites those bytes and cuts the rest, and needs no new space
+/// even when the disk has filled up since.
+pub(crate) fn prepare_atomic(path: &Path, reserve: usize) -> io::Result<()> {
+    let mut f = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o644)
-        .open(tmp_path(path))
-        .map(drop)
+        .open(tmp_path(path))?;
+    if reserve > 0 {
+        f.write_all(&vec![b' '; reserve])?;
+    }
+    Ok(())
 }
 
 /// The temporary sibling [`write_atomic`] writes before renaming it to
@@ -115,11 +123,24 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("exit.json");
-        prepare_atomic(&p).unwrap();
+        prepare_atomic(&p, 0).unwrap();
         let ino = std::fs::metadata(tmp_path(&p)).unwrap().ino();
         write_atomic(&p, b"done").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"done");
         assert_eq!(std::fs::metadata(&p).unwrap().ino(), ino);
+        assert!(!tmp_path(&p).exists());
+    }
+
+    /// A reserved sibling owns its space: the record that replaces it is
+    /// exactly the record.
+    #[test]
+    fn a_reserved_sibling_is_cut_to_the_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("exit.json");
+        prepare_atomic(&p, 16 * 1024).unwrap();
+        assert_eq!(std::fs::metadata(tmp_path(&p)).unwrap().len(), 16 * 1024);
+        write_atomic(&p, b"{\"outcome\":\"Exited\"}").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"{\"outcome\":\"Exited\"}");
         assert!(!tmp_path(&p).exists());
     }
 }

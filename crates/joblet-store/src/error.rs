@@ -122,3 +122,25 @@ pub enum StoreError {
     #[error("job {id}: could not seal its secrets (encryption failed)")]
     Seal { id: JobId },
 }
+
+impl StoreError {
+    /// Whether it failed for want of disk space (SQLite's `SQLITE_FULL`, or
+    /// `ENOSPC`/`EDQUOT` from a file): the operation can succeed once
+    /// space is freed.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::Sqlite { source, .. } | StoreError::Migration { source, .. } => {
+                matches!(
+                    source.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DiskFull)
+                )
+            }
+            StoreError::Io { source, .. } => matches!(source.raw_os_error(), Some(ENOSPC | EDQUOT)),
+            _ => false,
+        }
+    }
+}
+
+/// `ENOSPC` and `EDQUOT` on Linux.
+const ENOSPC: i32 = 28;
+const EDQUOT: i32 = 122;

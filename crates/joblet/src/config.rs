@@ -59,6 +59,12 @@ pub struct JobsConfig {
     pub pids_max: u64,
     /// Largest total of `--upload` files per job, in MiB.
     pub max_upload_mb: u64,
+    /// New jobs are refused while the state disk has less free, in MiB
+    /// (room for running jobs' output and records).
+    pub min_free_disk_mb: u64,
+    /// Space kept in reserve on the state disk, in MiB, given up when it
+    /// fills so that jobs' outcomes are still recorded; 0 = none.
+    pub state_reserve_mb: u64,
 }
 
 /// The job's filesystem view.
@@ -236,6 +242,8 @@ impl Default for JobsConfig {
             allow_root: false,
             pids_max: 1024,
             max_upload_mb: 1024,
+            min_free_disk_mb: 64,
+            state_reserve_mb: 16,
         }
     }
 }

@@ -30,6 +30,7 @@ pub mod agent;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod disk;
 pub mod engine;
 pub mod gpu;
 pub mod grpc;

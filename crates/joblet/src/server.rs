@@ -113,6 +113,8 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             sched: sched_config(&cfg.gpu),
             stop_grace: cfg.jobs.stop_grace_period,
             rules,
+            state_reserve_mb: cfg.jobs.state_reserve_mb,
+            min_free_disk_mb: cfg.jobs.min_free_disk_mb,
         },
         agent,
     )

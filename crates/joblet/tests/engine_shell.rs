@@ -171,6 +171,8 @@ impl Node {
             },
             stop_grace: Duration::from_secs(5),
             rules: JobRules::default(),
+            state_reserve_mb: 0,
+            min_free_disk_mb: 0,
         };
         let handle = Engine::start(self.store.clone(), self.dirs.clone(), cfg, agent)
             .await

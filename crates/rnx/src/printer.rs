@@ -179,6 +179,15 @@ impl<W: Write> Printer<W> {
                 writeln!(o, "Node: {} ({})", who.node, who.address)?;
                 writeln!(o, "Node Version: {}", who.node_version)?;
                 writeln!(o, "Enforces: {}", who.supported.join(", "))?;
+                if let Some(d) = &who.state_disk {
+                    writeln!(
+                        o,
+                        "State Disk: {} free of {} ({})",
+                        human_bytes(d.free_bytes),
+                        human_bytes(d.total_bytes),
+                        d.path
+                    )?;
+                }
                 o.flush()
             }
         }
@@ -297,6 +306,24 @@ pub fn write_status(
         }
     }
     Ok(())
+}
+
+/// `512 B`, `3.4 MiB`, `1.2 GiB`, `2.0 TiB`.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
 }
 
 fn gpus_word(n: usize) -> &'static str {
@@ -577,8 +604,15 @@ mod tests {
             address: "127.0.0.1:50051".into(),
             node_version: "0.1.0".into(),
             supported: vec!["env".into(), "secret_env".into(), "timeout".into()],
+            state_disk: Some(crate::view::StateDiskView {
+                path: "/var/lib/joblet".into(),
+                free_bytes: 41 << 30,
+                total_bytes: 252 << 30,
+            }),
         };
         insta::assert_snapshot!(human(|p| p.whoami(&who)));
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
     }
 
     /// Seed 001's lines, for a placed and for a waiting GPU job.

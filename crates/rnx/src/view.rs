@@ -110,6 +110,16 @@ pub struct WhoAmIView {
     pub address: String,
     pub node_version: String,
     pub supported: Vec<String>,
+    /// The node's state disk: path, free and total bytes.
+    pub state_disk: Option<StateDiskView>,
+}
+
+/// Where the node keeps its store and jobs' files, and how full it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateDiskView {
+    pub path: String,
+    pub free_bytes: u64,
+    pub total_bytes: u64,
 }
 
 /// The state's name, `UNKNOWN` for one this build does not know.

@@ -313,6 +313,7 @@ impl JobService for Fake {
             role: "admin".into(),
             node_version: "test".into(),
             supported: vec!["env".into(), "secret_env".into(), "timeout".into()],
+            state_disk: None,
         }))
     }
 }

@@ -137,6 +137,7 @@ fn main() -> anyhow::Result<()> {
     let node = Node::start_with(NodeOptions {
         max_running: 64,
         extra_config: "filesystem:\n  work_size_mb: 1024\n".into(),
+        ..Default::default()
     })?;
     // Warm up the node and the page cache.
     for _ in 0..5 {

@@ -97,6 +97,7 @@ pub fn start_mounting(jobs_keys: &str, max_running: usize, more_mounts: &[&Path]
     let node = Node::start_with(NodeOptions {
         max_running,
         extra_config,
+        ..Default::default()
     })
     .unwrap();
     SandboxNode { node, base, probe }

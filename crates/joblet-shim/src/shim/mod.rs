@@ -224,6 +224,10 @@ pub fn run_warm_shim_with(
     Ok(Some(run.exit))
 }
 
+/// Bytes kept for the exit record (`exit.json`) from the shim's start: an
+/// exit record is a few hundred bytes, its message at most a few KiB.
+const EXIT_RESERVE: usize = 16 * 1024;
+
 /// Records `e` as the job's failure to start (`exit.json`) and returns it.
 fn finish_failed(dir: &JobDir, lock: File, e: ShimRunError) -> ShimRunError {
     tracing::error!("{e}");
@@ -449,9 +453,11 @@ fn setup(
         .map_err(|source| ShimRunError::ProcStat { source })?;
     write_json(&dir.shim_pid_path(), &rec)?;
     // The files written once the job runs get their inodes now (see
-    // `prepare_atomic`); `close_job` removes what is left unused.
-    for path in [dir.job_pid_path(), dir.exit_path()] {
-        if let Err(e) = prepare_atomic(&path) {
+    // `prepare_atomic`); `close_job` removes what is left unused. The exit
+    // record's also gets its space: a job that fills the disk with output
+    // still has its outcome recorded.
+    for (path, reserve) in [(dir.job_pid_path(), 0), (dir.exit_path(), EXIT_RESERVE)] {
+        if let Err(e) = prepare_atomic(&path, reserve) {
             tracing::warn!(
                 "cannot create the temporary file for {}: {e}",
                 path.display()
@@ -611,7 +617,10 @@ fn run_job(
         message = format!("{reason} ({message})");
     }
     if let Some(err) = written.error {
-        message.push_str(&format!(" (output incomplete: {err})"));
+        message.push_str(&format!(
+            " (output truncated: {} bytes discarded after {err})",
+            written.discarded
+        ));
     }
     JobRun {
         exit: ShimExit {

@@ -28,6 +28,8 @@ pub(super) struct Written {
     pub bytes: u64,
     /// The first write error, after which output was read but discarded.
     pub error: Option<String>,
+    /// Output bytes read after that error and discarded.
+    pub discarded: u64,
 }
 
 /// The running capture.
@@ -81,6 +83,7 @@ impl Capture {
         written.unwrap_or_else(|()| Written {
             bytes: 0,
             error: Some("the output capture thread panicked".into()),
+            discarded: 0,
         })
     }
 }
@@ -163,6 +166,7 @@ struct Log {
     file: File,
     seq: u64,
     error: Option<String>,
+    discarded: u64,
     rec: Vec<u8>,
 }
 
@@ -172,6 +176,7 @@ impl Log {
             file,
             seq: 0,
             error: None,
+            discarded: 0,
             rec: Vec::with_capacity(joblog::HEADER_LEN + joblog::MAX_DATA),
         }
     }
@@ -179,6 +184,7 @@ impl Log {
     /// Appends `data` as one record, or discards it after a write error.
     fn record(&mut self, stream: Stream, data: &[u8]) {
         if self.error.is_some() {
+            self.discarded += data.len() as u64;
             return;
         }
         self.rec.clear();
@@ -188,6 +194,7 @@ impl Log {
             Err(e) => {
                 tracing::error!("writing output.log: {e}; further output is discarded");
                 self.error = Some(format!("writing output.log failed: {e}"));
+                self.discarded += data.len() as u64;
             }
         }
     }
@@ -196,6 +203,7 @@ impl Log {
         Written {
             bytes: self.seq,
             error: self.error,
+            discarded: self.discarded,
         }
     }
 }
@@ -221,6 +229,31 @@ mod tests {
     use super::*;
     use std::os::unix::fs::OpenOptionsExt;
 
+    /// A full disk: the first write fails, the rest of the output is read
+    /// and counted as discarded, never blocking the job.
+    #[test]
+    fn output_past_a_full_disk_is_counted_as_discarded() {
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open("/dev/full")
+            .unwrap();
+        let (out_r, out_w) = nix::unistd::pipe().unwrap();
+        let (err_r, err_w) = nix::unistd::pipe().unwrap();
+        let cap = start(log, out_r, err_r).unwrap();
+        File::from(out_w).write_all(&vec![b'x'; 300_000]).unwrap();
+        drop(err_w);
+        let w = cap.finish(Duration::from_secs(10));
+        assert_eq!(w.bytes, 0);
+        assert_eq!(w.discarded, 300_000);
+        assert!(
+            w.error
+                .as_deref()
+                .unwrap()
+                .contains("No space left on device"),
+            "{w:?}"
+        );
+    }
+
     #[test]
     fn records_are_contiguous_and_eof_ends_the_writer() {
         let tmp = tempfile::tempdir().unwrap();
@@ -244,7 +277,8 @@ mod tests {
             w,
             Written {
                 bytes: 200_004,
-                error: None
+                error: None,
+                discarded: 0,
             }
         );
 

@@ -18,13 +18,15 @@ use crate::config::{Config, GpuConfig};
 /// True when the node is usable as configured.
 pub fn run(cfg: &Config, json: bool) -> anyhow::Result<bool> {
     let found = discover_once(cfg)?;
-    let d = diagnose(
+    let mut d = diagnose(
         &cfg.gpu,
         &found.inventory,
         found.opts.nvml_library.as_deref(),
         found.sim.is_some(),
         &Roots::default(),
     );
+    d.checks
+        .push(state_disk(&cfg.server.state_dir, cfg.jobs.min_free_disk_mb));
     if json {
         println!("{}", serde_json::to_string_pretty(&d)?);
     } else {
@@ -72,6 +74,34 @@ impl Default for Roots {
             proc_root: "/proc".into(),
             dev_root: "/dev".into(),
         }
+    }
+}
+
+/// The state disk: how much is free, against `jobs.min_free_disk_mb`.
+fn state_disk(dir: &Path, min_free_mb: u64) -> Check {
+    // The state dir may not exist before the first start: its parent's disk.
+    let at = dir.ancestors().find(|p| p.exists()).unwrap_or(dir);
+    match crate::disk::space(at) {
+        Ok(space) => {
+            let (free, total) = (space.free >> 20, space.total >> 20);
+            let status = if free < min_free_mb {
+                Status::Warn
+            } else {
+                Status::Ok
+            };
+            let mut detail = format!("{free} MiB free of {total} MiB at {}", dir.display());
+            if status == Status::Warn {
+                detail.push_str(&format!(
+                    "; below jobs.min_free_disk_mb ({min_free_mb} MiB): new jobs are refused until space is freed"
+                ));
+            }
+            check("state disk", status, detail)
+        }
+        Err(e) => check(
+            "state disk",
+            Status::Warn,
+            format!("cannot read the free space of {}: {e}", dir.display()),
+        ),
     }
 }
 
@@ -295,6 +325,21 @@ mod tests {
             proc_root: dir.join("proc"),
             dev_root: dir.join("dev"),
         }
+    }
+
+    #[test]
+    fn the_state_disk_warns_below_the_free_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = state_disk(&dir.path().join("not-made-yet"), 0);
+        assert_eq!(ok.status, Status::Ok, "{}", ok.detail);
+        assert!(ok.detail.contains("MiB free of"), "{}", ok.detail);
+        let low = state_disk(dir.path(), u64::MAX >> 20);
+        assert_eq!(low.status, Status::Warn);
+        assert!(
+            low.detail.contains("new jobs are refused"),
+            "{}",
+            low.detail
+        );
     }
 
     #[test]

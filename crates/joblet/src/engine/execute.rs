@@ -11,7 +11,7 @@ use joblet_engine::{Answer, DirtyGpu, Effect, Event, Final, LaunchOrder, Refusal
 use joblet_sched::model::Placement;
 use joblet_store::{AuditEnd, GpuGrantRecords, JobStart, TransitionExtra};
 
-use super::{Ended, Engine, Pending};
+use super::{Ended, Engine, Pending, Unsaved};
 use crate::agent::NodeAgent;
 
 impl<A: NodeAgent> Engine<A> {
@@ -141,30 +141,23 @@ impl<A: NodeAgent> Engine<A> {
     }
 
     /// Records a final state (and with `release` the end of the job's
-    /// allocation) and tells log followers.
+    /// allocation) and tells log followers. A full state disk delays the
+    /// record, never the end ([`super::unsaved`]).
     fn finish(&mut self, id: &JobId, fin: Final, at: UnixMillis, release: bool) {
         // A job that ends before it started leaves its warm sandbox unused.
         self.agent.forget(id);
-        let extra = TransitionExtra {
-            reason: Some(fin.reason.clone()),
-            exit_code: fin.exit_code,
-            ..Default::default()
-        };
-        let recorded = match self.store.record_end(id, fin.state, at, extra, release) {
-            Ok(_) => Some(fin),
-            Err(e) => {
-                tracing::error!(job = %id, error = %e, "cannot record the job's final state");
-                None
-            }
-        };
+        self.save(Unsaved::End {
+            job: id.clone(),
+            fin: fin.clone(),
+            at,
+            release,
+        });
         // Followers first, then the log line.
         let _ = self.ended.send(Ended {
             id: id.clone(),
-            recorded: recorded.clone(),
+            recorded: Some(fin.clone()),
         });
-        if let Some(fin) = recorded {
-            tracing::info!(job = %id, state = %fin.state, exit_code = ?fin.exit_code, reason = %fin.reason, "job finished");
-        }
+        tracing::info!(job = %id, state = %fin.state, exit_code = ?fin.exit_code, reason = %fin.reason, "job finished");
     }
 
     /// Gives a finished job's GPUs back: ledger, pool and audit record in
@@ -200,7 +193,13 @@ impl<A: NodeAgent> Engine<A> {
             Ok(())
         };
         if let Err(e) = self.agent.release(id, placement, dirty, now, &mut persist) {
-            tracing::error!(job = %id, error = %e, "cannot record the release of the job's GPUs");
+            tracing::warn!(job = %id, error = %e, "cannot record the release of the job's GPUs; trying again");
+            self.save(Unsaved::Release {
+                job: id.clone(),
+                state: state.to_string(),
+                reason: reason.to_string(),
+                end_ms,
+            });
         }
         if let Some(a) = closed {
             let path = self.dirs.root().join(crate::gpu::audit::FILE);

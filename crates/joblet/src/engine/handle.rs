@@ -24,8 +24,8 @@ pub struct EngineHandle {
 #[derive(Debug, Clone)]
 pub struct Ended {
     pub id: JobId,
-    /// The final state as recorded; `None` when recording it failed (the
-    /// store says what is known).
+    /// Its final state: recorded, or (on a full state disk) to be recorded
+    /// as soon as there is room; `None`: not known here (the store says).
     pub recorded: Option<Final>,
 }
 

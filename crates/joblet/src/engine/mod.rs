@@ -13,13 +13,16 @@
 //!   refused before it is recorded), its record, its submission;
 //! - [`recover`]: what a restarted daemon finds, as the core's first event;
 //! - [`execute`]: the effects, one function each;
-//! - [`replies`]: requests waiting for the core's answer.
+//! - [`replies`]: requests waiting for the core's answer;
+//! - [`unsaved`]: ends and releases a full state disk kept the store from
+//!   committing, retried until it does (see [`crate::disk`]).
 
 mod execute;
 mod handle;
 mod recover;
 mod replies;
 mod submit;
+mod unsaved;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,10 +36,12 @@ use joblet_store::{JobRecord, Store, StoreError};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::agent::{AgentReport, NodeAgent};
+use crate::disk::StateDisk;
 use crate::service::ApiError;
 use crate::state_dir::StateDir;
 pub use handle::{Ended, EngineHandle};
 use replies::{Pending, Replies};
+use unsaved::Unsaved;
 
 use crate::clock::now_ms;
 
@@ -79,6 +84,10 @@ pub struct EngineConfig {
     pub stop_grace: Duration,
     /// The node's rules for jobs' requests (GPU sharing, GPU time).
     pub rules: JobRules,
+    /// `jobs.state_reserve_mb` and `jobs.min_free_disk_mb` (see
+    /// [`crate::disk`]).
+    pub state_reserve_mb: u64,
+    pub min_free_disk_mb: u64,
 }
 
 /// The engine's loop state.
@@ -93,6 +102,11 @@ pub struct Engine<A: NodeAgent> {
     /// handled: a job that starts at once needs not read it back.
     submitted: Option<JobRecord>,
     ended: broadcast::Sender<Ended>,
+    /// The state disk and its reserve.
+    disk: StateDisk,
+    /// Ends and releases the store could not commit (the state disk is
+    /// full): retried until they are.
+    unsaved: Vec<Unsaved>,
 }
 
 impl<A: NodeAgent> Engine<A> {
@@ -112,6 +126,8 @@ impl<A: NodeAgent> Engine<A> {
             node: agent.node(),
             stop_grace_ms: u64::try_from(cfg.stop_grace.as_millis()).unwrap_or(u64::MAX),
         });
+        let mut disk = StateDisk::new(dirs.root(), cfg.state_reserve_mb, cfg.min_free_disk_mb);
+        disk.ensure_reserve();
         let mut engine = Engine {
             core,
             store,
@@ -121,6 +137,8 @@ impl<A: NodeAgent> Engine<A> {
             replies: Replies::default(),
             submitted: None,
             ended: ended.clone(),
+            disk,
+            unsaved: Vec::new(),
         };
         engine.recover().await?;
         tokio::spawn(engine.run(rx));
@@ -146,6 +164,11 @@ impl<A: NodeAgent> Engine<A> {
                     None => break,
                 },
                 _ = tick.tick() => {
+                    if !self.unsaved.is_empty() {
+                        self.save_unsaved();
+                    } else if self.disk.reserve_missing() {
+                        self.disk.ensure_reserve();
+                    }
                     if self.core.scheduler().waiting() > 0 {
                         self.drive(Event::Tick);
                     }
@@ -178,6 +201,14 @@ impl<A: NodeAgent> Engine<A> {
                         return;
                     }
                 };
+                if let Some(state) = self.unsaved_end(&id) {
+                    let _ = reply.send(Err(ApiError::WrongState {
+                        id: id.to_string(),
+                        state,
+                        hint: "it has already finished (its end is recorded as soon as the state disk has room)",
+                    }));
+                    return;
+                }
                 let how = if kill {
                     StopHow::Kill
                 } else {

@@ -1,6 +1,7 @@
-//! A new job: its id (a warm sandbox's when the node agent has one ready),
-//! its uploads moved in, admission (what could never run on this node is
-//! refused before anything is recorded, naming the field and the limit),
+//! A new job: admission (a state disk too full for it, and what could never
+//! run on this node, are refused before anything is recorded, naming the
+//! field and the limit), its id (a warm sandbox's when the node agent has
+//! one ready), its uploads moved in,
 //! its record (QUEUED, one commit, before it is acknowledged), and its
 //! submission to the core, which may start it at once.
 
@@ -27,6 +28,12 @@ impl<A: NodeAgent> Engine<A> {
         work: Option<PathBuf>,
     ) -> Result<JobRecord, ApiError> {
         let now = super::now_ms();
+        if let Err(full) = self.disk.admit() {
+            if let Some(staged) = work {
+                let _ = std::fs::remove_dir_all(staged);
+            }
+            return Err(full.into());
+        }
         let gpu = spec.resources.gpu_count > 0;
         let id = match self.agent.reserve_id(gpu) {
             Some(id) => id,

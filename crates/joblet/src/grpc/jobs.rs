@@ -160,6 +160,11 @@ impl JobService for JobApi {
             role: me.role.to_string(),
             node_version: me.node_version.to_owned(),
             supported: me.supported.into_iter().map(str::to_owned).collect(),
+            state_disk: me.state_disk.map(|(path, space)| pb::StateDisk {
+                path: path.display().to_string(),
+                free_bytes: space.free,
+                total_bytes: space.total,
+            }),
         }))
     }
 

@@ -23,6 +23,7 @@ pub fn code(e: &ApiError) -> Code {
         ApiError::BadIdentity(_) => Code::Unauthenticated,
         ApiError::Transition { .. } | ApiError::Internal(_) => Code::Internal,
         ApiError::ShuttingDown => Code::Unavailable,
+        ApiError::DiskFull(_) => Code::ResourceExhausted,
     }
 }
 

@@ -66,6 +66,9 @@ pub enum ApiError {
     /// An admin command the GPU's state does not allow.
     #[error("{0}")]
     GpuAdmin(#[from] joblet_core::gpu::AdminError),
+    /// The node's state disk has no room for another job.
+    #[error(transparent)]
+    DiskFull(#[from] crate::disk::DiskFull),
     /// The daemon is shutting down or restarting.
     #[error("the joblet daemon is shutting down; retry in a moment")]
     ShuttingDown,

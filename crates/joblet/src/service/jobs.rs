@@ -42,6 +42,8 @@ pub struct WhoAmI {
     pub node_version: &'static str,
     /// Features this node enforces (`timeout`, `env`, `gpu`, ...).
     pub supported: Vec<&'static str>,
+    /// The state disk: where, and its space now (`None`: unreadable).
+    pub state_disk: Option<(std::path::PathBuf, crate::disk::Space)>,
 }
 
 /// A SubmitJob whose caller may run jobs; see [`Jobs::submission`].
@@ -180,6 +182,9 @@ impl Jobs {
             role: caller.role,
             node_version: env!("CARGO_PKG_VERSION"),
             supported: self.admission.caps.supported_names(),
+            state_disk: crate::disk::space(self.dirs.root())
+                .ok()
+                .map(|space| (self.dirs.root().to_owned(), space)),
         }
     }
 

@@ -58,6 +58,8 @@ async fn engine(store: Arc<Store>, dirs: StateDir) -> EngineHandle {
             sched: joblet_sched::model::SchedConfig::default(),
             stop_grace: Duration::from_secs(1),
             rules: joblet_engine::JobRules::default(),
+            state_reserve_mb: 0,
+            min_free_disk_mb: 0,
         },
         agent,
     )

@@ -6,7 +6,7 @@ use super::Ctx;
 use crate::error::Error;
 use crate::exit;
 use crate::printer::Printer;
-use crate::view::WhoAmIView;
+use crate::view::{StateDiskView, WhoAmIView};
 
 pub async fn run(mut ctx: Ctx) -> Result<u8, Error> {
     let who = ctx
@@ -22,6 +22,11 @@ pub async fn run(mut ctx: Ctx) -> Result<u8, Error> {
         address: ctx.endpoint.clone(),
         node_version: who.node_version,
         supported: who.supported,
+        state_disk: who.state_disk.map(|d| StateDiskView {
+            path: d.path,
+            free_bytes: d.free_bytes,
+            total_bytes: d.total_bytes,
+        }),
     };
     Printer::new(ctx.format, std::io::stdout())
         .whoami(&view)
