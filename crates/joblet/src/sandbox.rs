@@ -15,7 +15,7 @@ use joblet_sandbox::init::{InitConfig, NetMode};
 use joblet_sandbox::JobSandbox;
 
 use crate::config::Config;
-use crate::gpu::setup::GpuSandbox;
+use crate::gpu::edits::GpuEdits;
 
 /// Where the daemon locks its cgroup base (`cgroup-<base>.lock`): two
 /// daemons on one host must never share a base, or one's start-up cleanup
@@ -46,7 +46,7 @@ pub enum SandboxSetupError {
     #[error("sandbox.enabled: the job sandbox needs root (namespaces, cgroups, device filters); run joblet as root, or set sandbox.enabled: false to run jobs unisolated")]
     NotRoot,
     #[error("jobs.user: {0}")]
-    User(String),
+    User(UserError),
     #[error("cgroups: {0}")]
     Cgroup(#[from] joblet_sandbox::cgroup::CgroupError),
     #[error("sandbox.cgroup_base {base:?} is in use by another joblet daemon on this host (lock {lock}); give each daemon its own cgroup_base")]
@@ -56,6 +56,24 @@ pub enum SandboxSetupError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// Why `jobs.user` cannot be the jobs' user (the caller names the
+/// setting).
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    /// Neither a user name nor `UID` / `UID:GID` in decimal.
+    #[error(
+        "invalid value {spec:?}: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)"
+    )]
+    Invalid { spec: String },
+    #[error("no user named {spec:?} on this host: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)")]
+    Unknown { spec: String },
+    #[error("cannot look up user {spec:?}: {source}")]
+    Lookup { spec: String, source: nix::Error },
+    /// Uid or gid 0 without `jobs.allow_root`.
+    #[error("{spec:?} is root; set jobs.allow_root: true to run jobs as root (not recommended)")]
+    Root { spec: String },
 }
 
 /// Takes `<lock_dir>/cgroup-<base>.lock` for the daemon's life.
@@ -87,9 +105,11 @@ pub fn lock_cgroup_base(lock_dir: &Path, base: &str) -> Result<Flock<File>, Sand
 }
 
 /// `jobs.user`: a passwd name, `UID` or `UID:GID`.
-pub fn resolve_user(spec: &str) -> Result<(u32, u32), String> {
+pub fn resolve_user(spec: &str) -> Result<(u32, u32), UserError> {
     let num = |s: &str| {
-        s.parse::<u32>().map_err(|_| format!("invalid value {spec:?}: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)"))
+        s.parse::<u32>().map_err(|_| UserError::Invalid {
+            spec: spec.to_string(),
+        })
     };
     if let Some((u, g)) = spec.split_once(':') {
         return Ok((num(u)?, num(g)?));
@@ -100,8 +120,13 @@ pub fn resolve_user(spec: &str) -> Result<(u32, u32), String> {
     }
     match nix::unistd::User::from_name(spec) {
         Ok(Some(u)) => Ok((u.uid.as_raw(), u.gid.as_raw())),
-        Ok(None) => Err(format!("no user named {spec:?} on this host: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)")),
-        Err(e) => Err(format!("cannot look up user {spec:?}: {e}")),
+        Ok(None) => Err(UserError::Unknown {
+            spec: spec.to_string(),
+        }),
+        Err(source) => Err(UserError::Lookup {
+            spec: spec.to_string(),
+            source,
+        }),
     }
 }
 
@@ -114,10 +139,9 @@ impl NodeSandbox {
         }
         let (uid, gid) = resolve_user(&cfg.jobs.user).map_err(SandboxSetupError::User)?;
         if (uid == 0 || gid == 0) && !cfg.jobs.allow_root {
-            return Err(SandboxSetupError::User(format!(
-                "{:?} is root; set jobs.allow_root: true to run jobs as root (not recommended)",
-                cfg.jobs.user
-            )));
+            return Err(SandboxSetupError::User(UserError::Root {
+                spec: cfg.jobs.user.clone(),
+            }));
         }
         let layout = Layout::detect(Path::new("/proc/self/mountinfo"))?;
         let support = layout.support()?;
@@ -187,8 +211,8 @@ impl NodeSandbox {
 
     /// The sandbox for one job whose host working directory is `workdir`;
     /// `gpu`: its GPU devices, driver files and masks
-    /// ([`crate::gpu::setup`]).
-    pub fn job(&self, id: &JobId, spec: &JobSpec, workdir: &Path, gpu: GpuSandbox) -> JobSandbox {
+    /// ([`crate::gpu::edits`]).
+    pub fn job(&self, id: &JobId, spec: &JobSpec, workdir: &Path, gpu: GpuEdits) -> JobSandbox {
         let r = &spec.resources;
         let limits = Limits {
             cpu_percent: r.max_cpu_percent,
@@ -208,9 +232,9 @@ impl NodeSandbox {
     /// The sandbox a warm shim builds ahead of the job `id` (see
     /// `joblet_sandbox::runner`): a CPU job's with the node's defaults and
     /// its own network namespace; `gpu` is what a CPU job gets on this node
-    /// ([`crate::gpu::setup::cpu_job`]). The job's own settings replace it
+    /// ([`crate::gpu::edits::cpu_job`]). The job's own settings replace it
     /// when it starts; a job it cannot serve gets a fresh sandbox.
-    pub fn warm(&self, id: &JobId, workdir: &Path, gpu: GpuSandbox) -> JobSandbox {
+    pub fn warm(&self, id: &JobId, workdir: &Path, gpu: GpuEdits) -> JobSandbox {
         let limits = Limits {
             pids_max: self.pids_max,
             ..Limits::default()
@@ -222,7 +246,7 @@ impl NodeSandbox {
         &self,
         id: &JobId,
         workdir: &Path,
-        gpu: GpuSandbox,
+        gpu: GpuEdits,
         limits: Limits,
         net: NetMode,
     ) -> JobSandbox {
@@ -272,8 +296,28 @@ mod tests {
         assert_eq!(resolve_user("root").unwrap(), (0, 0));
         assert!(resolve_user("no-such-user-here")
             .unwrap_err()
+            .to_string()
             .contains("UID:GID"));
-        assert!(resolve_user("1:x").unwrap_err().contains("UID:GID"));
+        assert!(resolve_user("1:x")
+            .unwrap_err()
+            .to_string()
+            .contains("UID:GID"));
+    }
+
+    #[test]
+    fn user_errors_name_the_setting_and_the_value() {
+        let e = SandboxSetupError::User(resolve_user("1:x").unwrap_err());
+        assert_eq!(
+            e.to_string(),
+            "jobs.user: invalid value \"1:x\": expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)"
+        );
+        let e = SandboxSetupError::User(UserError::Root {
+            spec: "root".into(),
+        });
+        assert_eq!(
+            e.to_string(),
+            "jobs.user: \"root\" is root; set jobs.allow_root: true to run jobs as root (not recommended)"
+        );
     }
 
     #[test]

@@ -83,9 +83,10 @@ pub enum StartError {
         uid: u32,
         source: std::io::Error,
     },
-    /// The GPU part of the job's sandbox (device nodes, driver files).
-    #[error("{0}")]
-    GpuEdits(String),
+    /// The GPU part of the job's sandbox edits (device nodes, driver
+    /// files, params overlay, MPS).
+    #[error(transparent)]
+    GpuEdits(#[from] crate::gpu::edits::EditsError),
     #[error("cannot encode the sandbox settings: {0}")]
     Encode(serde_json::Error),
     #[error("could not start the job's shim: {0}")]

@@ -1,7 +1,7 @@
 //! A job's start on this node: its GPUs reserved and its start saved (one
 //! commit), then its sandbox assembled — the node's settings, the job's
 //! limits, and the edits each part contributes (the GPU edits of
-//! [`crate::gpu::setup`]: device nodes, driver files, masks, environment)
+//! [`crate::gpu::edits`]: device nodes, driver files, masks, environment)
 //! — its environment built, and its shim started, in the warm sandbox
 //! reserved for its id when there is one. RUNNING is saved before the shim
 //! starts: a daemon that dies in between leaves a RUNNING job without a
@@ -69,15 +69,14 @@ impl LocalAgent {
                     }
                 })?;
                 let gpu_part = match (&self.gpus, &grant) {
-                    (Some(g), Some(a)) => crate::gpu::setup::gpu_job(
+                    (Some(g), Some(a)) => crate::gpu::edits::gpu_job(
                         &g.settings,
                         &rec.spec,
                         &a.gpus,
                         a.quota_mb,
                         &dir,
-                    )
-                    .map_err(StartError::GpuEdits)?,
-                    (Some(g), None) => crate::gpu::setup::cpu_job(&g.settings),
+                    )?,
+                    (Some(g), None) => crate::gpu::edits::cpu_job(&g.settings),
                     (None, _) => Default::default(),
                 };
                 gpu_env = gpu_part.env.clone();
@@ -89,7 +88,7 @@ impl LocalAgent {
         };
         let mut env = jobenv::build(id, &rec.spec, &secrets, &home);
         if let Some(g) = &gpu_env {
-            crate::gpu::setup::merge_env(&mut env, g);
+            crate::gpu::edits::merge_env(&mut env, g);
         }
         let spec = ShimSpec {
             job_id: id.to_string(),

@@ -35,12 +35,14 @@
 //! under way is then its own start's first part).
 
 use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use joblet_core::JobId;
 use joblet_shim::{JobDir, ShimError, ShimHandle, WarmBuild, WarmReady, WarmShim, WarmSpec};
 
 use super::LocalAgent;
+use crate::gpu::edits::EditsError;
 
 /// How long no job must have started or ended before the pool of warm
 /// sandboxes is refilled; submissions closer than this make a burst,
@@ -406,12 +408,18 @@ impl LocalAgent {
         };
         let dir = self.dirs.job(&id);
         let gpu_part = match (&self.gpus, flavour) {
-            (Some(g), Flavour::Cpu) => crate::gpu::setup::cpu_job(&g.settings),
+            (Some(g), Flavour::Cpu) => crate::gpu::edits::cpu_job(&g.settings),
             (Some(g), Flavour::Gpu) => {
                 // Its driver parameters overlay is written there.
                 let ready = std::fs::create_dir_all(&dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))
-                    .and_then(|()| crate::gpu::setup::gpu_ready(&g.settings, &dir));
+                    .map_err(|source| GpuReadyError::Dir {
+                        path: dir.clone(),
+                        source,
+                    })
+                    .and_then(|()| {
+                        crate::gpu::edits::gpu_ready(&g.settings, &dir)
+                            .map_err(GpuReadyError::Edits)
+                    });
                 match ready {
                     Ok(part) => part,
                     Err(e) => {
@@ -474,6 +482,19 @@ impl LocalAgent {
         });
         true
     }
+}
+
+/// Why a GPU-ready warm sandbox cannot be built.
+#[derive(Debug, thiserror::Error)]
+enum GpuReadyError {
+    /// Its job directory, where the driver parameters overlay goes.
+    #[error("cannot create {}: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Edits(EditsError),
 }
 
 /// Waits (on the launching thread) for a warm shim's build to end,

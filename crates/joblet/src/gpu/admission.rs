@@ -8,6 +8,7 @@ use joblet_gpu::exec::{parse_visible, DriverCapabilities};
 use joblet_sched::model::{JobRequest, Sharing, Unplaceable};
 
 use super::allocation::NodeGpus;
+use super::edits::EditsError;
 use super::mig::{self, MigRefusal};
 
 /// Why a GPU job is refused.
@@ -35,8 +36,8 @@ pub enum Refused {
     #[error(transparent)]
     Field(#[from] FieldError),
     /// `--cuda` or the driver's libraries (the message says which).
-    #[error("{0}")]
-    Cuda(String),
+    #[error(transparent)]
+    Cuda(#[from] EditsError),
     #[error("No GPUs available: with gpu.sharing: mps a job with --gpu-memory is an MPS client of one GPU's control daemon, and a process reaches only one; ask for --gpu=1 (or leave out --gpu-memory for {count} whole GPUs)")]
     MpsGpus { count: u32 },
 }
@@ -96,7 +97,7 @@ impl NodeGpus {
                 checked.map_err(|e| FieldError::new(format!("env[\"{key}\"]"), e.to_string()))?;
             }
         }
-        super::setup::check_cuda(&self.settings, spec).map_err(Refused::Cuda)?;
+        super::edits::check_cuda(&self.settings, spec)?;
         if let (Some(client), Sharing::Shared) = (&self.settings.mps, req.sharing) {
             if req.gpu_count > 1 {
                 return Err(Refused::MpsGpus {
@@ -106,7 +107,7 @@ impl NodeGpus {
             let key = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
             client
                 .thread_percentage(spec.env.get(key).map(String::as_str))
-                .map_err(|e| FieldError::new(format!("env[\"{key}\"]"), e))?;
+                .map_err(|e| FieldError::new(format!("env[\"{key}\"]"), e.to_string()))?;
         }
         Ok(())
     }

@@ -6,8 +6,9 @@
 //!   what a job may ask for ([`admission`]);
 //! - allocation on the node ([`allocation`]: a placement's GPUs reserved,
 //!   released, quarantined), release checks ([`scrub`]), the [`audit`] log;
-//! - a job's edits: the sandbox pieces of [`setup`] built with the node's
-//!   [`settings`], MPS control daemons ([`mps`]);
+//! - a job's edits: the GPU part of its sandbox edits ([`edits`]: device
+//!   rules and nodes, binds, masks, `/dev/shm`, environment) built with
+//!   the node's [`settings`], MPS control daemons ([`mps`]);
 //! - the `gpu.*` config checks ([`config_check`]) and GPU id resolution
 //!   ([`resolve`]). What the API does with them is the service layer's
 //!   (`crate::service::Gpus`); the one-shot `joblet discover` / `joblet
@@ -22,6 +23,7 @@ pub mod admission;
 pub mod allocation;
 pub mod audit;
 pub mod config_check;
+pub mod edits;
 pub mod mig;
 pub mod monitor;
 pub mod mps;
@@ -30,7 +32,6 @@ pub mod quota;
 pub mod resolve;
 pub mod scrub;
 pub mod settings;
-pub mod setup;
 pub mod simulate;
 
 use std::collections::BTreeMap;

@@ -24,7 +24,7 @@
 //! gets it as its `/dev/shm` ([`shm`]).
 //!
 //! The jobs get the pipe and log directories bound in at [`JOB_PIPE_DIR`]
-//! and [`JOB_LOG_DIR`] ([`super::setup`]). MPS serves one Linux user at a
+//! and [`JOB_LOG_DIR`] ([`super::edits`]). MPS serves one Linux user at a
 //! time per control daemon; every sandboxed job runs as `jobs.user`, so
 //! all of a node's MPS jobs share it.
 //!
@@ -87,7 +87,10 @@ impl MpsClient {
     /// The job's `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`: its own (from its
     /// environment) capped by the node's; either alone; or none. A job's
     /// value that is not 1 to 100 is refused.
-    pub fn thread_percentage(&self, job: Option<&str>) -> Result<Option<u32>, String> {
+    pub fn thread_percentage(
+        &self,
+        job: Option<&str>,
+    ) -> Result<Option<u32>, InvalidThreadPercentage> {
         let job = match job {
             None => None,
             Some(v) => Some(
@@ -95,10 +98,8 @@ impl MpsClient {
                     .parse::<u32>()
                     .ok()
                     .filter(|p| (1..=100).contains(p))
-                    .ok_or_else(|| {
-                        format!(
-                            "invalid value {v:?}: expected a whole number from 1 to 100 (percent of the GPU's SMs)"
-                        )
+                    .ok_or_else(|| InvalidThreadPercentage {
+                        value: v.to_string(),
                     })?,
             ),
         };
@@ -109,12 +110,45 @@ impl MpsClient {
     }
 }
 
+/// A job's `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` that is not 1 to 100 (the
+/// caller names the variable).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid value {value:?}: expected a whole number from 1 to 100 (percent of the GPU's SMs)"
+)]
+pub struct InvalidThreadPercentage {
+    /// The job's value, as given.
+    pub value: String,
+}
+
+/// The control program is neither configured (`gpu.mps_control`) nor in
+/// any directory searched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the MPS control program {CONTROL_PROGRAM} was not found in {}; install the NVIDIA driver's MPS binaries or set gpu.mps_control", self.searched_in())]
+pub struct ControlNotFound {
+    /// `gpu.driver_bin_dirs`, then `$PATH`'s directories.
+    pub searched: Vec<PathBuf>,
+}
+
+impl ControlNotFound {
+    /// Where it was looked for, in words: `gpu.driver_bin_dirs and PATH
+    /// (<dir>:<dir>...)`.
+    pub fn searched_in(&self) -> String {
+        let list: Vec<String> = self
+            .searched
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        format!("gpu.driver_bin_dirs and PATH ({})", list.join(":"))
+    }
+}
+
 /// Why a GPU's control daemon could not be started (the job needing it
 /// fails with this).
 #[derive(Debug, thiserror::Error)]
 pub enum MpsError {
-    #[error("the MPS control program {CONTROL_PROGRAM} was not found in {searched}; install the NVIDIA driver's MPS binaries or set gpu.mps_control")]
-    NotFound { searched: String },
+    #[error(transparent)]
+    NotFound(#[from] ControlNotFound),
     #[error("cannot prepare the MPS directory {}: {source}", path.display())]
     Dir {
         path: PathBuf,
@@ -168,7 +202,7 @@ pub fn find_control(
     configured: Option<&Path>,
     bin_dirs: &[PathBuf],
     path: Option<&OsStr>,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, ControlNotFound> {
     if let Some(p) = configured {
         return Ok(p.to_path_buf());
     }
@@ -180,17 +214,14 @@ pub fn find_control(
         .iter()
         .map(|d| d.join(CONTROL_PROGRAM))
         .find(|p| p.is_file())
-        .ok_or_else(|| {
-            let list: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
-            format!("gpu.driver_bin_dirs and PATH ({})", list.join(":"))
-        })
+        .ok_or(ControlNotFound { searched })
 }
 
 /// The node's control daemons and the jobs using each.
 #[derive(Debug)]
 pub struct MpsDaemons {
     /// The program, or where it was looked for.
-    control: Result<PathBuf, String>,
+    control: Result<PathBuf, ControlNotFound>,
     root: PathBuf,
     default_thread_percentage: Option<u32>,
     /// `gpu.mps_shm_size_mb`.
@@ -213,8 +244,8 @@ impl MpsDaemons {
             Ok(p) => {
                 tracing::info!(control = %p.display(), dir = %cfg.mps_dir.display(), "MPS sharing: one control daemon per shared GPU")
             }
-            Err(searched) => {
-                tracing::warn!(%searched, "gpu.sharing is mps but {CONTROL_PROGRAM} was not found: MPS jobs will fail until it is installed or gpu.mps_control is set")
+            Err(e) => {
+                tracing::warn!(searched = %e.searched_in(), "gpu.sharing is mps but {CONTROL_PROGRAM} was not found: MPS jobs will fail until it is installed or gpu.mps_control is set")
             }
         }
         let longest = dirs(&cfg.mps_dir, "GPU-00000000-0000-0000-0000-000000000000")
@@ -300,9 +331,7 @@ impl MpsDaemons {
     fn program(&self) -> Result<&Path, MpsError> {
         self.control
             .as_deref()
-            .map_err(|searched| MpsError::NotFound {
-                searched: searched.clone(),
-            })
+            .map_err(|e| MpsError::NotFound(e.clone()))
     }
 
     fn start(&self, uuid: &str) -> Result<(), MpsError> {

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use joblet_core::UnixMillis;
@@ -29,10 +30,46 @@ pub struct ScrubTarget {
     pub baseline_mb: u64,
 }
 
+/// Why a GPU of a finished job is not clean (its quarantine reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unclean {
+    #[error("the GPU is no longer reported by the driver")]
+    Gone,
+    #[error("{} process(es) still on it after the job ended (pids {})", pids.len(), list(pids))]
+    Processes { pids: Vec<u32> },
+    /// An exclusive GPU's memory above its idle baseline.
+    #[error("{used_mb} MiB of memory still in use after the job ended (idle baseline {baseline_mb} MiB)")]
+    Memory { used_mb: u64, baseline_mb: u64 },
+}
+
+fn list(pids: &[u32]) -> String {
+    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+    list.join(", ")
+}
+
+/// Why `nvidia-smi --gpu-reset` did not reset a GPU.
+#[derive(Debug, thiserror::Error)]
+pub enum ResetError {
+    #[error("nvidia-smi not found in gpu.driver_bin_dirs")]
+    NoSmi,
+    #[error("cannot run {}: {source}", smi.display())]
+    Spawn {
+        smi: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} --gpu-reset exited with {status}: {stderr}", smi.display())]
+    Failed {
+        smi: PathBuf,
+        status: ExitStatus,
+        /// Its standard error, trimmed.
+        stderr: String,
+    },
+}
+
 /// Why `t` is not clean in `node`'s latest reading, if it is not.
-pub fn dirty(node: &GpuNode, t: &ScrubTarget) -> Option<String> {
+pub fn dirty(node: &GpuNode, t: &ScrubTarget) -> Option<Unclean> {
     let Some(g) = node.inventory.gpus.iter().find(|g| g.uuid == t.uuid) else {
-        return Some("the GPU is no longer reported by the driver".into());
+        return Some(Unclean::Gone);
     };
     let left: Vec<u32> = g
         .processes
@@ -41,20 +78,15 @@ pub fn dirty(node: &GpuNode, t: &ScrubTarget) -> Option<String> {
         .filter(|pid| t.exclusive || t.job_pids.contains(pid))
         .collect();
     if !left.is_empty() {
-        let list: Vec<String> = left.iter().map(u32::to_string).collect();
-        return Some(format!(
-            "{} process(es) still on it after the job ended (pids {})",
-            left.len(),
-            list.join(", ")
-        ));
+        return Some(Unclean::Processes { pids: left });
     }
     if t.exclusive {
         let used = g.memory_used_bytes.unwrap_or(0) / (1024 * 1024);
         if used > t.baseline_mb + TOLERANCE_MB {
-            return Some(format!(
-                "{used} MiB of memory still in use after the job ended (idle baseline {} MiB)",
-                t.baseline_mb
-            ));
+            return Some(Unclean::Memory {
+                used_mb: used,
+                baseline_mb: t.baseline_mb,
+            });
         }
     }
     None
@@ -128,7 +160,7 @@ async fn wait_clean(
             (node.sampled_at > after_ms).then(|| {
                 targets
                     .iter()
-                    .filter_map(|t| dirty(&node, t).map(|why| (t.uuid.clone(), why)))
+                    .filter_map(|t| dirty(&node, t).map(|why| (t.uuid.clone(), why.to_string())))
                     .collect()
             })
         };
@@ -173,25 +205,63 @@ async fn wait_clean(
 }
 
 /// `nvidia-smi --gpu-reset -i <bus id>` (the driver's only reset path).
-async fn reset(t: &ScrubTarget, bin_dirs: &[PathBuf]) -> Result<(), String> {
+async fn reset(t: &ScrubTarget, bin_dirs: &[PathBuf]) -> Result<(), ResetError> {
     let smi = bin_dirs
         .iter()
         .map(|d| d.join("nvidia-smi"))
         .find(|p| p.is_file())
-        .ok_or_else(|| "nvidia-smi not found in gpu.driver_bin_dirs".to_string())?;
-    let out = tokio::process::Command::new(&smi)
+        .ok_or(ResetError::NoSmi)?;
+    let out = match tokio::process::Command::new(&smi)
         .args(["--gpu-reset", "-i", &t.bus_id])
         .output()
         .await
-        .map_err(|e| format!("cannot run {}: {e}", smi.display()))?;
+    {
+        Ok(out) => out,
+        Err(source) => return Err(ResetError::Spawn { smi, source }),
+    };
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{} --gpu-reset exited with {}: {}",
-            smi.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(ResetError::Failed {
+            smi,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn reasons_name_what_is_left_on_the_gpu() {
+        let left = Unclean::Processes { pids: vec![41, 42] };
+        assert_eq!(
+            left.to_string(),
+            "2 process(es) still on it after the job ended (pids 41, 42)"
+        );
+        let memory = Unclean::Memory {
+            used_mb: 900,
+            baseline_mb: 300,
+        };
+        assert_eq!(
+            memory.to_string(),
+            "900 MiB of memory still in use after the job ended (idle baseline 300 MiB)"
+        );
+    }
+
+    #[test]
+    fn a_failed_reset_names_the_program_and_its_status() {
+        let e = ResetError::Failed {
+            smi: PathBuf::from("/usr/bin/nvidia-smi"),
+            status: ExitStatus::from_raw(3 << 8),
+            stderr: "Unable to reset GPU".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "/usr/bin/nvidia-smi --gpu-reset exited with exit status: 3: Unable to reset GPU"
+        );
     }
 }

@@ -227,6 +227,28 @@ fn a_missing_program_fails_every_start() {
 }
 
 #[test]
+fn a_missing_program_names_where_it_was_looked_for() {
+    let e = find_control(
+        None,
+        &[PathBuf::from("/no/bin")],
+        Some(std::ffi::OsStr::new("/no/a:/no/b")),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.searched,
+        [
+            PathBuf::from("/no/bin"),
+            PathBuf::from("/no/a"),
+            PathBuf::from("/no/b")
+        ]
+    );
+    assert_eq!(
+        MpsError::from(e).to_string(),
+        "the MPS control program nvidia-cuda-mps-control was not found in gpu.driver_bin_dirs and PATH (/no/bin:/no/a:/no/b); install the NVIDIA driver's MPS binaries or set gpu.mps_control"
+    );
+}
+
+#[test]
 fn thread_percentage_is_the_jobs_capped_by_the_nodes() {
     let c = |node| MpsClient {
         root: PathBuf::from("/run/joblet/mps"),
@@ -239,6 +261,6 @@ fn thread_percentage_is_the_jobs_capped_by_the_nodes() {
     assert_eq!(c(None).thread_percentage(None).unwrap(), None);
     for bad in ["0", "101", "half", "-5"] {
         let e = c(None).thread_percentage(Some(bad)).unwrap_err();
-        assert!(e.contains("1 to 100"), "{bad}: {e}");
+        assert!(e.to_string().contains("1 to 100"), "{bad}: {e}");
     }
 }

@@ -1,9 +1,10 @@
-//! The device part of a GPU job's sandbox: the host nodes bound into its
+//! The device part of a job's GPU edits: the host nodes bound into its
 //! `/dev` and the device rules allowing exactly those (`nvidiactl`,
 //! `nvidia-uvm`, `nvidia-uvm-tools` when profiling, each GPU's
 //! `nvidiaN`, each MIG slice's access capabilities), and the MPS pipe and
 //! log directories and shared-memory tmpfs of an MPS job. Every node is checked against the
-//! driver's numbers; anything missing fails the start.
+//! driver's numbers; anything missing fails the start with a
+//! [`DeviceError`].
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -15,22 +16,22 @@ use joblet_sandbox::init::Bind;
 
 use super::super::mps::{self, JOB_LOG_DIR, JOB_PIPE_DIR};
 use super::super::settings::GpuSettings;
-use super::{GpuSandbox, CTL_MINOR, NVIDIA_MAJOR};
+use super::{DeviceError, GpuEdits, CTL_MINOR, NVIDIA_MAJOR};
 
 /// A host device node: its `(major, minor)`, checked to be a character
 /// device (and, when `want` is given, to have those numbers).
-pub(super) fn node_numbers(path: &Path, want: Option<(u32, u32)>) -> Result<(u32, u32), String> {
-    let meta = std::fs::metadata(path).map_err(|e| {
-        format!(
-            "GPU device node {} is not usable: {e}; is the NVIDIA driver loaded (nvidia-smi; nvidia-modprobe -u -c0 for nvidia-uvm)?",
-            path.display()
-        )
+pub(super) fn node_numbers(
+    path: &Path,
+    want: Option<(u32, u32)>,
+) -> Result<(u32, u32), DeviceError> {
+    let meta = std::fs::metadata(path).map_err(|source| DeviceError::Unusable {
+        path: path.to_path_buf(),
+        source,
     })?;
     if !meta.file_type().is_char_device() {
-        return Err(format!(
-            "{} is not a character device; refusing to give it to a job",
-            path.display()
-        ));
+        return Err(DeviceError::NotCharDevice {
+            path: path.to_path_buf(),
+        });
     }
     let rdev = meta.rdev();
     let got = (
@@ -39,14 +40,11 @@ pub(super) fn node_numbers(path: &Path, want: Option<(u32, u32)>) -> Result<(u32
     );
     if let Some(w) = want {
         if got != w {
-            return Err(format!(
-                "{} is {}:{} but the driver says it is {}:{}; refusing to give the job a node that may be another device",
-                path.display(),
-                got.0,
-                got.1,
-                w.0,
-                w.1
-            ));
+            return Err(DeviceError::OtherNumbers {
+                path: path.to_path_buf(),
+                found: got,
+                driver: w,
+            });
         }
     }
     Ok(got)
@@ -57,10 +55,10 @@ pub(super) fn node_numbers(path: &Path, want: Option<(u32, u32)>) -> Result<(u32
 /// simulated GPUs, whose nodes are made by hand).
 fn add_node(
     settings: &GpuSettings,
-    out: &mut GpuSandbox,
+    out: &mut GpuEdits,
     name: String,
     want: Option<(u32, u32)>,
-) -> Result<(), String> {
+) -> Result<(), DeviceError> {
     let host = settings.dev_dir.join(&name);
     let (major, minor) = node_numbers(&host, want)?;
     out.rules.push(DeviceRule::char(major, minor, Access::RW));
@@ -72,19 +70,21 @@ fn add_node(
 }
 
 /// `nvidia-uvm`'s `(major, minor)` on a real driver; `None` simulated.
-fn uvm_numbers(settings: &GpuSettings) -> Result<Option<(u32, u32)>, String> {
+fn uvm_numbers(settings: &GpuSettings) -> Result<Option<(u32, u32)>, DeviceError> {
     if settings.simulation.is_some() {
         return Ok(None);
     }
-    settings.majors.nvidia_uvm.map(|major| Some((major, 0))).ok_or_else(|| {
-        "the nvidia-uvm driver is not loaded (no nvidia-uvm line in /proc/devices); CUDA needs it: run nvidia-modprobe -u -c0 or load the nvidia-uvm module".to_string()
-    })
+    settings
+        .majors
+        .nvidia_uvm
+        .map(|major| Some((major, 0)))
+        .ok_or(DeviceError::NoUvm)
 }
 
 /// The control nodes every GPU job gets, `nvidiactl` and `nvidia-uvm`,
 /// with the rules allowing them (the first of a job's nodes: a GPU-ready
 /// warm sandbox binds them ahead).
-pub(super) fn control_nodes(settings: &GpuSettings, out: &mut GpuSandbox) -> Result<(), String> {
+pub(super) fn control_nodes(settings: &GpuSettings, out: &mut GpuEdits) -> Result<(), DeviceError> {
     let real = settings.simulation.is_none();
     let nvidia = settings.majors.nvidia.unwrap_or(NVIDIA_MAJOR);
     add_node(
@@ -103,8 +103,8 @@ pub(super) fn devices(
     settings: &GpuSettings,
     gpus: &[JobGpu],
     profiling: bool,
-    out: &mut GpuSandbox,
-) -> Result<(), String> {
+    out: &mut GpuEdits,
+) -> Result<(), DeviceError> {
     let real = settings.simulation.is_none();
     let nvidia = settings.majors.nvidia.unwrap_or(NVIDIA_MAJOR);
     let mut add = |name: String, want: Option<(u32, u32)>| add_node(settings, out, name, want);
@@ -123,19 +123,15 @@ pub(super) fn devices(
         .filter_map(|g| g.mig.as_ref().map(|m| (g.minor, m)))
         .collect();
     if !slices.is_empty() {
-        let major = settings.majors.nvidia_caps.ok_or_else(|| {
-            format!(
-                "MIG slices need the nvidia-caps device major, but {} has no nvidia-caps line; load the NVIDIA driver with MIG support (gpu.proc_dir is {})",
-                settings.proc_dir.join("devices").display(),
-                settings.proc_dir.display()
-            )
-        })?;
-        let minors = MigMinors::read(&settings.proc_dir).map_err(|e| e.to_string())?;
+        let major = settings
+            .majors
+            .nvidia_caps
+            .ok_or_else(|| DeviceError::NoCapsMajor {
+                proc_dir: settings.proc_dir.clone(),
+            })?;
+        let minors = MigMinors::read(&settings.proc_dir)?;
         for (gpu_minor, m) in slices {
-            for cap in minors
-                .slice(gpu_minor, m.gpu_instance_id, m.compute_instance_id)
-                .map_err(|e| e.to_string())?
-            {
+            for cap in minors.slice(gpu_minor, m.gpu_instance_id, m.compute_instance_id)? {
                 let name = cap_node(Path::new(""), cap);
                 add(name.display().to_string(), Some((major, cap)))?;
             }
@@ -153,8 +149,8 @@ pub(super) fn mps_part(
     spec: &JobSpec,
     visible: &[JobGpu],
     quota_mb: Option<u64>,
-    out: &mut GpuSandbox,
-) -> Result<Option<MpsSettings>, String> {
+    out: &mut GpuEdits,
+) -> Result<Option<MpsSettings>, DeviceError> {
     let (Some(client), Some(_)) = (&settings.mps, quota_mb) else {
         return Ok(None);
     };
@@ -162,16 +158,18 @@ pub(super) fn mps_part(
         [] => return Ok(None),
         [g] if g.mig.is_none() => g,
         _ => {
-            return Err(format!(
-                "an MPS job is a client of one GPU's control daemon but this one sees {} GPUs; ask for --gpu=1",
-                visible.len()
-            ))
+            return Err(DeviceError::MpsGpus {
+                count: visible.len(),
+            })
         }
     };
-    let key = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
     let active_thread_percentage = client
-        .thread_percentage(spec.env.get(key).map(String::as_str))
-        .map_err(|e| format!("env[\"{key}\"]: {e}"))?;
+        .thread_percentage(
+            spec.env
+                .get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+                .map(String::as_str),
+        )
+        .map_err(DeviceError::ThreadPercentage)?;
     let host = mps::dirs(&client.root, &g.uuid);
     out.dev_shm = Some(host.shm);
     for (source, target) in [(host.pipe, JOB_PIPE_DIR), (host.log, JOB_LOG_DIR)] {
@@ -277,7 +275,7 @@ mod tests {
     }
 
     /// `(job path, major:minor)` of every node given, sorted.
-    fn given(out: &GpuSandbox) -> Vec<(String, (u32, u32))> {
+    fn given(out: &GpuEdits) -> Vec<(String, (u32, u32))> {
         assert_eq!(out.devices.len(), out.rules.len());
         let mut v: Vec<_> = out
             .devices
@@ -300,8 +298,8 @@ mod tests {
         s: &GpuSettings,
         gpus: &[JobGpu],
         profiling: bool,
-        out: &mut GpuSandbox,
-    ) -> Result<(), String> {
+        out: &mut GpuEdits,
+    ) -> Result<(), DeviceError> {
         control_nodes(s, out)?;
         devices(s, gpus, profiling, out)
     }
@@ -313,13 +311,13 @@ mod tests {
     #[test]
     fn uvm_tools_only_when_profiling() {
         let (_tmp, s) = node();
-        let mut plain = GpuSandbox::default();
+        let mut plain = GpuEdits::default();
         job_nodes(&s, &[gpu(0, None)], false, &mut plain).unwrap();
         assert_eq!(
             names(&given(&plain)),
             ["/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl"]
         );
-        let mut prof = GpuSandbox::default();
+        let mut prof = GpuEdits::default();
         job_nodes(&s, &[gpu(0, None)], true, &mut prof).unwrap();
         let g = given(&prof);
         assert_eq!(
@@ -337,7 +335,7 @@ mod tests {
     #[test]
     fn a_mig_slice_gets_its_parent_and_exactly_its_two_caps() {
         let (_tmp, mut s) = node();
-        let mut out = GpuSandbox::default();
+        let mut out = GpuEdits::default();
         job_nodes(&s, &[gpu(1, Some(4))], false, &mut out).unwrap();
         assert_eq!(
             given(&out),
@@ -350,7 +348,7 @@ mod tests {
             ]
         );
         // Two slices of one GPU: its node once, four caps.
-        let mut two = GpuSandbox::default();
+        let mut two = GpuEdits::default();
         job_nodes(&s, &[gpu(1, Some(3)), gpu(1, Some(4))], false, &mut two).unwrap();
         let n = given(&two);
         assert_eq!(n.iter().filter(|(p, _)| p == "/dev/nvidia1").count(), 1);
@@ -360,8 +358,8 @@ mod tests {
         );
         // An instance the driver does not list, no caps major, a cap node
         // with other numbers: refused.
-        let e = job_nodes(&s, &[gpu(1, Some(5))], false, &mut GpuSandbox::default()).unwrap_err();
-        assert!(e.contains("no `gpu1/gi5/access` line"), "{e}");
+        let e = job_nodes(&s, &[gpu(1, Some(5))], false, &mut GpuEdits::default()).unwrap_err();
+        assert!(e.to_string().contains("no `gpu1/gi5/access` line"), "{e}");
         std::fs::remove_file(s.dev_dir.join("nvidia-caps/nvidia-cap33")).unwrap();
         mknod(
             &s.dev_dir.join("nvidia-caps/nvidia-cap33"),
@@ -370,11 +368,11 @@ mod tests {
             makedev(CAPS.into(), 99),
         )
         .unwrap();
-        let e = job_nodes(&s, &[gpu(1, Some(4))], false, &mut GpuSandbox::default()).unwrap_err();
-        assert!(e.contains("refusing"), "{e}");
+        let e = job_nodes(&s, &[gpu(1, Some(4))], false, &mut GpuEdits::default()).unwrap_err();
+        assert!(e.to_string().contains("refusing"), "{e}");
         s.majors.nvidia_caps = None;
-        let e = job_nodes(&s, &[gpu(1, Some(3))], false, &mut GpuSandbox::default()).unwrap_err();
-        assert!(e.contains("no nvidia-caps line"), "{e}");
+        let e = job_nodes(&s, &[gpu(1, Some(3))], false, &mut GpuEdits::default()).unwrap_err();
+        assert!(e.to_string().contains("no nvidia-caps line"), "{e}");
     }
 
     #[test]
@@ -397,7 +395,7 @@ mod tests {
             spec
         };
         let g = [gpu(0, None)];
-        let mut out = GpuSandbox::default();
+        let mut out = GpuEdits::default();
         // Not an MPS node: nothing.
         assert_eq!(
             mps_part(&s, &spec(&[]), &g, Some(1024), &mut out).unwrap(),
@@ -449,7 +447,7 @@ mod tests {
             &mut out,
         )
         .unwrap_err();
-        assert!(e.contains("--gpu=1"), "{e}");
+        assert!(e.to_string().contains("--gpu=1"), "{e}");
         let e = mps_part(
             &s,
             &spec(&[("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "0")]),
@@ -458,7 +456,10 @@ mod tests {
             &mut out,
         )
         .unwrap_err();
-        assert!(e.contains("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "{e}");
+        assert!(
+            e.to_string().contains("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -467,13 +468,13 @@ mod tests {
         let file = dir.path().join("nvidia0");
         std::fs::write(&file, "").unwrap();
         let e = node_numbers(&file, None).unwrap_err();
-        assert!(e.contains("not a character device"), "{e}");
+        assert!(e.to_string().contains("not a character device"), "{e}");
         let e = node_numbers(&dir.path().join("nvidia9"), None).unwrap_err();
-        assert!(e.contains("not usable"), "{e}");
+        assert!(e.to_string().contains("not usable"), "{e}");
         // /dev/null is 1:3.
         assert_eq!(node_numbers(Path::new("/dev/null"), None).unwrap(), (1, 3));
         let e = node_numbers(Path::new("/dev/null"), Some((195, 0))).unwrap_err();
-        assert!(e.contains("refusing"), "{e}");
+        assert!(e.to_string().contains("refusing"), "{e}");
     }
 
     /// Driver files are looked up once per set of capabilities: a second

@@ -1,4 +1,7 @@
-//! What a job's sandbox gets for GPUs. A GPU job: its own device nodes
+//! The GPU part of a job's sandbox edits ([`GpuEdits`], shaped like a CDI
+//! `containerEdits`: device rules, device nodes, binds, masks, `/dev/shm`,
+//! environment), which the sandbox applies with the rest of the job's
+//! settings. A GPU job: its own device nodes
 //! (`nvidiactl`, `nvidia-uvm`, `nvidiaN` by device minor; for a MIG slice
 //! its parent's `nvidiaN` and the slice's GPU- and compute-instance access
 //! capabilities `nvidia-caps/nvidia-cap<m>`; `nvidia-uvm-tools` only with
@@ -13,7 +16,7 @@
 //! job. A CPU job: none of that, and the host's driver files masked.
 //!
 //! Every path comes from what discovery found; anything missing fails the
-//! start (security fails closed).
+//! start (security fails closed) with an [`EditsError`].
 
 use std::path::{Path, PathBuf};
 
@@ -30,7 +33,9 @@ use joblet_sandbox::init::Bind;
 use super::settings::GpuSettings;
 
 mod devices;
+mod error;
 use devices::{control_nodes, devices, mps_part};
+pub use error::{DeviceError, EditsError};
 
 /// Where a GPU job finds the driver's libraries and binaries.
 pub const DRIVER_LIB_DIR: &str = "/run/nvidia/driver/lib";
@@ -42,9 +47,9 @@ pub const NVIDIA_MAJOR: u32 = 195;
 pub const CTL_MINOR: u32 = 255;
 const PARAMS: &str = "/proc/driver/nvidia/params";
 
-/// The GPU part of one job's sandbox.
+/// The GPU part of one job's sandbox edits.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GpuSandbox {
+pub struct GpuEdits {
     /// Device rules added to the job's minimal set.
     pub rules: Vec<DeviceRule>,
     /// Host device nodes bound into the job's `/dev`.
@@ -59,46 +64,44 @@ pub struct GpuSandbox {
 
 /// A CPU job: no GPU nodes (the minimal rules deny 195:*), and the host's
 /// driver libraries, binaries and `/proc/driver/nvidia` hidden.
-pub fn cpu_job(settings: &GpuSettings) -> GpuSandbox {
+pub fn cpu_job(settings: &GpuSettings) -> GpuEdits {
     let all = settings.driver_files(&DriverCapabilities::all());
     let mut masks: Vec<PathBuf> = all.libraries.iter().map(|l| l.path.clone()).collect();
     masks.extend(all.binaries.iter().cloned());
     masks.push(PathBuf::from("/proc/driver/nvidia"));
     masks.sort();
     masks.dedup();
-    GpuSandbox {
+    GpuEdits {
         masks,
-        ..GpuSandbox::default()
+        ..GpuEdits::default()
     }
 }
 
 /// The job's `NVIDIA_DRIVER_CAPABILITIES`: its own or the node default.
-fn job_caps(settings: &GpuSettings, spec: &JobSpec) -> Result<DriverCapabilities, String> {
+fn job_caps(settings: &GpuSettings, spec: &JobSpec) -> Result<DriverCapabilities, EditsError> {
     match spec.env.get("NVIDIA_DRIVER_CAPABILITIES") {
-        Some(v) => DriverCapabilities::parse(v).map_err(|e| e.to_string()),
+        Some(v) => Ok(DriverCapabilities::parse(v)?),
         None => Ok(settings.caps.clone()),
     }
 }
 
 /// `--cuda` against what is installed and what the driver runs (also
 /// checked at submission, so the user hears it at once).
-pub fn check_cuda(settings: &GpuSettings, spec: &JobSpec) -> Result<(), String> {
+pub fn check_cuda(settings: &GpuSettings, spec: &JobSpec) -> Result<(), EditsError> {
     select_toolkit(
         &settings.toolkits,
         spec.cuda.as_deref(),
         settings.driver_max,
-    )
-    .map(|_| ())
-    .map_err(|e| e.to_string())?;
+    )?;
     let caps = job_caps(settings, spec)?;
     if settings.simulation.is_none() && !settings.ld_cache.is_empty() {
         let files = settings.driver_files(&caps);
         if !files.missing.is_empty() {
-            return Err(format!(
-                "CUDA libraries not accessible: {} not found in the loader cache {} for NVIDIA_DRIVER_CAPABILITIES={caps}; install the NVIDIA driver's libraries on the host (then run ldconfig), or ask for fewer capabilities",
-                files.missing.join(", "),
-                settings.ld_cache_path.display()
-            ));
+            return Err(EditsError::LibrariesForCaps {
+                missing: files.missing.clone(),
+                ld_cache: settings.ld_cache_path.clone(),
+                caps,
+            });
         }
     }
     Ok(())
@@ -109,9 +112,8 @@ pub fn check_cuda(settings: &GpuSettings, spec: &JobSpec) -> Result<(), String> 
 /// toolkit gets first (its control nodes and driver files), so that such
 /// a job only adds its GPUs' nodes ([`gpu_job`] starts from the same
 /// part). `job_dir`: the warm sandbox's job directory.
-pub fn gpu_ready(settings: &GpuSettings, job_dir: &Path) -> Result<GpuSandbox, String> {
-    let toolkit =
-        select_toolkit(&settings.toolkits, None, settings.driver_max).map_err(|e| e.to_string())?;
+pub fn gpu_ready(settings: &GpuSettings, job_dir: &Path) -> Result<GpuEdits, EditsError> {
+    let toolkit = select_toolkit(&settings.toolkits, None, settings.driver_max)?;
     shared_part(settings, &settings.caps, toolkit, true, job_dir)
 }
 
@@ -125,8 +127,8 @@ fn shared_part(
     toolkit: Option<&CudaToolkit>,
     nodes: bool,
     job_dir: &Path,
-) -> Result<GpuSandbox, String> {
-    let mut out = GpuSandbox::default();
+) -> Result<GpuEdits, EditsError> {
+    let mut out = GpuEdits::default();
     if nodes {
         control_nodes(settings, &mut out)?;
     }
@@ -160,11 +162,10 @@ fn shared_part(
         None => {
             let files = settings.driver_files(caps);
             if !files.missing.is_empty() {
-                return Err(format!(
-                    "CUDA libraries not accessible: {} not found in the loader cache {}",
-                    files.missing.join(", "),
-                    settings.ld_cache_path.display()
-                ));
+                return Err(EditsError::Libraries {
+                    missing: files.missing.clone(),
+                    ld_cache: settings.ld_cache_path.clone(),
+                });
             }
             for l in &files.libraries {
                 for name in &l.names {
@@ -204,21 +205,19 @@ pub fn gpu_job(
     gpus: &[JobGpu],
     quota_mb: Option<u64>,
     job_dir: &Path,
-) -> Result<GpuSandbox, String> {
-    let visible_req = parse_visible(spec.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str))
-        .map_err(|e| e.to_string())?;
+) -> Result<GpuEdits, EditsError> {
+    let visible_req = parse_visible(spec.env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str))?;
     if visible_req == VisibleRequest::Void {
         // No GPU handling at all: the job holds its GPUs but sees none.
         return Ok(cpu_job(settings));
     }
-    let visible = resolve_visible(&visible_req, gpus).map_err(|e| e.to_string())?;
+    let visible = resolve_visible(&visible_req, gpus)?;
     let caps = job_caps(settings, spec)?;
     let toolkit = select_toolkit(
         &settings.toolkits,
         spec.cuda.as_deref(),
         settings.driver_max,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     // What every job with these capabilities and toolkit shares first (a
     // GPU-ready warm sandbox's, `gpu_ready`), then the job's own.
     let mut out = shared_part(settings, &caps, toolkit, !visible.is_empty(), job_dir)?;
@@ -261,11 +260,15 @@ pub fn gpu_job(
 /// The host's driver parameters with `ModifyDeviceFiles: 0`, so the driver
 /// never creates device nodes inside the job (what the container toolkit
 /// does too).
-fn params_overlay(job_dir: &Path) -> Result<Bind, String> {
-    let text = std::fs::read_to_string(PARAMS).map_err(|e| format!("cannot read {PARAMS}: {e}"))?;
+fn params_overlay(job_dir: &Path) -> Result<Bind, EditsError> {
+    let text = std::fs::read_to_string(PARAMS).map_err(|source| EditsError::ReadParams {
+        path: PathBuf::from(PARAMS),
+        source,
+    })?;
     let path = job_dir.join("nvidia-params");
-    std::fs::write(&path, rewrite_params(&text))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if let Err(source) = std::fs::write(&path, rewrite_params(&text)) {
+        return Err(EditsError::WriteParams { path, source });
+    }
     Ok(Bind {
         source: path,
         target: PathBuf::from(PARAMS),
