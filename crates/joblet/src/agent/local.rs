@@ -226,8 +226,8 @@ impl NodeAgent for LocalAgent {
         }
     }
 
-    fn settle(&mut self, not_started: &[JobId]) -> impl std::future::Future<Output = ()> + Send {
-        self.settle_orphans(not_started)
+    async fn settle(&mut self, not_started: &[JobId]) {
+        self.settle_orphans(not_started).await
     }
 
     fn probe(&mut self, job: &JobId) -> joblet_engine::ShimFact {
@@ -263,36 +263,32 @@ impl NodeAgent for LocalAgent {
         self.refill_when();
     }
 
-    #[allow(clippy::manual_async_fn)]
-    fn next_report(&mut self) -> impl std::future::Future<Output = Option<AgentReport>> + Send {
-        // Cancel-safe: the engine's loop drops this future when another
-        // branch wins; what was received and not yet returned is kept in
-        // `gpu_pending`.
-        async move {
-            loop {
-                if let Some(r) = self.gpu_pending.pop_front() {
-                    return Some(r);
+    /// Cancel-safe: the engine's loop drops this future when another
+    /// branch wins; what was received and not yet returned is kept in
+    /// `gpu_pending`.
+    async fn next_report(&mut self) -> Option<AgentReport> {
+        loop {
+            if let Some(r) = self.gpu_pending.pop_front() {
+                return Some(r);
+            }
+            let refill_at = self.refill_at;
+            tokio::select! {
+                r = self.reports_rx.recv() => return r,
+                Some(w) = self.warm_rx.recv() => self.on_warm(w),
+                Some(updates) = recv_opt(&mut self.gpu_rx) => {
+                    let reports = self.gpu_reports(updates);
+                    self.gpu_pending.extend(reports);
                 }
-                let refill_at = self.refill_at;
-                tokio::select! {
-                    r = self.reports_rx.recv() => return r,
-                    Some(w) = self.warm_rx.recv() => self.on_warm(w),
-                    Some(updates) = recv_opt(&mut self.gpu_rx) => {
-                        let reports = self.gpu_reports(updates);
-                        self.gpu_pending.extend(reports);
-                    }
-                    () = sleep_opt(refill_at) => {
-                        self.refill_at = None;
-                        self.refill_warm();
-                    }
+                () = sleep_opt(refill_at) => {
+                    self.refill_at = None;
+                    self.refill_warm();
                 }
             }
         }
     }
 
-    #[allow(clippy::manual_async_fn)]
-    fn close(&mut self) -> impl std::future::Future<Output = ()> + Send {
-        async move { self.close_warm().await }
+    async fn close(&mut self) {
+        self.close_warm().await
     }
 }
 
