@@ -96,6 +96,9 @@ pub enum ShimFact {
     Exited(Exit),
     /// Its shim is gone without a record.
     Gone,
+    /// Its job directory is gone (removed while it ran): nothing of the
+    /// job can be known; what may be left of it is reaped.
+    Vanished,
     /// No shim ever had the job: the daemon died between recording its
     /// start and handing it over. Nothing of it ran; it is queued again.
     NeverStarted,

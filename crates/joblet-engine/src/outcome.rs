@@ -40,6 +40,14 @@ impl Final {
         }
     }
 
+    /// A job whose directory was removed while it ran: its output and
+    /// exit record went with it.
+    pub fn dir_removed() -> Final {
+        Final::failed(
+            "its job directory was removed while it ran: its output and exit status are lost",
+        )
+    }
+
     /// A job whose shim is gone without leaving an exit record.
     pub fn lost(while_down: bool) -> Final {
         Final::failed(if while_down {

@@ -95,6 +95,10 @@ impl EngineCore {
                             self.out.push(Effect::ReapLost { job: id.clone() });
                             exits.push((id, Exit::of(Final::lost(true))));
                         }
+                        ShimFact::Vanished => {
+                            self.out.push(Effect::ReapLost { job: id.clone() });
+                            exits.push((id, Exit::of(Final::dir_removed())));
+                        }
                     }
                 }
                 state => {

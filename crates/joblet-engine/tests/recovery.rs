@@ -297,3 +297,21 @@ fn a_job_no_shim_ever_had_is_queued_again_and_starts() {
     assert_eq!(launched(&effects), vec![id(1)]);
     assert!(finish_of(&effects, 1).is_none(), "it never ended");
 }
+
+/// Its directory was removed while the daemon was down: nothing of the job
+/// can be read; whatever is left of it is reaped and it fails saying why.
+#[test]
+fn a_running_job_whose_directory_vanished_is_reaped_and_fails_saying_so() {
+    let mut r = recovery();
+    r.jobs.push(recovered(
+        1,
+        Ask::default(),
+        JobState::Running,
+        ShimFact::Vanished,
+    ));
+    let (_, effects) = recover(Policy::Fifo, 0, r);
+    assert_eq!(effects[0], Effect::ReapLost { job: id(1) });
+    let fin = finish_of(&effects, 1).unwrap();
+    assert_eq!(fin.state, JobState::Failed);
+    assert!(fin.reason.contains("job directory was removed"), "{fin:?}");
+}

@@ -65,6 +65,12 @@ pub struct JobsConfig {
     /// Space kept in reserve on the state disk, in MiB, given up when it
     /// fills so that jobs' outcomes are still recorded; 0 = none.
     pub state_reserve_mb: u64,
+    /// How long a finished job's host work directory (its uploads, and
+    /// what it wrote to `/work` when `filesystem.work_size_mb` is 0) is
+    /// kept; its log and record stay until `rnx job delete`. 0 = until
+    /// then.
+    #[serde(deserialize_with = "de_duration")]
+    pub work_retention: Duration,
 }
 
 /// The job's filesystem view.
@@ -244,6 +250,7 @@ impl Default for JobsConfig {
             max_upload_mb: 1024,
             min_free_disk_mb: 64,
             state_reserve_mb: 16,
+            work_retention: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct NodeSandbox {
     pub cgroup_base: String,
     /// Held for the daemon's life (see [`CGROUP_LOCK_DIR`]).
     _base_lock: Arc<Flock<File>>,
+    /// Where that lock lives (removed at a clean stop with nothing left).
+    base_lock_path: PathBuf,
     pub uid: u32,
     pub gid: u32,
     pub allow_root: bool,
@@ -156,6 +158,8 @@ impl NodeSandbox {
         Ok(NodeSandbox {
             cgroup_base: cfg.sandbox.cgroup_base.clone(),
             _base_lock: Arc::new(base_lock),
+            base_lock_path: Path::new(CGROUP_LOCK_DIR)
+                .join(format!("cgroup-{}.lock", cfg.sandbox.cgroup_base)),
             uid,
             gid,
             allow_root: cfg.jobs.allow_root,
@@ -182,6 +186,31 @@ impl NodeSandbox {
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot sweep the job cgroups an earlier run left")
+            }
+        }
+    }
+
+    /// The daemon stops cleanly: the cgroup base directories it made go,
+    /// and the base's lock file with them. Jobs that keep running under
+    /// their shims keep theirs (a busy directory cannot be removed), and
+    /// then the lock file stays too.
+    pub fn close(&self) {
+        let mut left = 0;
+        for dir in self.layout.dirs_for(&self.cgroup_base) {
+            match std::fs::remove_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::info!(dir = %dir.display(), error = %e, "cgroup base kept (jobs still run in it)");
+                    left += 1;
+                }
+            }
+        }
+        if left == 0 {
+            if let Err(e) = std::fs::remove_file(&self.base_lock_path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %self.base_lock_path.display(), error = %e, "cannot remove the cgroup base's lock file");
+                }
             }
         }
     }

@@ -105,6 +105,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         sandbox,
         gpus: job_gpus,
         capacity,
+        work_retention: (!cfg.jobs.work_retention.is_zero()).then_some(cfg.jobs.work_retention),
     });
     let engine = Engine::start(
         store.clone(),

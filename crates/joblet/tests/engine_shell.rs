@@ -71,7 +71,7 @@ impl NodeAgent for Recording {
         None
     }
     fn abandon(&mut self, _id: &JobId) {}
-    fn forget(&mut self, _id: &JobId) {}
+    fn ended(&mut self, _id: &JobId) {}
     fn admit(&self, _: &JobRequest, _: &JobSpec, _: Option<Unplaceable>) -> Result<(), Refused> {
         Ok(())
     }

@@ -246,16 +246,15 @@ fn remove_unused_tmp(dir: &JobDir) {
     let _ = std::fs::remove_file(tmp_path(&dir.job_pid_path()));
 }
 
-/// Removes what a warm shim that never got a job made in its directory,
-/// then the directory if nothing else is in it. `shim.lock` goes while
-/// still locked, so a shim started for the same directory later never
-/// finds it held.
+/// Removes what a warm shim that never got a job made in its directory.
+/// `shim.lock` goes while still locked, so a shim started for the same
+/// directory later never finds it held. The directory itself stays: a
+/// restarted daemon tells a job it recorded as started, but whose shim
+/// never got it, by its directory without shim files; the daemon removes
+/// the directories of warm shims no job took.
 fn discard_files(dir: &JobDir, lock: File) {
     remove_shim_files(dir);
     drop(lock);
-    // Not empty: the job's uploads are there; they stay for its next shim.
-    let _ = std::fs::remove_dir(dir.work_path());
-    let _ = std::fs::remove_dir(dir.path());
 }
 
 /// Removes the files a shim makes in its job directory before its job

@@ -34,6 +34,9 @@ pub struct AgentConfig {
     )>,
     /// CPU, memory and job slots the node offers.
     pub capacity: NodeCapacity,
+    /// `jobs.work_retention`: how long a finished job's work directory is
+    /// kept (`None`: until the job is deleted).
+    pub work_retention: Option<std::time::Duration>,
     /// `sandbox.warm_pool` and `gpu.warm_pool`: warm sandboxes to keep.
     pub warm_pool: (usize, usize),
 }
@@ -59,6 +62,8 @@ pub struct LocalAgent {
     gpu_pending: std::collections::VecDeque<AgentReport>,
     /// When the warm pool is refilled next (see [`warm`]).
     pub(super) refill_at: Option<tokio::time::Instant>,
+    /// Finished jobs' work directories, removed after the retention.
+    pub(super) work: super::retention::WorkRetention,
 }
 
 impl LocalAgent {
@@ -91,6 +96,7 @@ impl LocalAgent {
             gpu_rx,
             gpu_pending: std::collections::VecDeque::new(),
             refill_at: None,
+            work: super::retention::WorkRetention::new(cfg.work_retention),
         }
     }
 
@@ -152,10 +158,13 @@ impl NodeAgent for LocalAgent {
         self.abandon_submit(id);
     }
 
-    fn forget(&mut self, id: &JobId) {
+    fn ended(&mut self, id: &JobId) {
         if let Some(shim) = self.warm.forget(id) {
-            reap(shim.discard());
+            // It never started: its directory goes with the shim unless
+            // its uploads are there (then `rnx job delete` removes it).
+            reap(shim.discard(), true);
         }
+        self.work.ended(id, std::time::Instant::now());
     }
 
     fn admit(
@@ -272,8 +281,10 @@ impl NodeAgent for LocalAgent {
                 return Some(r);
             }
             let refill_at = self.refill_at;
+            let sweep_at = self.work.next_due();
             tokio::select! {
                 r = self.reports_rx.recv() => return r,
+                () = sleep_opt(sweep_at) => self.work.sweep(&self.dirs, std::time::Instant::now()),
                 Some(w) = self.warm_rx.recv() => self.on_warm(w),
                 Some(updates) = recv_opt(&mut self.gpu_rx) => {
                     let reports = self.gpu_reports(updates);
@@ -288,7 +299,10 @@ impl NodeAgent for LocalAgent {
     }
 
     async fn close(&mut self) {
-        self.close_warm().await
+        self.close_warm().await;
+        if let Some(sb) = &self.sandbox {
+            sb.close();
+        }
     }
 }
 

@@ -19,6 +19,7 @@ pub mod capacity;
 mod local;
 mod recover;
 mod release;
+mod retention;
 mod signal;
 mod start;
 pub(crate) mod warm;
@@ -137,9 +138,10 @@ pub trait NodeAgent: Send + 'static {
     /// sandbox and uploads go.
     fn abandon(&mut self, id: &JobId);
 
-    /// A recorded job will never start here (it ended first): what was
-    /// kept for it (a warm sandbox) goes; its files stay.
-    fn forget(&mut self, id: &JobId);
+    /// A recorded job ended (or will never start here): what was kept
+    /// for it goes — a warm sandbox it did not use at once, its work
+    /// directory after the node's retention; its log and record stay.
+    fn ended(&mut self, id: &JobId);
 
     /// Refuses at submission what this node could never run (GPU
     /// requests it cannot serve). `never`: why the scheduler could never

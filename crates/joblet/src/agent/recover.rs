@@ -75,6 +75,10 @@ impl LocalAgent {
 
     pub(super) fn probe_shim(&mut self, id: &JobId) -> ShimFact {
         let dir = JobDir::new(self.dirs.job(id));
+        if !dir.path().exists() {
+            tracing::error!(job = %id, dir = %dir.path().display(), "a running job's directory is gone");
+            return ShimFact::Vanished;
+        }
         match joblet_shim::reattach(&dir) {
             Ok(Some(handle)) => {
                 tracing::info!(job = %id, shim_pid = handle.pid(), "reattached to running job");
@@ -112,11 +116,31 @@ impl LocalAgent {
         if let Some(sb) = &self.sandbox {
             sb.sweep_stale(keep);
         }
+        self.sweep_unowned_dirs(keep);
+        self.work
+            .recover(&self.dirs.jobs(), std::time::Instant::now());
         if let Some(g) = &mut self.gpus {
             g.recovered(keep, now);
         }
         // The warm pool starts building now.
         self.refill_warm();
+    }
+
+    /// Removes the job directories an earlier daemon's warm shims left
+    /// (empty, or an empty `work`): no job took them. A directory with
+    /// anything else in it belongs to a job, or to a shim still tearing
+    /// down, and stays.
+    fn sweep_unowned_dirs(&self, keep: &BTreeSet<String>) {
+        let Ok(entries) = std::fs::read_dir(self.dirs.jobs()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if keep.contains(name.to_string_lossy().as_ref()) {
+                continue;
+            }
+            super::warm::remove_unowned_dir(&JobDir::new(entry.path()));
+        }
     }
 
     fn reap_cgroup(&self, id: &JobId) {

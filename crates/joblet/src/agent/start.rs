@@ -154,8 +154,15 @@ impl LocalAgent {
     pub(super) fn watch(&self, id: joblet_core::JobId, handle: ShimHandle) {
         let reports = self.reports.clone();
         let sandbox = self.sandbox.clone();
+        let dir = handle.dir().path().to_owned();
         tokio::spawn(async move {
             let exit = match handle.wait().await {
+                // Its directory was removed under it: its output is gone,
+                // whatever its exit said.
+                _ if !dir.exists() => {
+                    tracing::error!(job = %id, dir = %dir.display(), "the job's directory was removed while it ran");
+                    Exit::of(Final::dir_removed())
+                }
                 Ok(exit) => outcome::from_shim(&exit),
                 Err(e) => {
                     tracing::error!(job = %id, error = %e, "job's shim ended without an exit record");

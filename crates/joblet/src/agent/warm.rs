@@ -289,10 +289,13 @@ impl<S> WarmPool<S> {
     /// Keeps no more warm shims and returns every one it holds, idle or
     /// reserved, to discard them; launches still under way come back
     /// from [`WarmPool::landed`] to be discarded too.
-    pub(crate) fn close(&mut self) -> Vec<S> {
+    /// Every shim, each with whether no job took its id (its directory
+    /// can go with it).
+    pub(crate) fn close(&mut self) -> Vec<(S, bool)> {
         self.target = [0, 0];
-        let idle = self.idle.drain(..).map(|i| i.shim);
-        idle.chain(self.reserved.drain().map(|(_, s)| s)).collect()
+        let idle = self.idle.drain(..).map(|i| (i.shim, true));
+        idle.chain(self.reserved.drain().map(|(_, s)| (s, false)))
+            .collect()
     }
 
     /// Whether a launch is under way.
@@ -312,7 +315,7 @@ impl LocalAgent {
         match report {
             WarmReport::Landed(flavour, shim) => {
                 if let Some(extra) = self.warm.landed(flavour, shim) {
-                    reap(extra.discard());
+                    reap(extra.discard(), true);
                 }
             }
             WarmReport::Built(id, built) => {
@@ -339,13 +342,13 @@ impl LocalAgent {
 
     /// Undoes a submission that failed before the job was recorded: its
     /// uploads go, and its warm shim (if it had one) is discarded, which
-    /// removes the shim's own files and then the directory.
+    /// removes the shim's own files, then the directory goes.
     pub(super) fn abandon_submit(&mut self, id: &JobId) {
         let dir = self.dirs.job(id);
         match self.warm.forget(id) {
             Some(shim) => {
                 let _ = std::fs::remove_dir_all(JobDir::new(dir).work_path());
-                reap(shim.discard());
+                reap(shim.discard(), true);
             }
             None => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -354,28 +357,40 @@ impl LocalAgent {
     }
 
     /// The daemon is stopping: discards every warm shim, waits for the
-    /// launches under way, and reaps them all, for [`CLOSE_WAIT`] at most.
-    /// A reserved shim's queued job keeps its uploads (the shim removes
-    /// only its own files).
+    /// launches under way, and reaps them all, for [`CLOSE_WAIT`] at most;
+    /// the directories of those no job took go. A reserved shim's queued
+    /// job keeps its directory and uploads (the shim removes only its own
+    /// files).
     pub(super) async fn close_warm(&mut self) {
         let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
-        let mut shims: Vec<ShimHandle> = self
+        let mut shims: Vec<(ShimHandle, bool)> = self
             .warm
             .close()
             .into_iter()
-            .map(WarmShim::discard)
+            .map(|(shim, unowned)| (shim.discard(), unowned))
             .collect();
         while self.warm.is_launching() {
             match tokio::time::timeout_at(deadline, self.warm_rx.recv()).await {
                 Ok(Some(WarmReport::Landed(flavour, landed))) => {
-                    shims.extend(self.warm.landed(flavour, landed).map(WarmShim::discard));
+                    shims.extend(
+                        self.warm
+                            .landed(flavour, landed)
+                            .map(|s| (s.discard(), true)),
+                    );
                 }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => break,
             }
         }
         let count = shims.len();
-        let waits = futures::future::join_all(shims.into_iter().map(ShimHandle::wait));
+        let waits =
+            futures::future::join_all(shims.into_iter().map(|(shim, unowned)| async move {
+                let dir = shim.dir().clone();
+                let _ = shim.wait().await;
+                if unowned {
+                    remove_unowned_dir(&dir);
+                }
+            }));
         match tokio::time::timeout_at(deadline, waits).await {
             Ok(_) => tracing::info!(count, "warm sandboxes torn down"),
             Err(_) => tracing::warn!(
@@ -516,15 +531,27 @@ fn wait_built(ready: Option<WarmReady>) -> bool {
     }
 }
 
-/// Reaps a discarded warm shim once it has torn its sandbox down.
-pub(crate) fn reap(shim: ShimHandle) {
+/// Reaps a discarded warm shim once it has torn its sandbox down; with
+/// `unowned` (no job took its id) its directory goes too.
+pub(crate) fn reap(shim: ShimHandle, unowned: bool) {
     tokio::spawn(async move {
         let pid = shim.pid();
+        let dir = shim.dir().clone();
         // A discarded shim leaves no exit record: "lost" is its normal end.
         if let Err(e @ ShimError::Wait { .. }) = shim.wait().await {
             tracing::warn!(pid, error = %e, "cannot reap a discarded warm shim");
         }
+        if unowned {
+            remove_unowned_dir(&dir);
+        }
     });
+}
+
+/// Removes the directory of a warm shim no job took (and its empty
+/// `work`); one with anything else in it is left.
+pub(crate) fn remove_unowned_dir(dir: &JobDir) {
+    let _ = std::fs::remove_dir(dir.work_path());
+    let _ = std::fs::remove_dir(dir.path());
 }
 
 #[cfg(test)]
@@ -673,7 +700,11 @@ mod tests {
         assert_eq!(pool.reserve(Flavour::Gpu), Some(id(3)));
         let mut back = pool.close();
         back.sort_unstable();
-        assert_eq!(back, [1, 2, 3], "idle and reserved");
+        assert_eq!(
+            back,
+            [(1, true), (2, true), (3, false)],
+            "idle (no job took them) and reserved"
+        );
         assert!(pool.is_launching());
         // The launch under way lands after: handed back, not kept.
         assert_eq!(pool.landed(Flavour::Cpu, Some((id(4), 4))), Some(4));

@@ -144,8 +144,9 @@ impl<A: NodeAgent> Engine<A> {
     /// allocation) and tells log followers. A full state disk delays the
     /// record, never the end ([`super::unsaved`]).
     fn finish(&mut self, id: &JobId, fin: Final, at: UnixMillis, release: bool) {
-        // A job that ends before it started leaves its warm sandbox unused.
-        self.agent.forget(id);
+        // A job that ends before it started leaves its warm sandbox unused;
+        // its work directory goes after the node's retention.
+        self.agent.ended(id);
         self.save(Unsaved::End {
             job: id.clone(),
             fin: fin.clone(),

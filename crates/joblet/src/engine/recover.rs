@@ -37,7 +37,7 @@ impl<A: NodeAgent> Engine<A> {
             match &shim {
                 ShimFact::Alive => alive += 1,
                 ShimFact::Exited(_) => ended += 1,
-                ShimFact::Gone => lost += 1,
+                ShimFact::Gone | ShimFact::Vanished => lost += 1,
                 ShimFact::NeverStarted => requeued += 1,
                 ShimFact::NotStarted => {}
             }

@@ -50,6 +50,7 @@ async fn engine(store: Arc<Store>, dirs: StateDir) -> EngineHandle {
             ..Default::default()
         },
         warm_pool: (0, 0),
+        work_retention: None,
     });
     Engine::start(
         store,
