@@ -215,9 +215,10 @@ fn a_gang_waits_whole_and_an_xid_79_fails_its_job_and_takes_the_gpu_out() {
     audit_of(&node, &gang);
 }
 
-#[test]
-fn release_quarantines_a_gpu_whose_memory_stays_used() {
-    let node = start_gpu("");
+/// Runs a one-GPU job whose GPU keeps 4 GiB of memory in use after it
+/// (a leaked context, injected while it runs); returns the job's id and
+/// the GPU's index once the job has COMPLETED.
+fn leave_a_gpu_dirty(node: &GpuNode) -> (String, u64) {
     let id = node.run(&[
         "--gpu=1",
         "--",
@@ -225,9 +226,8 @@ fn release_quarantines_a_gpu_whose_memory_stays_used() {
         "-c",
         "while [ ! -e gate ]; do sleep 0.05; done",
     ]);
-    wait_state(&node, &id, "RUNNING");
-    let g = gpus_of(&node, &id)[0];
-    // Memory in use that never goes away (a leaked context).
+    wait_state(node, &id, "RUNNING");
+    let g = gpus_of(node, &id)[0];
     inject(
         &node.state,
         json!({"gpus": {g.to_string(): {"memory_used_bytes": 4096u64 << 20}}}),
@@ -244,6 +244,13 @@ fn release_quarantines_a_gpu_whose_memory_stays_used() {
     .unwrap();
     let st = node.wait_done(&id, T);
     assert_eq!(st["state"], "COMPLETED", "{st}");
+    (id, g)
+}
+
+#[test]
+fn release_quarantines_a_gpu_whose_memory_stays_used() {
+    let node = start_gpu("");
+    let (id, g) = leave_a_gpu_dirty(&node);
     let gs = wait_for(&node, "the GPU quarantined", || {
         let s = gpu_state(&node, g);
         (s["state"] == "DEGRADED").then_some(s)
@@ -273,6 +280,134 @@ fn release_quarantines_a_gpu_whose_memory_stays_used() {
         "{lines}"
     );
     assert!(lines.contains(&id), "{lines}");
+}
+
+/// A node with `gpu.scrub_policy: reset` whose only `nvidia-smi` (in its
+/// `gpu.driver_bin_dirs`) is a script standing in for the driver's: it
+/// appends its arguments to `<side>/smi.log`, then runs `then` (shell;
+/// `$STATE` is the fake NVML's injection file).
+fn start_resetting(then: &str) -> GpuNode {
+    use std::os::unix::fs::PermissionsExt;
+    let then = then.to_owned();
+    start_gpu_with(
+        &joblet_e2e::fixture("nvml-profiles/mock-nvml-config-a100.yaml"),
+        move |side| {
+            let bin = side.join("bin");
+            std::fs::create_dir(&bin).unwrap();
+            let smi = bin.join("nvidia-smi");
+            std::fs::write(
+                &smi,
+                format!(
+                    "#!/bin/sh\nSTATE='{}'\necho \"$@\" >> '{}'\n{then}\n",
+                    side.join("nvml-state.json").display(),
+                    side.join("smi.log").display(),
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+            format!(
+                "  scrub_policy: reset\n  driver_bin_dirs: [\"{}\"]\n",
+                bin.display()
+            )
+        },
+    )
+}
+
+/// The reset the daemon asked of `nvidia-smi`, once it has: the script's
+/// log must name the GPU's PCI bus id.
+fn wait_for_reset_of(node: &GpuNode, g: u64) {
+    let bus = gpu_state(node, g)["pci_bus_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let log = node.side.join("smi.log");
+    wait_for(node, "nvidia-smi --gpu-reset", || {
+        std::fs::read_to_string(&log)
+            .ok()
+            .filter(|l| !l.is_empty())
+            .map(Value::from)
+    });
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls.trim(), format!("--gpu-reset -i {bus}"), "{calls}");
+}
+
+/// `scrub_policy: reset`: a GPU left dirty is reset (`nvidia-smi
+/// --gpu-reset -i <bus id>`), and when the reset cleans it (the stand-in
+/// clears the injected memory use) it goes back to the pool.
+#[test]
+fn reset_policy_resets_a_dirty_gpu_and_returns_it_when_the_reset_cleans_it() {
+    let node =
+        start_resetting("printf '{\"gpus\": {}}' > \"$STATE.tmp\" && mv \"$STATE.tmp\" \"$STATE\"");
+    let (id, g) = leave_a_gpu_dirty(&node);
+    wait_for_reset_of(&node, g);
+    let gs = wait_for(&node, "the GPU back in the pool", || {
+        let s = gpu_state(&node, g);
+        (s["state"] == "AVAILABLE").then_some(s)
+    });
+    let health = node.rnx_json(&["gpu", "health", "--gpu-id", &g.to_string()]);
+    assert!(
+        !health.to_string().contains("quarantined"),
+        "{gs}\n{health}"
+    );
+    // Placed again: a job asking for every GPU gets this one too.
+    let next = run_job(&node, &["--gpu=8", "--", "true"]);
+    assert_eq!(next.status["state"], "COMPLETED", "{}", next.status);
+    assert!(next.status["gpus"]["indices"]
+        .as_array()
+        .unwrap()
+        .contains(&json!(g)));
+    assert_eq!(audit_of(&node, &id)["ended"], "COMPLETED");
+}
+
+/// `scrub_policy: reset`: a reset that fails leaves the GPU quarantined
+/// (DEGRADED), with the reason and the reset's own error.
+#[test]
+fn reset_policy_quarantines_a_gpu_whose_reset_fails() {
+    let node =
+        start_resetting("echo 'Unable to reset this GPU: in use by another client' >&2; exit 3");
+    let (_, g) = leave_a_gpu_dirty(&node);
+    wait_for_reset_of(&node, g);
+    let gs = wait_for(&node, "the GPU quarantined", || {
+        let s = gpu_state(&node, g);
+        (s["state"] == "DEGRADED").then_some(s)
+    });
+    let health = node
+        .rnx_json(&["gpu", "health", "--gpu-id", &g.to_string()])
+        .to_string();
+    for part in [
+        "quarantined: 4096 MiB of memory still in use",
+        "reset failed",
+        "in use by another client",
+    ] {
+        assert!(health.contains(part), "{part}: {gs}\n{health}");
+    }
+    let next = run_job(&node, &["--gpu=1", "--", "true"]);
+    assert!(!next.status["gpus"]["indices"]
+        .as_array()
+        .unwrap()
+        .contains(&json!(g)));
+}
+
+/// `scrub_policy: reset`: a reset that succeeds but leaves the memory in
+/// use (the stand-in changes nothing) quarantines the GPU too, saying so.
+#[test]
+fn reset_policy_quarantines_a_gpu_that_stays_dirty_after_its_reset() {
+    let node = start_resetting("exit 0");
+    let (_, g) = leave_a_gpu_dirty(&node);
+    wait_for_reset_of(&node, g);
+    let gs = wait_for(&node, "the GPU quarantined", || {
+        let s = gpu_state(&node, g);
+        (s["state"] == "DEGRADED").then_some(s)
+    });
+    let health = node
+        .rnx_json(&["gpu", "health", "--gpu-id", &g.to_string()])
+        .to_string();
+    for part in [
+        "quarantined: 4096 MiB of memory still in use",
+        "still after a GPU reset",
+    ] {
+        assert!(health.contains(part), "{part}: {gs}\n{health}");
+    }
 }
 
 /// Allocations survive a daemon crash: a job still running is reattached

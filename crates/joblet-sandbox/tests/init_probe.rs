@@ -4,7 +4,7 @@
 mod init_common;
 
 use init_common::*;
-use joblet_sandbox::init::NetMode;
+use joblet_sandbox::init::{NetMode, SyscallGroup};
 
 const PROBE_TRIES: &[&str] = &[
     "--try-write",
@@ -35,6 +35,9 @@ const PROBE_TRIES: &[&str] = &[
     "--try-clone3",
     "--try-setns",
     "--try-bpf",
+    "--try-io-uring",
+    "--try-perf",
+    "--try-vsock",
 ];
 
 #[test]
@@ -126,6 +129,10 @@ fn unprivileged_job_sees_a_minimal_locked_down_world() {
     assert_eq!(tried(&v, "clone3", None), "ENOSYS");
     assert_eq!(tried(&v, "setns", None), "EPERM");
     assert_eq!(tried(&v, "bpf", None), "EPERM");
+    // Beyond Docker's default: ENOSYS so that io_uring users fall back.
+    assert_eq!(tried(&v, "io-uring", None), "ENOSYS");
+    assert_eq!(tried(&v, "perf", None), "EPERM");
+    assert_eq!(tried(&v, "vsock", None), "EPERM");
 
     // Network: a namespace of its own with lo up.
     assert_eq!(v["net_ifaces"], serde_json::json!(["lo"]));
@@ -196,11 +203,15 @@ fn root_job_keeps_a_small_capability_set_and_is_still_filtered() {
             "1",
             "--try-read",
             "/proc/1/environ",
+            "--try-io-uring",
         ],
     );
     cfg.uid = 0;
     cfg.gid = 0;
     cfg.allow_root = true;
+    // ptrace let through the filter, to check the kernel's own refusal
+    // below; the rest of the filter stays.
+    cfg.seccomp_allow = vec![SyscallGroup::Ptrace];
     let v = probe(&cfg);
     assert_eq!(v["uid"], 0);
     // CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP
@@ -220,12 +231,46 @@ fn root_job_keeps_a_small_capability_set_and_is_still_filtered() {
     assert_eq!(tried(&v, "clone3", None), "ENOSYS");
     assert_eq!(tried(&v, "bpf", None), "EPERM");
     assert_eq!(tried(&v, "mknod", Some("/tmp/n")), "EPERM");
+    assert_eq!(tried(&v, "io-uring", None), "ENOSYS");
     // hidepid exempts gid 0 (procfs's default gid=), so a root job lists
-    // pid 1, but it cannot trace it or read its files: pid 1 is not
-    // dumpable and keeps capabilities the job lacks.
+    // pid 1, but even with ptrace let through the filter it cannot trace
+    // it or read its files: pid 1 is not dumpable and keeps capabilities
+    // the job lacks.
     assert_eq!(v["pids"], serde_json::json!([1, 2]));
     assert_eq!(tried(&v, "ptrace", Some("1")), "EPERM");
     assert_eq!(tried(&v, "read", Some("/proc/1/environ")), "EACCES");
+}
+
+/// `sandbox.seccomp_allow`: a group lets its calls through, and nothing
+/// else of the filter changes.
+#[test]
+fn allowed_groups_let_their_calls_through_and_nothing_else() {
+    let work = work_dir();
+    let probe_path = install_probe(work.path());
+    let tries = ["--try-io-uring", "--try-perf", "--try-bpf", "--try-clone3"];
+    let mut cfg = config(work.path(), &probe_path, &tries);
+    cfg.seccomp_allow = vec![SyscallGroup::IoUring];
+    let v = probe(&cfg);
+    assert_eq!(v["seccomp"], 2);
+    let uring = tried(&v, "io-uring", None);
+    let unfiltered = {
+        let mut cfg = config(work.path(), &probe_path, &["--try-io-uring"]);
+        cfg.seccomp = false;
+        tried(&probe(&cfg), "io-uring", None)
+    };
+    assert_eq!(uring, unfiltered, "as without any filter");
+    if unfiltered != "ok" {
+        eprintln!("io_uring_setup gives {unfiltered} without any filter here: the allowed case proves only that the filter no longer answers ENOSYS");
+    }
+    assert_ne!(uring, "ENOSYS");
+    assert_eq!(tried(&v, "perf", None), "EPERM");
+    assert_eq!(tried(&v, "bpf", None), "EPERM");
+    assert_eq!(tried(&v, "clone3", None), "ENOSYS");
+
+    cfg.seccomp_allow = vec![SyscallGroup::Perf];
+    let v = probe(&cfg);
+    assert_eq!(tried(&v, "io-uring", None), "ENOSYS");
+    assert_ne!(tried(&v, "perf", None), "EPERM");
 }
 
 #[test]

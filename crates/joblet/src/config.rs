@@ -100,8 +100,13 @@ pub struct SandboxConfig {
     pub enabled: bool,
     /// The daemon's subtree in each cgroup hierarchy.
     pub cgroup_base: String,
-    /// Seccomp filter for jobs (Docker-like deny list).
+    /// Seccomp filter for jobs (at least as strict as Docker's default
+    /// profile; docs/security.md).
     pub seccomp: bool,
+    /// Syscall groups the filter lets through on this node (`io_uring`,
+    /// `perf`, `ptrace`, `numa`); unknown names are refused by serde,
+    /// naming the key and the accepted groups.
+    pub seccomp_allow: Vec<joblet_sandbox::init::SyscallGroup>,
     /// Lets jobs ask for `--network=host` (the host's network stack).
     /// Off: every job gets its own network namespace with loopback only.
     pub allow_host_network: bool,
@@ -276,6 +281,7 @@ impl Default for SandboxConfig {
             enabled: true,
             cgroup_base: "joblet".into(),
             seccomp: true,
+            seccomp_allow: Vec::new(),
             allow_host_network: false,
             warm_pool: 2,
         }

@@ -39,6 +39,8 @@ pub struct NodeSandbox {
     pub work_size_mb: u64,
     pub pids_max: u64,
     pub seccomp: bool,
+    /// `sandbox.seccomp_allow`.
+    pub seccomp_allow: Vec<joblet_sandbox::init::SyscallGroup>,
     pub support: Support,
     layout: Layout,
 }
@@ -168,6 +170,7 @@ impl NodeSandbox {
             work_size_mb: cfg.filesystem.work_size_mb,
             pids_max: cfg.jobs.pids_max,
             seccomp: cfg.sandbox.seccomp,
+            seccomp_allow: cfg.sandbox.seccomp_allow.clone(),
             support,
             layout,
         })
@@ -304,6 +307,7 @@ impl NodeSandbox {
                 tmp_size_mb: self.tmp_size_mb,
                 net,
                 seccomp: self.seccomp,
+                seccomp_allow: self.seccomp_allow.clone(),
                 binds: gpu.binds,
                 masks: gpu.masks,
                 device_binds: gpu.devices,

@@ -79,6 +79,22 @@ pub fn start_with(jobs_keys: &str, max_running: usize) -> SandboxNode {
 
 /// As [`start_with`], with `more_mounts` added to `filesystem.allowed_mounts`.
 pub fn start_mounting(jobs_keys: &str, max_running: usize, more_mounts: &[&Path]) -> SandboxNode {
+    start_configured(jobs_keys, max_running, more_mounts, "")
+}
+
+/// A node with `sandbox_keys` (two-space indented lines, e.g.
+/// `"  seccomp_allow: [io_uring]\n"`) in its `sandbox:` block.
+pub fn start_sandbox(sandbox_keys: &str) -> SandboxNode {
+    start_configured("", 64, &[], sandbox_keys)
+}
+
+/// As [`start_mounting`], with `sandbox_keys` in the `sandbox:` block.
+pub fn start_configured(
+    jobs_keys: &str,
+    max_running: usize,
+    more_mounts: &[&Path],
+    sandbox_keys: &str,
+) -> SandboxNode {
     let base = CgroupBase::new();
     let probe = ProbeDir::new();
     let mounts: Vec<String> = [
@@ -90,7 +106,7 @@ pub fn start_mounting(jobs_keys: &str, max_running: usize, more_mounts: &[&Path]
     .chain(more_mounts.iter().map(|m| format!("\"{}\"", m.display())))
     .collect();
     let extra_config = format!(
-        "{jobs_keys}filesystem:\n  allowed_mounts: [{}]\nsandbox:\n  cgroup_base: {}\n",
+        "{jobs_keys}filesystem:\n  allowed_mounts: [{}]\nsandbox:\n  cgroup_base: {}\n{sandbox_keys}",
         mounts.join(", "),
         base.0
     );

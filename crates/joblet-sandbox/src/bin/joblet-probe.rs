@@ -5,7 +5,9 @@
 //!
 //! `--try-write PATH`, `--try-read PATH`, `--try-open PATH` (read-write),
 //! `--try-mknod PATH` (char 1:3), `--try-ptrace PID` (attach, detach), `--try-mount`, `--try-unshare-user`,
-//! `--try-clone-newuser`, `--try-clone3`, `--try-setns`, `--try-bpf`;
+//! `--try-clone-newuser`, `--try-clone3`, `--try-setns`, `--try-bpf`,
+//! `--try-io-uring` (`io_uring_setup`), `--try-perf` (`perf_event_open`
+//! of a task clock on itself), `--try-vsock` (an `AF_VSOCK` socket);
 //! `--read-file PATH` (the attempt also carries `content`, lossy UTF-8, at
 //! most 4 KiB, and `len`), `--stat PATH` (`lstat`; also `kind`, `size`,
 //! `mode` and, for a directory, its sorted `entries`).
@@ -53,6 +55,7 @@ fn errno_name(e: i32) -> String {
         libc::EROFS => "EROFS",
         libc::EPIPE => "EPIPE",
         libc::ENOSYS => "ENOSYS",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
         libc::EOPNOTSUPP => "EOPNOTSUPP",
         libc::ENETUNREACH => "ENETUNREACH",
         libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
@@ -329,6 +332,46 @@ fn try_bpf() -> String {
     outcome(ret)
 }
 
+fn try_io_uring() -> String {
+    // struct io_uring_params: 120 bytes, zeroed (the kernel fills it in).
+    let mut params = [0u32; 30];
+    // SAFETY: `params` is a zeroed io_uring_params that outlives the call.
+    let ret = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
+    if ret >= 0 {
+        // SAFETY: closing the ring descriptor just created.
+        unsafe { libc::close(ret as i32) };
+    }
+    outcome(ret)
+}
+
+fn try_perf() -> String {
+    // struct perf_event_attr of PERF_ATTR_SIZE_VER0 (64 bytes): a software
+    // task-clock counter on this process, user space only (allowed by the
+    // default perf_event_paranoid 2), disabled.
+    let mut attr = [0u64; 8];
+    attr[0] = 1 | (64 << 32); // type PERF_TYPE_SOFTWARE, size 64
+    attr[1] = 1; // config PERF_COUNT_SW_TASK_CLOCK
+    attr[5] = 1 | (1 << 5) | (1 << 6); // disabled, exclude_kernel, exclude_hv
+                                       // SAFETY: `attr` is a valid perf_event_attr that outlives the call;
+                                       // pid 0 (self), cpu -1 (any), no group, no flags.
+    let ret = unsafe { libc::syscall(libc::SYS_perf_event_open, attr.as_ptr(), 0, -1, -1, 0) };
+    if ret >= 0 {
+        // SAFETY: closing the event descriptor just created.
+        unsafe { libc::close(ret as i32) };
+    }
+    outcome(ret)
+}
+
+fn try_vsock() -> String {
+    // SAFETY: socket takes three integers.
+    let fd = unsafe { libc::socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0) };
+    if fd >= 0 {
+        // SAFETY: closing the socket just created.
+        unsafe { libc::close(fd) };
+    }
+    outcome(fd.into())
+}
+
 fn try_ptrace(pid: &str) -> String {
     let Ok(pid) = pid.parse::<libc::pid_t>() else {
         return "EINVAL".into();
@@ -466,6 +509,9 @@ fn main() {
             "--try-clone3" => ("clone3", in_child(clone3_plain), 1),
             "--try-setns" => ("setns", try_setns(), 1),
             "--try-bpf" => ("bpf", try_bpf(), 1),
+            "--try-io-uring" => ("io-uring", try_io_uring(), 1),
+            "--try-perf" => ("perf", try_perf(), 1),
+            "--try-vsock" => ("vsock", try_vsock(), 1),
             other => {
                 eprintln!("joblet-probe: unknown argument {other:?}");
                 std::process::exit(2);

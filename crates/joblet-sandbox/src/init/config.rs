@@ -47,6 +47,10 @@ pub struct InitConfig {
     pub net: NetMode,
     /// Load the seccomp filter (see [`super::denied_syscalls`]).
     pub seccomp: bool,
+    /// Groups of syscalls the filter lets through on this node
+    /// (`sandbox.seccomp_allow`); empty: the default policy.
+    #[serde(default)]
+    pub seccomp_allow: Vec<super::SyscallGroup>,
     /// Host files or directories bound read-only (nosuid, nodev) at `target`
     /// in the job, after `/dev` and `/proc` are built (so a target under
     /// `/proc`, e.g. `/proc/driver/nvidia/params`, overlays the job's procfs).
@@ -197,6 +201,8 @@ impl InitConfig {
             Some("tmp_size_mb")
         } else if self.seccomp != job.seccomp {
             Some("seccomp")
+        } else if self.seccomp_allow != job.seccomp_allow {
+            Some("seccomp_allow")
         } else if (self.uid, self.gid, self.allow_root) != (job.uid, job.gid, job.allow_root) {
             // The job's process drops its privileges before the job comes.
             Some("user")
@@ -376,6 +382,7 @@ pub(crate) mod tests {
             tmp_size_mb: 64,
             net: NetMode::None,
             seccomp: true,
+            seccomp_allow: vec![],
             binds: vec![Bind {
                 source: "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15".into(),
                 target: "/run/joblet/driver/lib/libcuda.so.1".into(),
@@ -414,6 +421,9 @@ pub(crate) mod tests {
         job.seccomp = false;
         assert_eq!(base.warm_mismatch(&job), Some("seccomp"));
         job.seccomp = true;
+        job.seccomp_allow = vec![super::super::SyscallGroup::IoUring];
+        assert_eq!(base.warm_mismatch(&job), Some("seccomp_allow"));
+        job.seccomp_allow.clear();
         job.uid += 1;
         assert_eq!(base.warm_mismatch(&job), Some("user"));
         job.uid = base.uid;

@@ -94,7 +94,7 @@ pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, NetMode};
 pub use error::{InitError, Stage};
 pub use forked::{fork_ahead, ForkedInit};
 pub use outer::run_init;
-pub use seccomp::denied_syscalls;
+pub use seccomp::{denied_syscalls, Denied, Policy, SyscallGroup, Verdict, LAST_KNOWN_SYSCALL};
 pub use spawn::{spawn, PendingInit, Started, RELEASE_TIMEOUT};
 
 /// Whether this kernel can start a job in a warm sandbox: its pid 1 gets

@@ -186,7 +186,8 @@ fn before_release(config: &InitConfig) -> Result<Vec<BpfProgram>, SetupError> {
         prepare_job(config, None, &Host::Parked)?;
     }
     let filters = if config.seccomp {
-        seccomp::job_filters().stage(Stage::Seccomp, || "building the filter".into())?
+        seccomp::job_filters(&config.seccomp_allow)
+            .stage(Stage::Seccomp, || "building the filter".into())?
     } else {
         Vec::new()
     };

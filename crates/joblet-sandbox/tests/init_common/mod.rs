@@ -69,6 +69,7 @@ pub fn config(work: &Path, command: &str, args: &[&str]) -> InitConfig {
         tmp_size_mb: 16,
         net: NetMode::None,
         seccomp: true,
+        seccomp_allow: vec![],
         binds: vec![],
         masks: vec![],
         device_binds: vec![],
