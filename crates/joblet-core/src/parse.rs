@@ -13,9 +13,10 @@ pub struct ParseError {
 }
 
 impl ParseError {
+    /// `value` is kept as messages echo it ([`crate::text::clip`]).
     fn new(value: &str, expected: impl Into<String>) -> Self {
         ParseError {
-            value: value.to_owned(),
+            value: crate::text::clip(value),
             expected: expected.into(),
         }
     }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::parse::{self, ParseError};
+use crate::text::clip;
 use crate::upload::UploadEntry;
 
 /// A request field that is not acceptable.
@@ -184,18 +185,23 @@ fn check_text(field: &str, s: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// `env["KEY"]`: the field of one variable, its key cut as messages echo
+/// user text ([`crate::text::clip`]).
+pub fn env_field(field: &str, key: &str) -> String {
+    format!("{field}[{:?}]", crate::text::clip(key))
+}
+
 fn check_env(
     field: &str,
     pairs: &[(String, String)],
     out: &mut BTreeMap<String, String>,
 ) -> Result<(), FieldError> {
     for (k, v) in pairs {
-        parse::check_env_key(k)
-            .map_err(|e| FieldError::from_parse(format!("{field}[{k:?}]"), e))?;
-        check_text(&format!("{field}[{k:?}]"), v)?;
+        parse::check_env_key(k).map_err(|e| FieldError::from_parse(env_field(field, k), e))?;
+        check_text(&env_field(field, k), v)?;
         if out.insert(k.clone(), v.clone()).is_some() {
             return Err(FieldError::new(
-                format!("{field}[{k:?}]"),
+                env_field(field, k),
                 "is given twice (in env and secret_env, or repeated); give each variable once",
             ));
         }
@@ -345,14 +351,14 @@ impl JobRequest {
 
         for (i, v) in self.volumes.iter().enumerate() {
             if !is_name(v) {
-                return Err(FieldError::new(format!("volumes[{i}]"), format!("invalid volume name {v:?}: expected letters, digits, '.', '-' and '_', like data-lake")));
+                return Err(FieldError::new(format!("volumes[{i}]"), format!("invalid volume name {:?}: expected letters, digits, '.', '-' and '_', like data-lake", clip(v))));
             }
         }
 
         let runtime = match self.runtime.trim() {
             "" => None,
             r if is_name(r) => Some(r.to_owned()),
-            r => return Err(FieldError::new("runtime", format!("invalid runtime name {r:?}: expected letters, digits, '.', '-' and '_', like python-3.11-ml"))),
+            r => return Err(FieldError::new("runtime", format!("invalid runtime name {:?}: expected letters, digits, '.', '-' and '_', like python-3.11-ml", clip(r)))),
         };
 
         let network = match self.network.trim() {
@@ -361,7 +367,7 @@ impl JobRequest {
             other => {
                 return Err(FieldError::new(
                     "network",
-                    format!("invalid value {other:?}: expected none (own namespace, loopback only; the default) or host"),
+                    format!("invalid value {:?}: expected none (own namespace, loopback only; the default) or host", clip(other)),
                 ))
             }
         };

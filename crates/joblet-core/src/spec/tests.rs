@@ -216,6 +216,33 @@ fn zero_timeout_means_none_and_unset_means_default() {
     assert!(req().uses_default_timeout());
 }
 
+/// A value echoed in a message is cut, so a huge one cannot make the
+/// message huge.
+#[test]
+fn long_values_are_echoed_clipped() {
+    let huge = "x".repeat(100_000);
+    for edit in [
+        (|r: &mut JobRequest, h: &str| r.runtime = format!("{h} y")) as fn(&mut JobRequest, &str),
+        |r, h| r.volumes = vec![format!("{h}/")],
+        |r, h| r.network = h.into(),
+        |r, h| r.cpu_cores = h.into(),
+        |r, h| r.env = vec![(format!("1{h}"), "v".into())],
+        |r, h| r.mig_profile = h.into(),
+    ] {
+        let mut r = req();
+        r.gpu_count = 1;
+        edit(&mut r, &huge);
+        let e = r.validate().unwrap_err();
+        assert!(
+            e.to_string().len() < 400,
+            "{}: {}",
+            e.field,
+            e.to_string().len()
+        );
+        assert!(e.to_string().contains('…'), "{e}");
+    }
+}
+
 #[test]
 fn unenforceable_requests_are_refused_by_name() {
     let none = NodeCapabilities::default();
