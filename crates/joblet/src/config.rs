@@ -41,7 +41,8 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct JobsConfig {
-    /// Time limit for jobs that do not give `--timeout`; 0 = none.
+    /// The node's time limit: jobs that give no `--timeout` (or 0) get it,
+    /// and a job's own `--timeout` can only be shorter; 0 = none.
     #[serde(deserialize_with = "de_duration")]
     pub default_timeout: Duration,
     /// SIGTERM-to-SIGKILL grace for `rnx job stop` and timeouts.
@@ -480,6 +481,19 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
                 ))
             })
         }
+        /// `0.5`: seconds with a fraction, kept to the millisecond.
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Duration, E> {
+            let ms = v * 1000.0;
+            let whole = ms.round();
+            if v.is_finite() && v >= 0.0 && (ms - whole).abs() < 1e-6 && whole <= 1e15 {
+                Ok(Duration::from_millis(whole as u64))
+            } else {
+                Err(E::custom(format!(
+                    "invalid value {v}: expected {}",
+                    joblet_core::parse::DURATION_FORM
+                )))
+            }
+        }
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Duration, E> {
             joblet_core::parse::parse_duration(v).map_err(E::custom)
         }
@@ -547,6 +561,37 @@ mod tests {
         assert_eq!(cfg.jobs.default_timeout, Duration::from_secs(5400));
         assert_eq!(cfg.jobs.stop_grace_period, Duration::from_secs(3));
         assert_eq!(cfg.jobs.max_running, 20);
+    }
+
+    /// Every duration key keeps milliseconds: sub-second values are never
+    /// 0 (none) or cut to whole seconds.
+    #[test]
+    fn durations_keep_milliseconds() {
+        let cfg = parse("jobs:\n  default_timeout: 500ms\n  stop_grace_period: 1.5s\ngpu:\n  health_interval: 250ms\n  scrub_timeout: 1.9s\n  default_gpu_time: 90s\n").unwrap();
+        assert_eq!(cfg.jobs.default_timeout, Duration::from_millis(500));
+        assert_eq!(cfg.jobs.stop_grace_period, Duration::from_millis(1500));
+        assert_eq!(cfg.gpu.health_interval, Duration::from_millis(250));
+        assert_eq!(cfg.gpu.scrub_timeout, Duration::from_millis(1900));
+        assert_eq!(cfg.gpu.default_gpu_time, Duration::from_secs(90));
+        for (yaml, ms) in [
+            ("0.5", 500),
+            ("1.9", 1900),
+            ("\"0.5s\"", 500),
+            ("1ms", 1),
+            ("2", 2000),
+        ] {
+            let cfg = parse(&format!("jobs:\n  default_timeout: {yaml}\n")).unwrap();
+            assert_eq!(
+                cfg.jobs.default_timeout,
+                Duration::from_millis(ms),
+                "{yaml}"
+            );
+        }
+        for bad in ["1us", "0.0001", "-0.5", ".nan"] {
+            let e = parse(&format!("jobs:\n  default_timeout: {bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("jobs.default_timeout"), "{bad}: {e}");
+            assert!(e.to_string().contains("duration like 30s"), "{bad}: {e}");
+        }
     }
 
     /// Each bad key is named with its dotted path and the accepted form.

@@ -215,8 +215,8 @@ pub struct RunArgs {
     /// Runtime environment to run in, e.g. --runtime=python-3.11-ml
     #[arg(long, value_name = "NAME", value_parser = parsers::runtime_name)]
     pub runtime: Option<String>,
-    /// Time limit like 30s, 10m, 1h30m or seconds; 0 = none [default: the node's]
-    #[arg(long, value_name = "DURATION", value_parser = parsers::timeout_secs, allow_negative_numbers = true)]
+    /// Time limit like 500ms, 1.5s, 10m or 1h30m, to the millisecond; at most the node's jobs.default_timeout; 0 = the node's [default: the node's]
+    #[arg(long, value_name = "DURATION", value_parser = parsers::timeout_ms, allow_negative_numbers = true)]
     pub timeout: Option<i64>,
     /// Number of GPUs, all allocated together, e.g. --gpu=2
     #[arg(long, value_name = "N", value_parser = parsers::gpu_count, allow_negative_numbers = true)]

@@ -22,7 +22,8 @@ pub struct Admission {
     pub work_size_bytes: Option<u64>,
     /// What the node can enforce; a job asking for more is refused.
     pub caps: NodeCapabilities,
-    /// `jobs.default_timeout`; `None` = no limit.
+    /// `jobs.default_timeout`: the node's time limit, which a job's own
+    /// timeout can only shorten; `None` = the node sets none.
     pub default_timeout: Option<Duration>,
 }
 
@@ -41,8 +42,8 @@ impl Admission {
 
     /// A job request checked the same way for every way of submitting it:
     /// its fields, its upload manifest against the node's limits, whether
-    /// the node can enforce what it asks and allows its network; a request
-    /// that leaves the timeout to the node gets the node's default.
+    /// the node can enforce what it asks and allows its network. Its time
+    /// limit is [`effective_timeout`].
     /// Returns the spec and the secret values.
     pub fn accept(
         &self,
@@ -66,10 +67,18 @@ impl Admission {
                 setting: "sandbox.allow_host_network",
             });
         }
-        if raw.uses_default_timeout() {
-            spec.timeout = self.default_timeout;
-        }
+        spec.timeout = effective_timeout(spec.timeout, self.default_timeout);
         Ok((spec, secrets))
+    }
+}
+
+/// The time limit a job gets: the smaller of its own (`asked`; `None` when
+/// it asked for none, or for 0) and the node's `jobs.default_timeout`, so
+/// a request can never raise or remove an admin's limit.
+pub fn effective_timeout(asked: Option<Duration>, node: Option<Duration>) -> Option<Duration> {
+    match (asked, node) {
+        (Some(a), Some(n)) => Some(a.min(n)),
+        (a, n) => a.or(n),
     }
 }
 

@@ -265,12 +265,22 @@ async fn an_admitted_job_is_the_callers_with_the_nodes_default_timeout() {
     let job = n.jobs.run(&admin(), request()).await.unwrap();
     assert_eq!(job.record.owner, "alice");
     assert_eq!(job.record.spec.timeout, Some(Duration::from_secs(600)));
-    let own = JobRequest {
+    let zero = JobRequest {
         timeout_seconds: Some(0),
         ..request()
     };
-    let job = n.jobs.run(&admin(), own).await.unwrap();
-    assert_eq!(job.record.spec.timeout, None, "0 = no limit");
+    let job = n.jobs.run(&admin(), zero).await.unwrap();
+    assert_eq!(
+        job.record.spec.timeout,
+        Some(Duration::from_secs(600)),
+        "0 = the node's, never no limit"
+    );
+    let shorter = JobRequest {
+        timeout_ms: Some(500),
+        ..request()
+    };
+    let job = n.jobs.run(&admin(), shorter).await.unwrap();
+    assert_eq!(job.record.spec.timeout, Some(Duration::from_millis(500)));
 }
 
 #[tokio::test]

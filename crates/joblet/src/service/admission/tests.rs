@@ -38,29 +38,63 @@ fn refusal(req: JobRequest) -> String {
     node().accept(&req).unwrap_err().to_string()
 }
 
+/// The node's default is also its limit: a job that asks for none, or
+/// for 0, gets it; a job may only ask for less; sub-second limits are kept.
 #[test]
-fn a_request_that_leaves_the_timeout_to_the_node_gets_its_default() {
-    let (spec, _) = node().accept(&job()).unwrap();
-    assert_eq!(spec.timeout, Some(Duration::from_secs(3600)));
-    let (spec, _) = node()
-        .accept(&JobRequest {
-            timeout_seconds: Some(0),
+fn a_job_gets_the_smaller_of_its_timeout_and_the_nodes() {
+    let timeout = |node: &Admission, ms: Option<i64>, secs: Option<i64>| {
+        node.accept(&JobRequest {
+            timeout_ms: ms,
+            timeout_seconds: secs,
             ..job()
         })
-        .unwrap();
-    assert_eq!(spec.timeout, None, "0 = no limit, not the default");
-    let (spec, _) = node()
-        .accept(&JobRequest {
-            timeout_seconds: Some(30),
-            ..job()
-        })
-        .unwrap();
-    assert_eq!(spec.timeout, Some(Duration::from_secs(30)));
+        .unwrap()
+        .0
+        .timeout
+    };
+    let hour = Some(Duration::from_secs(3600));
+    assert_eq!(timeout(&node(), None, None), hour);
+    assert_eq!(timeout(&node(), Some(0), None), hour, "0 = the node's");
+    assert_eq!(timeout(&node(), None, Some(0)), hour, "0 = the node's");
+    assert_eq!(
+        timeout(&node(), None, Some(30)),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(
+        timeout(&node(), None, Some(7200)),
+        hour,
+        "a job cannot raise the node's limit"
+    );
+    assert_eq!(
+        timeout(&node(), Some(1900), Some(2)),
+        Some(Duration::from_millis(1900))
+    );
+
+    // The node: default_timeout 500ms.
+    let half = Admission {
+        default_timeout: Some(Duration::from_millis(500)),
+        ..node()
+    };
+    let ms500 = Some(Duration::from_millis(500));
+    assert_eq!(timeout(&half, Some(500), Some(1)), ms500);
+    assert_eq!(timeout(&half, Some(10_000), Some(10)), ms500);
+    assert_eq!(timeout(&half, Some(0), None), ms500);
+    assert_eq!(timeout(&half, None, None), ms500);
+    assert_eq!(
+        timeout(&half, Some(1), Some(1)),
+        Some(Duration::from_millis(1))
+    );
+
     let unlimited = Admission {
         default_timeout: None,
         ..node()
     };
-    assert_eq!(unlimited.accept(&job()).unwrap().0.timeout, None);
+    assert_eq!(timeout(&unlimited, None, None), None);
+    assert_eq!(timeout(&unlimited, Some(0), None), None);
+    assert_eq!(
+        timeout(&unlimited, Some(1900), None),
+        Some(Duration::from_millis(1900))
+    );
 }
 
 #[test]
