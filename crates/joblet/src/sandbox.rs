@@ -86,25 +86,6 @@ pub fn lock_cgroup_base(lock_dir: &Path, base: &str) -> Result<Flock<File>, Sand
     })
 }
 
-/// `jobs.user`: a passwd name, `UID` or `UID:GID`.
-pub fn resolve_user(spec: &str) -> Result<(u32, u32), String> {
-    let num = |s: &str| {
-        s.parse::<u32>().map_err(|_| format!("invalid value {spec:?}: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)"))
-    };
-    if let Some((u, g)) = spec.split_once(':') {
-        return Ok((num(u)?, num(g)?));
-    }
-    if spec.chars().all(|c| c.is_ascii_digit()) && !spec.is_empty() {
-        let uid = num(spec)?;
-        return Ok((uid, uid));
-    }
-    match nix::unistd::User::from_name(spec) {
-        Ok(Some(u)) => Ok((u.uid.as_raw(), u.gid.as_raw())),
-        Ok(None) => Err(format!("no user named {spec:?} on this host: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)")),
-        Err(e) => Err(format!("cannot look up user {spec:?}: {e}")),
-    }
-}
-
 impl NodeSandbox {
     /// Checks that this node can sandbox jobs as configured and takes the
     /// cgroup base for this daemon.
@@ -112,13 +93,9 @@ impl NodeSandbox {
         if !nix::unistd::geteuid().is_root() {
             return Err(SandboxSetupError::NotRoot);
         }
-        let (uid, gid) = resolve_user(&cfg.jobs.user).map_err(SandboxSetupError::User)?;
-        if (uid == 0 || gid == 0) && !cfg.jobs.allow_root {
-            return Err(SandboxSetupError::User(format!(
-                "{:?} is root; set jobs.allow_root: true to run jobs as root (not recommended)",
-                cfg.jobs.user
-            )));
-        }
+        // Checked with the rest of the config before start-up (the same
+        // function); resolved again here, where it is used.
+        let (uid, gid) = crate::config::jobs_user(&cfg.jobs).map_err(SandboxSetupError::User)?;
         let layout = Layout::detect(Path::new("/proc/self/mountinfo"))?;
         let support = layout.support()?;
         let base_lock = lock_cgroup_base(Path::new(CGROUP_LOCK_DIR), &cfg.sandbox.cgroup_base)?;
@@ -264,17 +241,6 @@ impl NodeSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn users_by_number_pair_and_name() {
-        assert_eq!(resolve_user("1000").unwrap(), (1000, 1000));
-        assert_eq!(resolve_user("1000:50").unwrap(), (1000, 50));
-        assert_eq!(resolve_user("root").unwrap(), (0, 0));
-        assert!(resolve_user("no-such-user-here")
-            .unwrap_err()
-            .contains("UID:GID"));
-        assert!(resolve_user("1:x").unwrap_err().contains("UID:GID"));
-    }
 
     #[test]
     fn one_daemon_per_cgroup_base() {
