@@ -261,6 +261,41 @@ pub fn upload_path(s: &str) -> Result<String, String> {
     }
 }
 
+/// A value parser whose refusal echoes the value cut as the node's
+/// messages cut it ([`joblet_core::text::clip`]); clap's own would repeat a
+/// 100 KB id whole. For ids (`job_ref`, `gpu_ref`).
+#[derive(Clone, Copy)]
+pub struct Clipped(pub fn(&str) -> Result<String, String>);
+
+impl TypedValueParser for Clipped {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let text = value.to_string_lossy();
+        let why = match value.to_str() {
+            Some(t) => match (self.0)(t) {
+                Ok(v) => return Ok(v),
+                Err(why) => why,
+            },
+            None => "expected UTF-8 text".to_owned(),
+        };
+        let arg = arg.map_or_else(|| "ID".to_owned(), |a| a.to_string());
+        Err(clap::Error::raw(
+            ErrorKind::ValueValidation,
+            format!(
+                "invalid value '{}' for '{arg}': {why}\n",
+                joblet_core::text::clip(&text)
+            ),
+        )
+        .with_cmd(cmd))
+    }
+}
+
 /// A job id or a unique prefix of one.
 pub fn job_ref(s: &str) -> Result<String, String> {
     joblet_core::id::check_prefix(s).map_err(|e| e.to_string())?;
@@ -273,7 +308,8 @@ pub fn gpu_ref(s: &str) -> Result<String, String> {
     let t = s.trim();
     if t.is_empty() || t.len() > 96 || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
         return Err(format!(
-            "invalid GPU id {s:?}: expected a GPU UUID (GPU-1a2b3c4d-...), a unique prefix of one, or an index like 0"
+            "invalid GPU id {:?}: expected a GPU UUID (GPU-1a2b3c4d-...), a unique prefix of one, or an index like 0",
+            joblet_core::text::clip(s)
         ));
     }
     Ok(t.to_string())

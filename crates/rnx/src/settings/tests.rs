@@ -339,6 +339,26 @@ fn secret_values_are_not_echoed_in_errors() {
     assert!(!msg.contains("hunter2"), "{msg}");
 }
 
+/// A 100 KB id is named by its start, as the node names it.
+#[test]
+fn huge_ids_are_echoed_clipped() {
+    let huge = "z".repeat(100 * 1024);
+    for line in [
+        vec!["job", "status", huge.as_str()],
+        vec!["job", "stop", huge.as_str()],
+        vec!["gpu", "health", "--gpu-id", huge.as_str()],
+    ] {
+        let msg = parse(&line).unwrap_err();
+        assert!(msg.len() < 1000, "{:?}: {} bytes", &line[..2], msg.len());
+        assert!(msg.contains(&format!("'{}…'", "z".repeat(64))), "{msg}");
+    }
+    let msg = parse(&["job", "status", "xyz"]).unwrap_err();
+    assert!(
+        msg.contains("invalid value 'xyz' for '<ID>': job id \"xyz\" is not valid"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn other_commands() {
     assert_eq!(
