@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::text::clip;
+
 /// A job's id: a lowercase UUID (`8-4-4-4-12` hex digits).
 ///
 /// The daemon generates it; the core only checks its shape (also when one
@@ -36,7 +38,7 @@ impl JobId {
         if ok {
             Ok(JobId(s.to_owned()))
         } else {
-            Err(PrefixError::Malformed(s.to_owned()))
+            Err(PrefixError::Malformed(clip(s)))
         }
     }
 
@@ -56,7 +58,9 @@ impl fmt::Display for JobId {
     }
 }
 
-/// Why a user-typed job id does not name exactly one job.
+/// Why a user-typed job id does not name exactly one job. The id or
+/// prefix it carries is the user's as messages echo it: cut to
+/// [`crate::text::ECHO_CHARS`] characters and `…`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PrefixError {
     #[error("job id is empty: give a job id or a unique prefix of one (see `rnx job list`)")]
@@ -78,7 +82,7 @@ pub fn check_prefix(prefix: &str) -> Result<(), PrefixError> {
         return Err(PrefixError::Empty);
     }
     if prefix.len() > 36 || !prefix.chars().all(|c| c == '-' || c.is_ascii_hexdigit()) {
-        return Err(PrefixError::Malformed(prefix.to_owned()));
+        return Err(PrefixError::Malformed(clip(prefix)));
     }
     Ok(())
 }
@@ -102,10 +106,10 @@ where
     matches.sort_unstable();
     matches.dedup();
     match matches.as_slice() {
-        [] => Err(PrefixError::NotFound(prefix.to_owned())),
+        [] => Err(PrefixError::NotFound(clip(prefix))),
         [one] => JobId::parse(one),
         many => Err(PrefixError::Ambiguous {
-            prefix: prefix.to_owned(),
+            prefix: clip(prefix),
             matches: many
                 .iter()
                 .take(5)
@@ -149,5 +153,20 @@ mod tests {
             resolve_prefix("zz", [A]),
             Err(PrefixError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_huge_id_is_echoed_clipped() {
+        let huge = "z".repeat(100 * 1024);
+        for e in [
+            check_prefix(&huge).unwrap_err(),
+            JobId::parse(&huge).unwrap_err(),
+        ] {
+            let m = e.to_string();
+            assert!(
+                m.len() < 200 && m.contains(&format!("{}…", "z".repeat(64))),
+                "{m}"
+            );
+        }
     }
 }

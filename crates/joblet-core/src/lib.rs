@@ -2,8 +2,9 @@
 //!
 //! What a job is ([`spec`]), which states it may move between ([`state`]),
 //! what the node records and reports about it ([`record`]), a GPU's states
-//! and the health policy ([`gpu`]), how job ids are abbreviated ([`id`])
-//! and how a job's output is framed on disk ([`joblog`]). Which job runs
+//! and the health policy ([`gpu`]), how job ids are abbreviated ([`id`]),
+//! how a job's output is framed on disk ([`joblog`]) and how much of a
+//! user's value a message echoes ([`text`]). Which job runs
 //! where is decided by `joblet-engine` with `joblet-sched`.
 //!
 //! This crate does no IO: no files, no clocks, no randomness, no async
@@ -17,6 +18,7 @@ pub mod parse;
 pub mod record;
 pub mod spec;
 pub mod state;
+pub mod text;
 pub mod upload;
 
 pub use id::{JobId, PrefixError};

@@ -13,9 +13,10 @@ pub struct ParseError {
 }
 
 impl ParseError {
+    /// `value` is kept as messages echo it ([`crate::text::clip`]).
     fn new(value: &str, expected: impl Into<String>) -> Self {
         ParseError {
-            value: value.to_owned(),
+            value: crate::text::clip(value),
             expected: expected.into(),
         }
     }
@@ -125,20 +126,104 @@ pub fn parse_env_pair(s: &str) -> Result<(String, String), ParseError> {
 }
 
 pub const DURATION_FORM: &str =
-    "a duration like 30s, 10m, 2h, 1h30m or a number of seconds (0 = no limit)";
+    "a duration like 30s, 500ms, 1.5s, 10m, 2h or 1h30m, or a number of seconds (whole milliseconds at most)";
 
-/// Parses a duration: a bare number of seconds, or humantime's `30s`, `1h30m`.
-pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
-    let t = s.trim();
-    if let Ok(secs) = t.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(t).map_err(|_| ParseError::new(s, DURATION_FORM))
+const NANOS_PER_MILLI: u128 = 1_000_000;
+
+/// Nanoseconds in one `unit` (humantime's unit names).
+fn unit_nanos(unit: &str) -> Option<u128> {
+    const S: u128 = 1_000_000_000;
+    Some(match unit {
+        "ns" | "nsec" | "nanos" => 1,
+        "us" | "µs" | "usec" | "micros" => 1_000,
+        "ms" | "msec" | "millis" => NANOS_PER_MILLI,
+        "s" | "sec" | "secs" | "second" | "seconds" => S,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60 * S,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3600 * S,
+        "d" | "day" | "days" => 86_400 * S,
+        "w" | "week" | "weeks" => 7 * 86_400 * S,
+        "M" | "month" | "months" => 2_630_016 * S,
+        "y" | "year" | "years" => 31_557_600 * S,
+        _ => return None,
+    })
 }
 
-/// Formats a duration the way [`parse_duration`] reads it back (`1h 30m`).
+/// Parses a duration to the millisecond: a bare number of seconds (`30`,
+/// `0.5`), or components like `30s`, `500ms`, `1.5s`, `1h30m`, `1h 30m`
+/// (humantime's units; a component may have a decimal fraction). Nothing
+/// is rounded: a value that is not a whole number of milliseconds (`1us`,
+/// `0.0005s`) is refused, so a limit is never silently changed.
+pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
+    let err = || ParseError::new(s, DURATION_FORM);
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(err());
+    }
+    let mut nanos: u128 = 0;
+    let mut rest = t;
+    let mut components = 0;
+    while !rest.is_empty() {
+        // <digits>[.<digits>]
+        let int_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (int, after) = rest.split_at(int_end);
+        if int.is_empty() || int.len() > 20 {
+            return Err(err());
+        }
+        let (frac, after) = match after.strip_prefix('.') {
+            Some(f) => {
+                let end = f.find(|c: char| !c.is_ascii_digit()).unwrap_or(f.len());
+                if end == 0 || end > 9 {
+                    return Err(err());
+                }
+                f.split_at(end)
+            }
+            None => ("", after),
+        };
+        let after = after.trim_start();
+        let unit_end = after
+            .find(|c: char| !c.is_alphabetic())
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_end);
+        components += 1;
+        let per = match unit {
+            // A bare number is seconds, and only on its own.
+            "" if components == 1 && after.is_empty() => unit_nanos("s").unwrap_or(1),
+            u => unit_nanos(u).ok_or_else(err)?,
+        };
+        let int: u128 = int.parse().map_err(|_| err())?;
+        let mut value = int.checked_mul(per).ok_or_else(err)?;
+        if !frac.is_empty() {
+            let scale = 10u128.pow(frac.len() as u32);
+            let frac: u128 = frac.parse().map_err(|_| err())?;
+            let part = frac * per;
+            if !part.is_multiple_of(scale) {
+                return Err(err());
+            }
+            value += part / scale;
+        }
+        nanos = nanos.checked_add(value).ok_or_else(err)?;
+        rest = after.trim_start();
+    }
+    if !nanos.is_multiple_of(NANOS_PER_MILLI) {
+        return Err(err());
+    }
+    u64::try_from(nanos / NANOS_PER_MILLI)
+        .map(Duration::from_millis)
+        .map_err(|_| err())
+}
+
+/// Formats a duration in whole seconds (`1h 30m`), for times that passed.
 pub fn format_duration(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// Formats a limit to the millisecond (`1s 900ms`, `500ms`, `1h 30m`), the
+/// way [`parse_duration`] reads it back.
+pub fn format_duration_ms(d: Duration) -> String {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    humantime::format_duration(Duration::from_millis(ms)).to_string()
 }
 
 pub const CUDA_VERSION_FORM: &str =
@@ -267,10 +352,80 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(
+            parse_duration("2days").unwrap(),
+            Duration::from_secs(172_800)
+        );
         assert!(parse_duration("-5").is_err());
         assert!(parse_duration("soon").is_err());
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h 30m");
+    }
+
+    /// Sub-second values are kept to the millisecond, never rounded to 0
+    /// (which would mean "no limit") or down to whole seconds.
+    #[test]
+    fn durations_keep_milliseconds() {
+        for (given, ms) in [
+            ("500ms", 500),
+            ("0.5s", 500),
+            ("0.5", 500),
+            ("1ms", 1),
+            ("1.9s", 1900),
+            ("1s 900ms", 1900),
+            ("1s900ms", 1900),
+            ("1.5h", 5_400_000),
+            ("1000us", 1),
+            ("2000000ns", 2),
+            (" 250 ms ", 250),
+        ] {
+            assert_eq!(
+                parse_duration(given).unwrap(),
+                Duration::from_millis(ms),
+                "{given}"
+            );
+        }
+        for bad in [
+            "1us",
+            "0.0005s",
+            "2500000ns",
+            "1.s",
+            ".5s",
+            "1.2.3s",
+            "5 5",
+            "1x",
+            "ms",
+            "s5",
+            "1h-5m",
+            "",
+            "0.1234567891s",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.to_string().contains("500ms"), "{bad}: {e}");
+        }
+        assert!(parse_duration("99999999999999999999999h").is_err());
+        assert_eq!(format_duration_ms(Duration::from_millis(1900)), "1s 900ms");
+        assert_eq!(format_duration_ms(Duration::from_millis(500)), "500ms");
+        assert_eq!(format_duration_ms(Duration::from_secs(5400)), "1h 30m");
+        assert_eq!(format_duration(Duration::from_millis(1900)), "1s");
+    }
+
+    proptest::proptest! {
+        /// Whatever a limit is, its printed form reads back the same.
+        #[test]
+        fn a_formatted_limit_parses_back(ms in 0u64..40_000_000_000) {
+            let d = Duration::from_millis(ms);
+            proptest::prop_assert_eq!(parse_duration(&format_duration_ms(d)).unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn a_long_value_is_echoed_clipped() {
+        let long = "9".repeat(100_000) + "x";
+        let e = parse_duration(&long).unwrap_err();
+        assert!(e.to_string().len() < 300, "{e}");
+        assert!(e.value.ends_with('…'));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::parse::{self, ParseError};
+use crate::text::clip;
 use crate::upload::UploadEntry;
 
 /// A request field that is not acceptable.
@@ -49,6 +50,8 @@ pub mod limits {
     pub const MAX_GPU_COUNT: i64 = 256;
     /// One year.
     pub const MAX_TIMEOUT_SECS: i64 = 366 * 24 * 3600;
+    /// One year, in milliseconds.
+    pub const MAX_TIMEOUT_MS: i64 = MAX_TIMEOUT_SECS * 1000;
     pub const MAX_COMMAND_BYTES: usize = 4096;
     pub const MAX_ARGS: usize = 4096;
     pub const MAX_ENV: usize = 1024;
@@ -73,7 +76,13 @@ pub struct JobRequest {
     pub runtime: String,
     /// `""` or `none`: loopback only; `host`: the host's network (if the node allows it).
     pub network: String,
-    /// `None` = the node's default; `Some(0)` = no limit.
+    /// The job's time limit in milliseconds; wins over `timeout_seconds`
+    /// when set. `None` or `Some(0)` = none asked: the node's
+    /// `jobs.default_timeout` applies, which a request can only shorten.
+    pub timeout_ms: Option<i64>,
+    /// The same in whole seconds, as clients before `timeout_ms` send it
+    /// (and as new ones send it beside `timeout_ms`, rounded up, for older
+    /// nodes).
     pub timeout_seconds: Option<i64>,
     /// GPU time limit in seconds (`--gpu-time`); `None` = the node's default.
     pub gpu_time_seconds: Option<i64>,
@@ -141,7 +150,10 @@ pub struct JobSpec {
     pub runtime: Option<String>,
     #[serde(default)]
     pub network: Network,
-    /// `None` = no time limit.
+    /// The job's time limit, to the millisecond; `None` = none. As
+    /// [`JobRequest::validate`] returns it, the limit the request asked
+    /// for; once admitted, the limit that applies (the node's default
+    /// included).
     pub timeout: Option<Duration>,
     /// The CUDA toolkit version asked for (`12.2`, `12.2.1`); `None` = the
     /// runtime's, or none.
@@ -184,18 +196,23 @@ fn check_text(field: &str, s: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// `env["KEY"]`: the field of one variable, its key cut as messages echo
+/// user text ([`crate::text::clip`]).
+pub fn env_field(field: &str, key: &str) -> String {
+    format!("{field}[{:?}]", crate::text::clip(key))
+}
+
 fn check_env(
     field: &str,
     pairs: &[(String, String)],
     out: &mut BTreeMap<String, String>,
 ) -> Result<(), FieldError> {
     for (k, v) in pairs {
-        parse::check_env_key(k)
-            .map_err(|e| FieldError::from_parse(format!("{field}[{k:?}]"), e))?;
-        check_text(&format!("{field}[{k:?}]"), v)?;
+        parse::check_env_key(k).map_err(|e| FieldError::from_parse(env_field(field, k), e))?;
+        check_text(&env_field(field, k), v)?;
         if out.insert(k.clone(), v.clone()).is_some() {
             return Err(FieldError::new(
-                format!("{field}[{k:?}]"),
+                env_field(field, k),
                 "is given twice (in env and secret_env, or repeated); give each variable once",
             ));
         }
@@ -345,14 +362,14 @@ impl JobRequest {
 
         for (i, v) in self.volumes.iter().enumerate() {
             if !is_name(v) {
-                return Err(FieldError::new(format!("volumes[{i}]"), format!("invalid volume name {v:?}: expected letters, digits, '.', '-' and '_', like data-lake")));
+                return Err(FieldError::new(format!("volumes[{i}]"), format!("invalid volume name {:?}: expected letters, digits, '.', '-' and '_', like data-lake", clip(v))));
             }
         }
 
         let runtime = match self.runtime.trim() {
             "" => None,
             r if is_name(r) => Some(r.to_owned()),
-            r => return Err(FieldError::new("runtime", format!("invalid runtime name {r:?}: expected letters, digits, '.', '-' and '_', like python-3.11-ml"))),
+            r => return Err(FieldError::new("runtime", format!("invalid runtime name {:?}: expected letters, digits, '.', '-' and '_', like python-3.11-ml", clip(r)))),
         };
 
         let network = match self.network.trim() {
@@ -361,20 +378,25 @@ impl JobRequest {
             other => {
                 return Err(FieldError::new(
                     "network",
-                    format!("invalid value {other:?}: expected none (own namespace, loopback only; the default) or host"),
+                    format!("invalid value {:?}: expected none (own namespace, loopback only; the default) or host", clip(other)),
                 ))
             }
         };
 
-        let timeout = match self.timeout_seconds {
-            None => None,
-            Some(s) => {
-                match non_negative("timeout_seconds", s, limits::MAX_TIMEOUT_SECS, "seconds")? {
-                    0 => None,
-                    s => Some(Duration::from_secs(s)),
-                }
-            }
+        let timeout_secs = self
+            .timeout_seconds
+            .map(|s| timeout_field("timeout_seconds", s, limits::MAX_TIMEOUT_SECS, "seconds"))
+            .transpose()?;
+        let timeout_ms = self
+            .timeout_ms
+            .map(|ms| timeout_field("timeout_ms", ms, limits::MAX_TIMEOUT_MS, "milliseconds"))
+            .transpose()?;
+        let timeout = match (timeout_ms, timeout_secs) {
+            (Some(ms), _) => Duration::from_millis(ms),
+            (None, Some(s)) => Duration::from_secs(s),
+            (None, None) => Duration::ZERO,
         };
+        let timeout = (!timeout.is_zero()).then_some(timeout);
 
         let spec = JobSpec {
             command: self.command.clone(),
@@ -402,11 +424,21 @@ impl JobRequest {
         };
         Ok((spec, secrets))
     }
+}
 
-    /// Whether the request left the timeout to the node.
-    pub fn uses_default_timeout(&self) -> bool {
-        self.timeout_seconds.is_none()
+/// A timeout field: 0 (none asked: the node's default) to `max`.
+fn timeout_field(field: &str, v: i64, max: i64, unit: &str) -> Result<u64, FieldError> {
+    let form = format!("expected 0 (the node's jobs.default_timeout) to {max} {unit}");
+    if v < 0 {
+        return Err(FieldError::new(
+            field,
+            format!("must not be negative (got {v}); {form}"),
+        ));
     }
+    if v > max {
+        return Err(FieldError::new(field, format!("{v} is too large; {form}")));
+    }
+    Ok(v as u64)
 }
 
 /// What this node can enforce. A spec asking for anything else is refused.

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::FieldError;
+use crate::text::clip;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum UploadKind {
@@ -39,14 +40,20 @@ pub const PATH_FORM: &str = "a relative path inside the job's /work such as data
 /// leave `/work`.
 pub fn path_parts(path: &str) -> Result<Vec<&str>, String> {
     if path.is_empty() || path.starts_with('/') || path.contains('\0') || path.len() > 4096 {
-        return Err(format!("invalid path {path:?}: expected {PATH_FORM}"));
+        return Err(format!(
+            "invalid path {:?}: expected {PATH_FORM}",
+            clip(path)
+        ));
     }
     let parts: Vec<&str> = path.split('/').collect();
     if parts
         .iter()
         .any(|p| p.is_empty() || *p == "." || *p == ".." || p.len() > 255)
     {
-        return Err(format!("invalid path {path:?}: expected {PATH_FORM}"));
+        return Err(format!(
+            "invalid path {:?}: expected {PATH_FORM}",
+            clip(path)
+        ));
     }
     Ok(parts)
 }
@@ -86,13 +93,13 @@ pub fn check_manifest(entries: &[UploadEntry], max_total_bytes: u64) -> Result<u
         if !seen.insert(e.path.as_str()) {
             return Err(FieldError::new(
                 field("path"),
-                format!("{:?} is given twice", e.path),
+                format!("{:?} is given twice", clip(&e.path)),
             ));
         }
         if parts.len() > 1 {
             let parent = parts[..parts.len() - 1].join("/");
             if !seen_dirs.contains(&parent) {
-                return Err(FieldError::new(field("path"), format!("{:?} comes before its directory {parent:?}: list directories before what they hold", e.path)));
+                return Err(FieldError::new(field("path"), format!("{:?} comes before its directory {:?}: list directories before what they hold", clip(&e.path), clip(&parent))));
             }
         }
         if e.mode & !0o777 != 0 {
@@ -128,7 +135,7 @@ pub fn check_manifest(entries: &[UploadEntry], max_total_bytes: u64) -> Result<u
                     return Err(FieldError::new(field("size"), "a symlink has no size"));
                 }
                 if !target_stays_inside(&parts, &e.target) {
-                    return Err(FieldError::new(field("target"), format!("symlink {:?} -> {:?} points outside the job's /work; only relative targets inside the upload are allowed", e.path, e.target)));
+                    return Err(FieldError::new(field("target"), format!("symlink {:?} -> {:?} points outside the job's /work; only relative targets inside the upload are allowed", clip(&e.path), clip(&e.target))));
                 }
             }
         }

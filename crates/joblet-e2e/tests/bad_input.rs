@@ -40,6 +40,12 @@ fn bad_flags_name_the_flag_and_the_form() {
             "whole number",
         ),
         (&["--timeout=soon", "--", "x"], "--timeout", "30s"),
+        (&["--timeout=1us", "--", "x"], "--timeout", "500ms"),
+        (
+            &["--gpu-time=1500ms", "--gpu=1", "--", "x"],
+            "--gpu-time",
+            "whole seconds",
+        ),
         (&["-e", "1X=2", "--", "x"], "--env", "KEY=VALUE"),
         (&["-e", "NOEQUALS", "--", "x"], "--env", "KEY=VALUE"),
         (&["-s", "BAD KEY=v", "--", "x"], "--secret-env", "KEY=VALUE"),
@@ -266,6 +272,22 @@ fn every_rpc_field_is_checked_by_the_server() {
                 ..base()
             },
             "timeout_seconds",
+            "too large",
+        ),
+        (
+            pb::RunJobRequest {
+                timeout_ms: Some(-1),
+                ..base()
+            },
+            "timeout_ms",
+            "must not be negative",
+        ),
+        (
+            pb::RunJobRequest {
+                timeout_ms: Some(i64::MAX),
+                ..base()
+            },
+            "timeout_ms",
             "too large",
         ),
     ];

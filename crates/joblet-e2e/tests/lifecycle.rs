@@ -253,18 +253,25 @@ fn what_the_node_cannot_enforce_is_refused_and_nothing_is_recorded() {
     );
 }
 
+/// `jobs.default_timeout` is the node's limit: a job that gives no
+/// timeout, or 0, gets it, and a job's own can only be shorter.
 #[test]
-fn the_node_default_timeout_applies_unless_the_job_gives_one() {
+fn the_node_default_timeout_is_a_limit_a_job_can_only_shorten() {
     let node = Node::start_with(NodeOptions {
         extra_config: "  default_timeout: 1s\n".into(),
         ..Default::default()
     })
     .unwrap();
     let defaulted = node.run(&["--", "sleep", "30"]);
-    let unlimited = node.run(&["--timeout", "0", "--", "sleep", "2"]);
-    let st = node.wait_done(&defaulted, T);
-    assert_eq!(st["state"], "FAILED", "{st}");
-    assert!(st["reason"].as_str().unwrap().contains("timed out"), "{st}");
-    assert_eq!(st["timeout_seconds"], 1, "{st}");
-    assert_eq!(node.wait_done(&unlimited, T)["state"], "COMPLETED");
+    let zero = node.run(&["--timeout", "0", "--", "sleep", "30"]);
+    let longer = node.run(&["--timeout", "1h", "--", "sleep", "30"]);
+    for id in [&defaulted, &zero, &longer] {
+        let st = node.wait_done(id, T);
+        assert_eq!(st["state"], "FAILED", "{st}");
+        assert!(st["reason"].as_str().unwrap().contains("timed out"), "{st}");
+        assert_eq!(st["timeout_seconds"], 1, "{st}");
+        assert_eq!(st["timeout_ms"], 1000, "{st}");
+    }
+    let quick = node.run(&["--timeout", "30s", "--", "true"]);
+    assert_eq!(node.wait_done(&quick, T)["state"], "COMPLETED");
 }

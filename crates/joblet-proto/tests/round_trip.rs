@@ -101,6 +101,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
         any::<i64>(),
         option::of(any::<i64>()),
         option::of(any::<i64>()),
+        option::of(any::<i64>()),
     );
     let texts = (text(), text(), text(), text(), text(), text());
     let lists = (
@@ -113,7 +114,16 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
     );
     (numbers, texts, lists).prop_map(
         |(
-            (max_cpu, max_memory_mb, max_iobps, gpu_count, gpu_memory_mb, timeout, gpu_time),
+            (
+                max_cpu,
+                max_memory_mb,
+                max_iobps,
+                gpu_count,
+                gpu_memory_mb,
+                timeout,
+                gpu_time,
+                timeout_ms,
+            ),
             (command, cpu_cores, runtime, network, cuda_version, mig_profile),
             (args, env, secret_env, uploads, volumes, gpu_profiling),
         )| JobRequest {
@@ -132,6 +142,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
             runtime,
             network,
             timeout_seconds: timeout,
+            timeout_ms,
             gpu_time_seconds: gpu_time,
             cuda_version,
             mig_profile,
@@ -199,7 +210,8 @@ fn spec() -> impl Strategy<Value = JobSpec> {
                 volumes,
                 runtime,
                 network: if host { Network::Host } else { Network::None },
-                timeout: timeout.map(Duration::from_secs),
+                // The wire carries milliseconds.
+                timeout: timeout.map(Duration::from_millis),
                 cuda,
                 gpu_profiling,
             },
@@ -491,7 +503,7 @@ fn the_largest_numbers_survive() {
     r.started_ms = Some(i64::MAX);
     r.ended_ms = Some(i64::MIN);
     r.exit_code = Some(i32::MIN);
-    r.spec.timeout = Some(Duration::from_secs(i64::MAX as u64));
+    r.spec.timeout = Some(Duration::from_millis(i64::MAX as u64));
     r.spec.resources = Resources {
         max_cpu_percent: Some(u32::MAX),
         cpu_cores: Some(vec![0, joblet_core::parse::MAX_CPU_ID]),
@@ -521,6 +533,7 @@ fn numbers_beyond_the_wire_saturate_and_zero_limits_read_as_unset() {
     let wire = job_to_pb(&d);
     assert_eq!(wire.resources.as_ref().unwrap().max_memory_mb, i64::MAX);
     assert_eq!(wire.timeout_seconds, i64::MAX);
+    assert_eq!(wire.timeout_ms, i64::MAX);
 
     let mut d = minimal_job();
     d.record.spec.resources.max_cpu_percent = Some(0);
@@ -535,5 +548,28 @@ fn a_request_with_nothing_set_round_trips() {
     let r = JobRequest::default();
     assert_eq!(job_request_from_pb(job_request_to_pb(&r)), r);
     let w = job_request_to_pb(&r);
-    assert_eq!(w.timeout_seconds, None, "unset, not 0 (= no limit)");
+    assert_eq!(w.timeout_seconds, None, "unset, not 0");
+    assert_eq!(w.timeout_ms, None, "unset, not 0");
+}
+
+/// A sub-second limit is kept to the millisecond on the wire, with whole
+/// seconds rounded up beside it for clients that predate `timeout_ms`; a
+/// job from a node that predates it reads its whole seconds.
+#[test]
+fn timeouts_travel_in_milliseconds_beside_rounded_up_seconds() {
+    let mut d = minimal_job();
+    d.record.spec.timeout = Some(Duration::from_millis(1900));
+    let wire = job_to_pb(&d);
+    assert_eq!((wire.timeout_ms, wire.timeout_seconds), (1900, 2));
+    assert_eq!(job_from_pb(wire).unwrap(), d);
+    d.record.spec.timeout = Some(Duration::from_millis(500));
+    let wire = job_to_pb(&d);
+    assert_eq!((wire.timeout_ms, wire.timeout_seconds), (500, 1));
+
+    let mut old = job_to_pb(&minimal_job());
+    old.timeout_seconds = 30;
+    assert_eq!(
+        job_from_pb(old).unwrap().record.spec.timeout,
+        Some(Duration::from_secs(30))
+    );
 }

@@ -3,6 +3,13 @@
 //! Every key has a default, so an empty file (or none) gives a working local
 //! node. Unknown keys and bad values are start-up errors naming the dotted
 //! key (`jobs.default_timeout`) and the accepted form.
+//!
+//! [`Config::parse`] checks the file's values on their own;
+//! [`Config::check`] adds what they name on this host (`jobs.user`). Both
+//! `joblet server` and `joblet check-config` run [`Config::check`], so a
+//! file one accepts the other never refuses for its content. Durations
+//! (`jobs.default_timeout`, `stop_grace_period`, `gpu.*`) are kept to the
+//! millisecond (`500ms`, `1.5s`; a bare number is seconds).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,6 +17,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use joblet_core::text::clip;
 use joblet_gpu::exec::SharingMode;
 use joblet_sched::model::{Policy, RateLimit};
 use serde::{Deserialize, Deserializer};
@@ -41,7 +49,8 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct JobsConfig {
-    /// Time limit for jobs that do not give `--timeout`; 0 = none.
+    /// The node's time limit: jobs that give no `--timeout` (or 0) get it,
+    /// and a job's own `--timeout` can only be shorter; 0 = none.
     #[serde(deserialize_with = "de_duration")]
     pub default_timeout: Duration,
     /// SIGTERM-to-SIGKILL grace for `rnx job stop` and timeouts.
@@ -388,38 +397,140 @@ impl Config {
             };
             invalid(key, e.into_inner().to_string())
         })?;
-        if cfg.version != "1" {
-            return Err(invalid(
-                "version".into(),
-                format!("unsupported version {:?}; expected \"1\"", cfg.version),
-            ));
-        }
-        if cfg.server.state_dir.as_os_str().is_empty() || cfg.server.state_dir.is_relative() {
-            return Err(invalid(
-                "server.state_dir".into(),
-                format!(
-                    "{:?} is not an absolute path; expected e.g. /var/lib/joblet",
-                    cfg.server.state_dir
-                ),
-            ));
-        }
-        check_sandbox_settings(&cfg).map_err(|(key, message)| invalid(key, message))?;
-        if cfg
-            .logging
-            .level
-            .parse::<tracing_subscriber::EnvFilter>()
-            .is_err()
-        {
-            return Err(invalid(
-                "logging.level".into(),
-                format!(
-                    "invalid filter {:?}; expected e.g. info, debug or joblet=debug,warn",
-                    cfg.logging.level
-                ),
-            ));
-        }
+        check_values(&cfg).map_err(|(key, message)| invalid(key, message))?;
         Ok(cfg)
     }
+
+    /// Every check `joblet server` makes of its configuration that needs
+    /// neither root nor a change on the host: the values (as
+    /// [`Config::parse`]) and what they name here (`jobs.user` exists and
+    /// is not root without `jobs.allow_root`). `joblet server` runs it
+    /// before anything else, `joblet check-config` runs exactly it; both
+    /// report the same error. `source` names the file in messages.
+    pub fn check(&self, source: &Path) -> Result<(), ConfigError> {
+        let invalid = |(key, message): (String, String)| ConfigError::Invalid {
+            path: source.to_owned(),
+            key,
+            message,
+        };
+        check_values(self).map_err(invalid)?;
+        jobs_user(&self.jobs).map_err(|e| invalid(("jobs.user".into(), e.to_string())))?;
+        Ok(())
+    }
+}
+
+/// The values of a parsed file that serde cannot check by type.
+fn check_values(cfg: &Config) -> Result<(), (String, String)> {
+    if cfg.version != "1" {
+        return Err((
+            "version".into(),
+            format!(
+                "unsupported version {:?}; expected \"1\"",
+                clip(&cfg.version)
+            ),
+        ));
+    }
+    if cfg.server.state_dir.as_os_str().is_empty() || cfg.server.state_dir.is_relative() {
+        return Err((
+            "server.state_dir".into(),
+            format!(
+                "{:?} is not an absolute path; expected e.g. /var/lib/joblet",
+                cfg.server.state_dir
+            ),
+        ));
+    }
+    check_sandbox_settings(cfg)?;
+    check_log_filter(&cfg.logging.level).map_err(|m| ("logging.level".to_owned(), m))
+}
+
+pub const LOG_FILTER_FORM: &str = "a level (trace, debug, info, warn, error or off) or comma-separated directives like joblet=debug,warn (tracing's EnvFilter syntax, TARGET=LEVEL)";
+
+/// `logging.level`: tracing's `EnvFilter` syntax, where every directive
+/// names a level. A bare word that is not a level (`shouting`) would be a
+/// target enabled at every level, which is what a mistyped level looks
+/// like: the daemon would log nothing of its own, so it is refused.
+pub fn check_log_filter(filter: &str) -> Result<(), String> {
+    let t = filter.trim();
+    if t.is_empty() {
+        return Err(format!("is empty; expected {LOG_FILTER_FORM}"));
+    }
+    if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(t) {
+        return Err(format!(
+            "invalid filter {:?} ({e}); expected {LOG_FILTER_FORM}",
+            clip(filter)
+        ));
+    }
+    for directive in t.split(',').map(str::trim) {
+        let level = directive.rsplit_once('=').map_or(directive, |(_, l)| l);
+        if level
+            .trim()
+            .parse::<tracing_subscriber::filter::LevelFilter>()
+            .is_err()
+        {
+            return Err(format!(
+                "{:?} is not a log level; expected {LOG_FILTER_FORM}",
+                clip(directive)
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub const USER_FORM: &str = "a user name, UID or UID:GID (e.g. nobody or 65534:65534)";
+
+/// Why `jobs.user` cannot be the jobs' user (the caller names the
+/// setting). Values are clipped in messages.
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    /// Neither a user name nor `UID` / `UID:GID` in decimal.
+    #[error("invalid value {:?}: expected {USER_FORM}", clip(spec))]
+    Invalid { spec: String },
+    #[error("no user named {:?} on this host: expected {USER_FORM}", clip(spec))]
+    Unknown { spec: String },
+    #[error("cannot look up user {:?}: {source}", clip(spec))]
+    Lookup { spec: String, source: nix::Error },
+    /// Uid or gid 0 without `jobs.allow_root`.
+    #[error("{:?} {}; expected an unprivileged user such as nobody, or set jobs.allow_root: true to run jobs as root (not recommended)", clip(spec), if *uid_zero { "is root (uid 0)" } else { "has root's group (gid 0)" })]
+    Root { spec: String, uid_zero: bool },
+}
+
+/// `jobs.user`: a passwd name, `UID` or `UID:GID`.
+pub fn resolve_user(spec: &str) -> Result<(u32, u32), UserError> {
+    let num = |s: &str| {
+        s.parse::<u32>().map_err(|_| UserError::Invalid {
+            spec: spec.to_string(),
+        })
+    };
+    if let Some((u, g)) = spec.split_once(':') {
+        return Ok((num(u)?, num(g)?));
+    }
+    if spec.chars().all(|c| c.is_ascii_digit()) && !spec.is_empty() {
+        let uid = num(spec)?;
+        return Ok((uid, uid));
+    }
+    match nix::unistd::User::from_name(spec) {
+        Ok(Some(u)) => Ok((u.uid.as_raw(), u.gid.as_raw())),
+        Ok(None) => Err(UserError::Unknown {
+            spec: spec.to_string(),
+        }),
+        Err(source) => Err(UserError::Lookup {
+            spec: spec.to_string(),
+            source,
+        }),
+    }
+}
+
+/// Who jobs run as (`jobs.user`, resolved on this host): never root (uid or
+/// gid 0) unless `jobs.allow_root`.
+pub fn jobs_user(jobs: &JobsConfig) -> Result<(u32, u32), UserError> {
+    let (uid, gid) = resolve_user(&jobs.user)?;
+    if (uid == 0 || gid == 0) && !jobs.allow_root {
+        return Err(UserError::Root {
+            spec: jobs.user.clone(),
+            uid_zero: uid == 0,
+        });
+    }
+    Ok((uid, gid))
 }
 
 /// Most warm sandboxes a node keeps (`sandbox.warm_pool`): each holds a
@@ -501,6 +612,19 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
                 ))
             })
         }
+        /// `0.5`: seconds with a fraction, kept to the millisecond.
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Duration, E> {
+            let ms = v * 1000.0;
+            let whole = ms.round();
+            if v.is_finite() && v >= 0.0 && (ms - whole).abs() < 1e-6 && whole <= 1e15 {
+                Ok(Duration::from_millis(whole as u64))
+            } else {
+                Err(E::custom(format!(
+                    "invalid value {v}: expected {}",
+                    joblet_core::parse::DURATION_FORM
+                )))
+            }
+        }
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Duration, E> {
             joblet_core::parse::parse_duration(v).map_err(E::custom)
         }
@@ -568,6 +692,115 @@ mod tests {
         assert_eq!(cfg.jobs.default_timeout, Duration::from_secs(5400));
         assert_eq!(cfg.jobs.stop_grace_period, Duration::from_secs(3));
         assert_eq!(cfg.jobs.max_running, 20);
+    }
+
+    /// Every duration key keeps milliseconds: sub-second values are never
+    /// 0 (none) or cut to whole seconds.
+    #[test]
+    fn durations_keep_milliseconds() {
+        let cfg = parse("jobs:\n  default_timeout: 500ms\n  stop_grace_period: 1.5s\ngpu:\n  health_interval: 250ms\n  scrub_timeout: 1.9s\n  default_gpu_time: 90s\n").unwrap();
+        assert_eq!(cfg.jobs.default_timeout, Duration::from_millis(500));
+        assert_eq!(cfg.jobs.stop_grace_period, Duration::from_millis(1500));
+        assert_eq!(cfg.gpu.health_interval, Duration::from_millis(250));
+        assert_eq!(cfg.gpu.scrub_timeout, Duration::from_millis(1900));
+        assert_eq!(cfg.gpu.default_gpu_time, Duration::from_secs(90));
+        for (yaml, ms) in [
+            ("0.5", 500),
+            ("1.9", 1900),
+            ("\"0.5s\"", 500),
+            ("1ms", 1),
+            ("2", 2000),
+        ] {
+            let cfg = parse(&format!("jobs:\n  default_timeout: {yaml}\n")).unwrap();
+            assert_eq!(
+                cfg.jobs.default_timeout,
+                Duration::from_millis(ms),
+                "{yaml}"
+            );
+        }
+        for bad in ["1us", "0.0001", "-0.5", ".nan"] {
+            let e = parse(&format!("jobs:\n  default_timeout: {bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("jobs.default_timeout"), "{bad}: {e}");
+            assert!(e.to_string().contains("duration like 30s"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn log_levels_need_a_level_in_every_directive() {
+        for good in [
+            "info",
+            "DEBUG",
+            "off",
+            "joblet=debug,warn",
+            "joblet::engine=trace,tower=off",
+            "joblet[job]=debug",
+        ] {
+            check_log_filter(good).unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
+        for (bad, needle) in [
+            ("shouting", "\"shouting\" is not a log level"),
+            ("joblet", "\"joblet\" is not a log level"),
+            ("info,joblet", "\"joblet\" is not a log level"),
+            ("joblet=loud", "\"joblet=loud\""),
+            ("", "is empty"),
+            ("[[", "invalid filter"),
+        ] {
+            let e = check_log_filter(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+            assert!(
+                e.contains("trace, debug, info, warn, error or off"),
+                "{bad}: {e}"
+            );
+        }
+        let e = parse("logging:\n  level: shouting\n").unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::Invalid { key, .. } if key == "logging.level"),
+            "{e}"
+        );
+    }
+
+    /// What `check-config` and `server` both refuse about `jobs.user`.
+    #[test]
+    fn jobs_user_resolves_and_is_not_root_without_allow_root() {
+        let check = |user: &str, allow_root: bool| {
+            let mut cfg = Config::default();
+            cfg.jobs.user = user.into();
+            cfg.jobs.allow_root = allow_root;
+            cfg.check(Path::new("j.yml")).map_err(|e| e.to_string())
+        };
+        for (user, needle) in [
+            ("root", "\"root\" is root (uid 0)"),
+            ("0", "\"0\" is root (uid 0)"),
+            ("65534:0", "\"65534:0\" has root's group (gid 0)"),
+            ("0:65534", "is root (uid 0)"),
+        ] {
+            let e = check(user, false).unwrap_err();
+            assert!(
+                e.starts_with("config file j.yml: jobs.user: "),
+                "{user}: {e}"
+            );
+            assert!(
+                e.contains(needle) && e.contains("jobs.allow_root: true"),
+                "{user}: {e}"
+            );
+            check(user, true).unwrap_or_else(|e| panic!("{user} with allow_root: {e}"));
+        }
+        let e = check("nosuchuser", true).unwrap_err();
+        assert_eq!(e, "config file j.yml: jobs.user: no user named \"nosuchuser\" on this host: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)");
+        let e = check("1:x", false).unwrap_err();
+        assert!(e.contains("UID:GID"), "{e}");
+        check("nobody", false).unwrap();
+        check("65534:65534", false).unwrap();
+        assert_eq!(resolve_user("1000:50").unwrap(), (1000, 50));
+        assert_eq!(resolve_user("root").unwrap(), (0, 0));
+        // The values are checked again, as in parse.
+        let mut cfg = Config::default();
+        cfg.logging.level = "shouting".into();
+        assert!(cfg
+            .check(Path::new("j.yml"))
+            .unwrap_err()
+            .to_string()
+            .contains("logging.level"));
     }
 
     /// Each bad key is named with its dotted path and the accepted form.

@@ -13,7 +13,8 @@
 //!   service and convert the answer back; [`grpc::status`] turns errors
 //!   into gRPC statuses.
 //! - [`service`]: every operation, transport-neutral: the caller's role is
-//!   checked, the request validated and admitted ([`service::Admission`]),
+//!   checked, the request validated and admitted ([`service::Admission`],
+//!   against the facts [`node_facts`] reads once at start-up),
 //!   reads go to the store and changes to the engine's handle; errors are
 //!   [`service::ApiError`].
 //! - [`engine`]: the loop around `joblet-engine`'s pure core, which decides
@@ -36,6 +37,7 @@ pub mod gpu;
 pub mod grpc;
 pub mod jobenv;
 pub mod local;
+pub mod node_facts;
 pub mod outcome;
 pub mod sandbox;
 pub mod sched_class;

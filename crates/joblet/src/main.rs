@@ -30,7 +30,7 @@ enum Command {
     /// Client identities.
     #[command(subcommand)]
     Cert(CertCommand),
-    /// Check a config file and print the effective settings.
+    /// Check a config file as `joblet server` does before it starts (values, and the jobs.user they name on this host) and print the effective settings.
     CheckConfig {
         #[arg(long, short, env = "JOBLET_CONFIG")]
         config: Option<PathBuf>,
@@ -132,6 +132,15 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     }
 }
 
+/// The config with every check `joblet server` makes of it before it
+/// starts ([`Config::check`]): what `server` and `check-config` both use.
+fn load_checked_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    let cfg = load_config(path)?;
+    let source = path.map_or_else(|| PathBuf::from("(embedded defaults)"), PathBuf::clone);
+    cfg.check(&source)?;
+    Ok(cfg)
+}
+
 fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
@@ -146,7 +155,7 @@ fn init_tracing(level: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Server { config } => load_config(config.as_ref()).and_then(|cfg| {
+        Command::Server { config } => load_checked_config(config.as_ref()).and_then(|cfg| {
             // Before any thread exists: it sets the fake NVML's environment.
             let sim = joblet::gpu::simulate::prepare(&cfg.gpu)?;
             init_tracing(&cfg.logging.level);
@@ -227,7 +236,7 @@ fn main() -> ExitCode {
             }
         }
         Command::CheckConfig { config } => {
-            load_config(config.as_ref()).map(|cfg| println!("{cfg:#?}"))
+            load_checked_config(config.as_ref()).map(|cfg| println!("{cfg:#?}"))
         }
         Command::Cert(CertCommand::Issue {
             name,

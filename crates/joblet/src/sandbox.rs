@@ -50,7 +50,7 @@ pub enum SandboxSetupError {
     #[error("sandbox.enabled: the job sandbox needs root (namespaces, cgroups, device filters); run joblet as root, or set sandbox.enabled: false to run jobs unisolated")]
     NotRoot,
     #[error("jobs.user: {0}")]
-    User(UserError),
+    User(crate::config::UserError),
     #[error("cgroups: {0}")]
     Cgroup(#[from] joblet_sandbox::cgroup::CgroupError),
     #[error("sandbox.cgroup_base {base:?} is in use by another joblet daemon on this host (lock {lock}); give each daemon its own cgroup_base")]
@@ -60,24 +60,6 @@ pub enum SandboxSetupError {
         path: PathBuf,
         source: std::io::Error,
     },
-}
-
-/// Why `jobs.user` cannot be the jobs' user (the caller names the
-/// setting).
-#[derive(Debug, thiserror::Error)]
-pub enum UserError {
-    /// Neither a user name nor `UID` / `UID:GID` in decimal.
-    #[error(
-        "invalid value {spec:?}: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)"
-    )]
-    Invalid { spec: String },
-    #[error("no user named {spec:?} on this host: expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)")]
-    Unknown { spec: String },
-    #[error("cannot look up user {spec:?}: {source}")]
-    Lookup { spec: String, source: nix::Error },
-    /// Uid or gid 0 without `jobs.allow_root`.
-    #[error("{spec:?} is root; set jobs.allow_root: true to run jobs as root (not recommended)")]
-    Root { spec: String },
 }
 
 /// Takes `<lock_dir>/cgroup-<base>.lock` for the daemon's life.
@@ -108,32 +90,6 @@ pub fn lock_cgroup_base(lock_dir: &Path, base: &str) -> Result<Flock<File>, Sand
     })
 }
 
-/// `jobs.user`: a passwd name, `UID` or `UID:GID`.
-pub fn resolve_user(spec: &str) -> Result<(u32, u32), UserError> {
-    let num = |s: &str| {
-        s.parse::<u32>().map_err(|_| UserError::Invalid {
-            spec: spec.to_string(),
-        })
-    };
-    if let Some((u, g)) = spec.split_once(':') {
-        return Ok((num(u)?, num(g)?));
-    }
-    if spec.chars().all(|c| c.is_ascii_digit()) && !spec.is_empty() {
-        let uid = num(spec)?;
-        return Ok((uid, uid));
-    }
-    match nix::unistd::User::from_name(spec) {
-        Ok(Some(u)) => Ok((u.uid.as_raw(), u.gid.as_raw())),
-        Ok(None) => Err(UserError::Unknown {
-            spec: spec.to_string(),
-        }),
-        Err(source) => Err(UserError::Lookup {
-            spec: spec.to_string(),
-            source,
-        }),
-    }
-}
-
 impl NodeSandbox {
     /// Checks that this node can sandbox jobs as configured and takes the
     /// cgroup base for this daemon.
@@ -141,12 +97,9 @@ impl NodeSandbox {
         if !nix::unistd::geteuid().is_root() {
             return Err(SandboxSetupError::NotRoot);
         }
-        let (uid, gid) = resolve_user(&cfg.jobs.user).map_err(SandboxSetupError::User)?;
-        if (uid == 0 || gid == 0) && !cfg.jobs.allow_root {
-            return Err(SandboxSetupError::User(UserError::Root {
-                spec: cfg.jobs.user.clone(),
-            }));
-        }
+        // Checked with the rest of the config before start-up (the same
+        // function); resolved again here, where it is used.
+        let (uid, gid) = crate::config::jobs_user(&cfg.jobs).map_err(SandboxSetupError::User)?;
         let layout = Layout::detect(Path::new("/proc/self/mountinfo"))?;
         let support = layout.support()?;
         let base_lock = lock_cgroup_base(Path::new(CGROUP_LOCK_DIR), &cfg.sandbox.cgroup_base)?;
@@ -321,37 +274,6 @@ impl NodeSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn users_by_number_pair_and_name() {
-        assert_eq!(resolve_user("1000").unwrap(), (1000, 1000));
-        assert_eq!(resolve_user("1000:50").unwrap(), (1000, 50));
-        assert_eq!(resolve_user("root").unwrap(), (0, 0));
-        assert!(resolve_user("no-such-user-here")
-            .unwrap_err()
-            .to_string()
-            .contains("UID:GID"));
-        assert!(resolve_user("1:x")
-            .unwrap_err()
-            .to_string()
-            .contains("UID:GID"));
-    }
-
-    #[test]
-    fn user_errors_name_the_setting_and_the_value() {
-        let e = SandboxSetupError::User(resolve_user("1:x").unwrap_err());
-        assert_eq!(
-            e.to_string(),
-            "jobs.user: invalid value \"1:x\": expected a user name, UID or UID:GID (e.g. nobody or 65534:65534)"
-        );
-        let e = SandboxSetupError::User(UserError::Root {
-            spec: "root".into(),
-        });
-        assert_eq!(
-            e.to_string(),
-            "jobs.user: \"root\" is root; set jobs.allow_root: true to run jobs as root (not recommended)"
-        );
-    }
 
     #[test]
     fn one_daemon_per_cgroup_base() {

@@ -17,6 +17,7 @@ use crate::gpu::allocation::NodeGpus;
 use crate::gpu::node_spec::sched_config;
 use crate::gpu::simulate::Simulation;
 use crate::grpc::{GpuApi, JobApi};
+use crate::node_facts::NodeFacts;
 use crate::sandbox::NodeSandbox;
 use crate::service::{Admission, Audit, Gpus, Jobs};
 use crate::state_dir::{self, StateDir};
@@ -94,6 +95,8 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     };
     let capacity = crate::agent::capacity::detect(Path::new("/proc"), cfg.jobs.max_running);
     tracing::info!(cpu_millis = ?capacity.cpu_millis, memory_mb = ?capacity.memory_mb, max_jobs = ?capacity.max_jobs, "node capacity for jobs");
+    let facts = NodeFacts::detect(Path::new("/sys"));
+    tracing::info!(job_cpus = ?facts.job_cpus().map(|c| joblet_core::parse::format_cpu_list(&c)), arg_max = ?facts.arg_max, max_arg_strlen = ?facts.max_arg_strlen, "what admission checks jobs against");
     let agent = LocalAgent::new(AgentConfig {
         dirs: dirs.clone(),
         shim_program,
@@ -156,7 +159,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         store.clone(),
         engine,
         dirs.clone(),
-        Admission::new(&cfg, caps),
+        Admission::new(&cfg, caps, facts),
     );
     let api = JobApi::new(jobs, Audit::new(store));
     let gpu_api = GpuApi::new(Gpus::new(

@@ -123,13 +123,13 @@ pub struct GpuStatusArgs {
 
 #[derive(Debug, Args)]
 pub struct GpuIdArgs {
-    #[arg(long = "gpu-id", value_name = "ID", help = GPU_ID_HELP, value_parser = parsers::gpu_ref)]
+    #[arg(long = "gpu-id", value_name = "ID", help = GPU_ID_HELP, value_parser = parsers::Clipped(parsers::gpu_ref))]
     pub gpu_id: String,
 }
 
 #[derive(Debug, Args)]
 pub struct GpuOfflineArgs {
-    #[arg(long = "gpu-id", value_name = "ID", help = GPU_ID_HELP, value_parser = parsers::gpu_ref)]
+    #[arg(long = "gpu-id", value_name = "ID", help = GPU_ID_HELP, value_parser = parsers::Clipped(parsers::gpu_ref))]
     pub gpu_id: String,
     /// Also when jobs run on it: they are stopped
     #[arg(long)]
@@ -215,8 +215,8 @@ pub struct RunArgs {
     /// Runtime environment to run in, e.g. --runtime=python-3.11-ml
     #[arg(long, value_name = "NAME", value_parser = parsers::runtime_name)]
     pub runtime: Option<String>,
-    /// Time limit like 30s, 10m, 1h30m or seconds; 0 = none [default: the node's]
-    #[arg(long, value_name = "DURATION", value_parser = parsers::timeout_secs, allow_negative_numbers = true)]
+    /// Time limit like 500ms, 1.5s, 10m or 1h30m, to the millisecond; at most the node's jobs.default_timeout; 0 = the node's [default: the node's]
+    #[arg(long, value_name = "DURATION", value_parser = parsers::timeout_ms, allow_negative_numbers = true)]
     pub timeout: Option<i64>,
     /// Number of GPUs, all allocated together, e.g. --gpu=2
     #[arg(long, value_name = "N", value_parser = parsers::gpu_count, allow_negative_numbers = true)]
@@ -255,14 +255,14 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct JobRefArgs {
     /// Job id, or any unique prefix of it
-    #[arg(value_name = "ID", value_parser = parsers::job_ref)]
+    #[arg(value_name = "ID", value_parser = parsers::Clipped(parsers::job_ref))]
     pub id: String,
 }
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Job id, or any unique prefix of it
-    #[arg(value_name = "ID", value_parser = parsers::job_ref)]
+    #[arg(value_name = "ID", value_parser = parsers::Clipped(parsers::job_ref))]
     pub id: String,
     /// Also show every state transition with its time and reason
     #[arg(long)]
@@ -282,7 +282,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Job id, or any unique prefix of it
-    #[arg(value_name = "ID", value_parser = parsers::job_ref)]
+    #[arg(value_name = "ID", value_parser = parsers::Clipped(parsers::job_ref))]
     pub id: String,
     /// Keep streaming until the job ends
     #[arg(short = 'f', long)]
@@ -295,7 +295,7 @@ pub struct LogArgs {
 #[derive(Debug, Args)]
 pub struct StopArgs {
     /// Job id, or any unique prefix of it
-    #[arg(value_name = "ID", value_parser = parsers::job_ref)]
+    #[arg(value_name = "ID", value_parser = parsers::Clipped(parsers::job_ref))]
     pub id: String,
     /// Time between SIGTERM and SIGKILL, like 10s or 1m [default: the node's]
     #[arg(long, value_name = "DURATION", value_parser = parsers::grace_secs, allow_negative_numbers = true)]

@@ -72,31 +72,39 @@ pub fn cpu_list(s: &str) -> Result<String, String> {
     Ok(parse::format_cpu_list(&cpus))
 }
 
-/// A duration in whole seconds, at most `max` seconds.
-fn duration_secs(s: &str, max: i64) -> Result<i64, String> {
-    let d = parse::parse_duration(s).map_err(expected)?;
-    i64::try_from(d.as_secs())
-        .ok()
-        .filter(|secs| *secs <= max)
-        .ok_or_else(|| format!("expected {}, at most {max} seconds", parse::DURATION_FORM))
+/// A duration in whole seconds from `min` to `max`; `form` says what is
+/// expected. A fraction of a second (`1500ms`) is refused, never cut.
+fn whole_secs(s: &str, min: i64, max: i64, form: &str) -> Result<i64, String> {
+    let d = parse::parse_duration(s).map_err(|_| format!("expected {form}"))?;
+    Some(d)
+        .filter(|d| d.subsec_nanos() == 0)
+        .and_then(|d| i64::try_from(d.as_secs()).ok())
+        .filter(|secs| (min..=max).contains(secs))
+        .ok_or_else(|| format!("expected {form}"))
 }
 
-/// `--timeout=DURATION`: seconds, 0 = no limit.
-pub fn timeout_secs(s: &str) -> Result<i64, String> {
-    duration_secs(s, limits::MAX_TIMEOUT_SECS)
+/// `--timeout=DURATION`: milliseconds; 0 = the node's default.
+pub fn timeout_ms(s: &str) -> Result<i64, String> {
+    let d = parse::parse_duration(s).map_err(expected)?;
+    i64::try_from(d.as_millis())
+        .ok()
+        .filter(|ms| *ms <= limits::MAX_TIMEOUT_MS)
+        .ok_or_else(|| {
+            format!(
+                "expected {}, at most {} seconds",
+                parse::DURATION_FORM,
+                limits::MAX_TIMEOUT_SECS
+            )
+        })
 }
 
 pub const GPU_TIME_FORM: &str =
-    "a GPU time limit like 90s, 30m, 2h or 1h30m (at least 1s, at most 366 days)";
+    "a GPU time limit like 90s, 30m, 2h or 1h30m (whole seconds, at least 1s, at most 366 days)";
 
 /// `--gpu-time=DURATION`: how long the job may hold its GPUs, in whole
 /// seconds; more than 0 (leave the flag out for the node's default).
 pub fn gpu_time_secs(s: &str) -> Result<i64, String> {
-    let d = parse::parse_duration(s).map_err(|_| format!("expected {GPU_TIME_FORM}"))?;
-    i64::try_from(d.as_secs())
-        .ok()
-        .filter(|secs| (1..=limits::MAX_TIMEOUT_SECS).contains(secs))
-        .ok_or_else(|| format!("expected {GPU_TIME_FORM}"))
+    whole_secs(s, 1, limits::MAX_TIMEOUT_SECS, GPU_TIME_FORM)
 }
 
 /// `--cuda=VERSION`: `12.2` or `12.2.1`.
@@ -194,9 +202,11 @@ pub fn owner(s: &str) -> Result<String, String> {
     Ok(t.to_owned())
 }
 
-/// `--grace=DURATION` of `job stop`.
+pub const GRACE_FORM: &str = "a duration like 30s, 2m or 10 (whole seconds, at most 86400)";
+
+/// `--grace=DURATION` of `job stop`: whole seconds, as the node takes it.
 pub fn grace_secs(s: &str) -> Result<i64, String> {
-    duration_secs(s, limits::MAX_TIMEOUT_SECS)
+    whole_secs(s, 0, 24 * 3600, GRACE_FORM)
 }
 
 /// `--reconnect-timeout=DURATION`.
@@ -251,6 +261,41 @@ pub fn upload_path(s: &str) -> Result<String, String> {
     }
 }
 
+/// A value parser whose refusal echoes the value cut as the node's
+/// messages cut it ([`joblet_core::text::clip`]); clap's own would repeat a
+/// 100 KB id whole. For ids (`job_ref`, `gpu_ref`).
+#[derive(Clone, Copy)]
+pub struct Clipped(pub fn(&str) -> Result<String, String>);
+
+impl TypedValueParser for Clipped {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let text = value.to_string_lossy();
+        let why = match value.to_str() {
+            Some(t) => match (self.0)(t) {
+                Ok(v) => return Ok(v),
+                Err(why) => why,
+            },
+            None => "expected UTF-8 text".to_owned(),
+        };
+        let arg = arg.map_or_else(|| "ID".to_owned(), |a| a.to_string());
+        Err(clap::Error::raw(
+            ErrorKind::ValueValidation,
+            format!(
+                "invalid value '{}' for '{arg}': {why}\n",
+                joblet_core::text::clip(&text)
+            ),
+        )
+        .with_cmd(cmd))
+    }
+}
+
 /// A job id or a unique prefix of one.
 pub fn job_ref(s: &str) -> Result<String, String> {
     joblet_core::id::check_prefix(s).map_err(|e| e.to_string())?;
@@ -263,7 +308,8 @@ pub fn gpu_ref(s: &str) -> Result<String, String> {
     let t = s.trim();
     if t.is_empty() || t.len() > 96 || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
         return Err(format!(
-            "invalid GPU id {s:?}: expected a GPU UUID (GPU-1a2b3c4d-...), a unique prefix of one, or an index like 0"
+            "invalid GPU id {:?}: expected a GPU UUID (GPU-1a2b3c4d-...), a unique prefix of one, or an index like 0",
+            joblet_core::text::clip(s)
         ));
     }
     Ok(t.to_string())
@@ -389,9 +435,22 @@ mod tests {
         assert!(memory_mb("17TB")
             .unwrap_err()
             .contains("at most 16777216 MB"));
-        assert_eq!(timeout_secs("1h"), Ok(3600));
-        assert_eq!(timeout_secs("0"), Ok(0));
-        assert!(timeout_secs("400days").unwrap_err().contains("at most"));
+        assert_eq!(timeout_ms("1h"), Ok(3_600_000));
+        assert_eq!(timeout_ms("0"), Ok(0));
+        assert_eq!(timeout_ms("500ms"), Ok(500));
+        assert_eq!(timeout_ms("0.5s"), Ok(500));
+        assert_eq!(timeout_ms("1ms"), Ok(1));
+        assert_eq!(timeout_ms("1.9s"), Ok(1900));
+        assert!(timeout_ms("1us").unwrap_err().contains("500ms"));
+        assert!(timeout_ms("400days").unwrap_err().contains("at most"));
+        assert_eq!(grace_secs("30s"), Ok(30));
+        assert_eq!(grace_secs("0"), Ok(0));
+        for bad in ["1500ms", "0.5s", "2days", "-1"] {
+            assert!(
+                grace_secs(bad).unwrap_err().contains("whole seconds"),
+                "{bad}"
+            );
+        }
         assert_eq!(cpu_list("3,1,2"), Ok("1-3".into()));
     }
 
@@ -411,7 +470,9 @@ mod tests {
         assert_eq!(gpu_time_secs("2h"), Ok(7200));
         assert_eq!(gpu_time_secs("1h30m"), Ok(5400));
         assert_eq!(gpu_time_secs("45"), Ok(45));
-        for bad in ["0", "0s", "500ms", "-5", "soon", "400days", ""] {
+        for bad in [
+            "0", "0s", "500ms", "1500ms", "1.5s", "-5", "soon", "400days", "",
+        ] {
             let e = gpu_time_secs(bad).unwrap_err();
             assert!(e.contains("like 90s, 30m, 2h or 1h30m"), "{bad}: {e}");
         }

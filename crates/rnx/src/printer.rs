@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use joblet_core::parse::format_duration;
+use joblet_core::parse::{format_duration, format_duration_ms};
 use joblet_core::UnixMillis;
 use serde::Serialize;
 
@@ -246,11 +246,11 @@ pub fn write_status(
     if job.network == "host" {
         writeln!(o, "Network: host")?;
     }
-    if let Some(t) = job.timeout_seconds {
+    if let Some(t) = job.timeout_ms {
         writeln!(
             o,
             "Timeout: {}",
-            format_duration(Duration::from_secs(t as u64))
+            format_duration_ms(Duration::from_millis(t as u64))
         )?;
     }
     let r = &job.resources;
@@ -492,6 +492,7 @@ mod tests {
             started_unix_ms: T0 + 1_500,
             ended_unix_ms: T0 + 1_500 + 330_000,
             timeout_seconds: 3600,
+            timeout_ms: 3_600_000,
             runtime: "python-3.11-ml".into(),
             network: "none".into(),
             transitions: vec![
@@ -539,6 +540,17 @@ mod tests {
     fn status_human_detail() {
         let job = JobView::from(&sample_job());
         insta::assert_snapshot!(human(|p| p.job_status(&job, true, T0 + 999_000)));
+    }
+
+    #[test]
+    fn status_shows_a_sub_second_timeout_to_the_millisecond() {
+        let job = JobView::from(&pb::Job {
+            timeout_ms: 1900,
+            timeout_seconds: 2,
+            ..minimal_running_job()
+        });
+        let text = human(|p| p.job_status(&job, false, T0 + 62_000));
+        assert!(text.contains("Timeout: 1s 900ms\n"), "{text}");
     }
 
     #[test]

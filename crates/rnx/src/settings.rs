@@ -184,7 +184,11 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         volumes: a.volumes.clone(),
         network: a.network.clone().unwrap_or_default(),
         runtime: a.runtime.clone().unwrap_or_default(),
-        timeout_seconds: a.timeout,
+        timeout_ms: a.timeout,
+        // For nodes that predate timeout_ms: whole seconds, rounded up so
+        // a sub-second limit is not 0 there; 0 stays unset (the node's
+        // default).
+        timeout_seconds: a.timeout.filter(|ms| *ms > 0).map(|ms| (ms + 999) / 1000),
         gpu_time_seconds: a.gpu_time,
         cuda_version: a.cuda.clone().unwrap_or_default(),
         mig_profile: a.mig.clone().unwrap_or_default(),
@@ -223,7 +227,7 @@ pub fn flag_for_field(e: &FieldError) -> &'static str {
         ("volumes", _) => "--volume",
         ("network", _) => "--network",
         ("runtime", _) => "--runtime",
-        ("timeout_seconds", _) => "--timeout",
+        ("timeout_seconds" | "timeout_ms", _) => "--timeout",
         _ => "request",
     }
 }

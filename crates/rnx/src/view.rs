@@ -27,8 +27,12 @@ pub struct JobView {
     pub started_unix_ms: Option<UnixMillis>,
     pub ended: Option<String>,
     pub ended_unix_ms: Option<UnixMillis>,
-    /// `null` = no time limit.
+    /// The time limit that applies, in seconds rounded up; `null` = no
+    /// time limit.
     pub timeout_seconds: Option<i64>,
+    /// The time limit that applies, in milliseconds; `null` = no time
+    /// limit.
+    pub timeout_ms: Option<i64>,
     pub runtime: Option<String>,
     /// `none` (loopback only) or `host`.
     pub network: String,
@@ -174,7 +178,12 @@ impl From<&pb::Job> for JobView {
             started_unix_ms: positive(j.started_unix_ms),
             ended: stamp(j.ended_unix_ms),
             ended_unix_ms: positive(j.ended_unix_ms),
-            timeout_seconds: positive(j.timeout_seconds),
+            timeout_seconds: positive(j.timeout_ms)
+                .map(|ms| ms / 1000 + i64::from(ms % 1000 != 0))
+                .or(positive(j.timeout_seconds)),
+            // A node that predates timeout_ms sends whole seconds.
+            timeout_ms: positive(j.timeout_ms)
+                .or_else(|| positive(j.timeout_seconds).map(|s| s.saturating_mul(1000))),
             runtime: non_empty(&j.runtime),
             network: if j.network.is_empty() {
                 "none".to_owned()
@@ -266,7 +275,26 @@ mod tests {
         assert_eq!(v.state, "UNKNOWN");
         assert_eq!(v.started, None);
         assert_eq!(v.timeout_seconds, None);
+        assert_eq!(v.timeout_ms, None);
         assert_eq!(v.created.as_deref(), Some("1970-01-01T00:00:01.000Z"));
+    }
+
+    #[test]
+    fn timeouts_keep_milliseconds_and_read_older_nodes_seconds() {
+        let v = JobView::from(&pb::Job {
+            timeout_ms: 1900,
+            timeout_seconds: 2,
+            ..Default::default()
+        });
+        assert_eq!((v.timeout_ms, v.timeout_seconds), (Some(1900), Some(2)));
+        let old = JobView::from(&pb::Job {
+            timeout_seconds: 30,
+            ..Default::default()
+        });
+        assert_eq!(
+            (old.timeout_ms, old.timeout_seconds),
+            (Some(30_000), Some(30))
+        );
     }
 
     #[test]

@@ -183,6 +183,12 @@ fn bad_fields_are_named() {
             |r| r.timeout_seconds = Some(i64::MAX),
             "too large",
         ),
+        ("timeout_ms", |r| r.timeout_ms = Some(-1), "negative"),
+        (
+            "timeout_ms",
+            |r| r.timeout_ms = Some(limits::MAX_TIMEOUT_MS + 1),
+            "too large",
+        ),
     ];
     for (field, edit, needle) in table {
         let mut r = req();
@@ -203,17 +209,56 @@ fn secrets_are_kept_apart_from_the_spec() {
     assert_eq!(secrets["TOKEN"], "s3cret");
 }
 
+/// 0 and unset both leave the limit to the node; a limit is kept to the
+/// millisecond, and `timeout_ms` wins over the older `timeout_seconds`.
 #[test]
-fn zero_timeout_means_none_and_unset_means_default() {
-    let mut r = req();
-    r.timeout_seconds = Some(0);
-    assert_eq!(r.validate().unwrap().0.timeout, None);
-    r.timeout_seconds = Some(30);
+fn timeouts_keep_milliseconds_and_zero_asks_for_none() {
+    let timeout = |ms: Option<i64>, secs: Option<i64>| {
+        let r = JobRequest {
+            timeout_ms: ms,
+            timeout_seconds: secs,
+            ..req()
+        };
+        r.validate().unwrap().0.timeout
+    };
+    assert_eq!(timeout(None, None), None);
+    assert_eq!(timeout(None, Some(0)), None);
+    assert_eq!(timeout(Some(0), None), None);
+    assert_eq!(timeout(None, Some(30)), Some(Duration::from_secs(30)));
+    assert_eq!(timeout(Some(500), None), Some(Duration::from_millis(500)));
+    assert_eq!(timeout(Some(1), None), Some(Duration::from_millis(1)));
     assert_eq!(
-        r.validate().unwrap().0.timeout,
-        Some(Duration::from_secs(30))
+        timeout(Some(1900), Some(2)),
+        Some(Duration::from_millis(1900)),
+        "timeout_ms wins; timeout_seconds is its rounded-up copy for older nodes"
     );
-    assert!(req().uses_default_timeout());
+}
+
+/// A value echoed in a message is cut, so a huge one cannot make the
+/// message huge.
+#[test]
+fn long_values_are_echoed_clipped() {
+    let huge = "x".repeat(100_000);
+    for edit in [
+        (|r: &mut JobRequest, h: &str| r.runtime = format!("{h} y")) as fn(&mut JobRequest, &str),
+        |r, h| r.volumes = vec![format!("{h}/")],
+        |r, h| r.network = h.into(),
+        |r, h| r.cpu_cores = h.into(),
+        |r, h| r.env = vec![(format!("1{h}"), "v".into())],
+        |r, h| r.mig_profile = h.into(),
+    ] {
+        let mut r = req();
+        r.gpu_count = 1;
+        edit(&mut r, &huge);
+        let e = r.validate().unwrap_err();
+        assert!(
+            e.to_string().len() < 400,
+            "{}: {}",
+            e.field,
+            e.to_string().len()
+        );
+        assert!(e.to_string().contains('…'), "{e}");
+    }
 }
 
 #[test]

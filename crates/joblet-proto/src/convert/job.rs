@@ -44,8 +44,9 @@ pub fn job_to_pb(d: &JobDetails) -> pb::Job {
         ended_unix_ms: rec.ended_ms.unwrap_or(0),
         timeout_seconds: spec
             .timeout
-            .map(|t| saturating_i64(t.as_secs()))
+            .map(|t| saturating_i64(t.as_secs().saturating_add(u64::from(t.subsec_nanos() > 0))))
             .unwrap_or(0),
+        timeout_ms: spec.timeout.map(|t| saturating_i64(millis(t))).unwrap_or(0),
         runtime: spec.runtime.clone().unwrap_or_default(),
         transitions: d.transitions.iter().map(transition_to_pb).collect(),
         log_bytes: d.log_bytes,
@@ -79,6 +80,12 @@ pub fn job_from_pb(j: pb::Job) -> Result<JobDetails, FieldError> {
             ))
         }
     };
+    // A node before timeout_ms sends only whole seconds.
+    let timeout_secs = nonzero(unsigned("timeout_seconds", j.timeout_seconds)?);
+    let timeout = match nonzero(unsigned("timeout_ms", j.timeout_ms)?) {
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => timeout_secs.map(Duration::from_secs),
+    };
     let mut resources = resources_from_pb(j.resources.unwrap_or_default())?;
     resources.mig_profile = non_empty(j.mig_profile);
     let spec = JobSpec {
@@ -92,7 +99,7 @@ pub fn job_from_pb(j: pb::Job) -> Result<JobDetails, FieldError> {
         volumes: Vec::new(),
         runtime: non_empty(j.runtime),
         network,
-        timeout: nonzero(unsigned("timeout_seconds", j.timeout_seconds)?).map(Duration::from_secs),
+        timeout,
         cuda: non_empty(j.cuda_version),
         gpu_profiling: j.gpu_profiling,
     };
@@ -178,6 +185,11 @@ pub fn job_gpus_from_pb(g: pb::JobGpus) -> JobGpus {
         sharing: g.sharing,
         peak_memory_mb: nonzero(g.peak_memory_mb),
     }
+}
+
+/// A duration in whole milliseconds (saturating).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn unsigned(field: &str, v: i64) -> Result<u64, FieldError> {
@@ -294,6 +306,7 @@ mod tests {
         assert_eq!(bad(|j| j.state = 0), "state");
         assert_eq!(bad(|j| j.network = "bridge".into()), "network");
         assert_eq!(bad(|j| j.timeout_seconds = -1), "timeout_seconds");
+        assert_eq!(bad(|j| j.timeout_ms = -1), "timeout_ms");
         assert_eq!(
             bad(|j| j.resources.as_mut().unwrap().max_cpu = i64::from(u32::MAX) + 1),
             "resources.max_cpu"

@@ -1,11 +1,13 @@
 //! GPU id resolution: which GPU a user means by an index, a UUID or a
 //! unique UUID prefix.
 
+use joblet_core::text::clip;
 use joblet_gpu::GpuInfo;
 
 use super::GpuNode;
 
-/// A GPU id that names no GPU of this node, or more than one.
+/// A GPU id that names no GPU of this node, or more than one. The id is
+/// the user's as messages echo it ([`clip`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GpuRefError {
     #[error("no GPU given: expected a GPU UUID, a unique UUID prefix or an index (see `rnx gpu status`)")]
@@ -61,7 +63,7 @@ pub fn resolve_gpu(node: &GpuNode, id: &str) -> Result<String, GpuRefError> {
             .find(|g| id.parse::<u32>() == Ok(g.index))
             .map(|g| g.uuid.clone())
             .ok_or_else(|| GpuRefError::NoIndex {
-                id: id.to_owned(),
+                id: clip(id),
                 known: known(),
             });
     }
@@ -75,11 +77,11 @@ pub fn resolve_gpu(node: &GpuNode, id: &str) -> Result<String, GpuRefError> {
     match matches.as_slice() {
         [one] => Ok(one.uuid.clone()),
         [] => Err(GpuRefError::NoMatch {
-            id: id.to_owned(),
+            id: clip(id),
             known: known(),
         }),
         many => Err(GpuRefError::Ambiguous {
-            id: id.to_owned(),
+            id: clip(id),
             uuids: many.iter().map(|g| g.uuid.clone()).collect(),
         }),
     }
@@ -131,6 +133,13 @@ mod tests {
         assert_eq!(resolve_gpu(&n, " 2 ").unwrap(), "GPU-bb33");
         assert_eq!(resolve_gpu(&n, "gpu-BB").unwrap(), "GPU-bb33");
         assert_eq!(resolve_gpu(&n, "GPU-aa22").unwrap(), "GPU-aa22");
+        let huge = "G".repeat(100 * 1024);
+        let e = resolve_gpu(&n, &huge).unwrap_err().to_string();
+        assert!(e.len() < 300 && e.contains('…'), "{e}");
+        let e = resolve_gpu(&n, &"9".repeat(100 * 1024))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 300 && e.contains('…'), "{e}");
         assert_eq!(
             resolve_gpu(&n, "").unwrap_err().to_string(),
             "no GPU given: expected a GPU UUID, a unique UUID prefix or an index (see `rnx gpu status`)"

@@ -27,9 +27,27 @@ pub fn code(e: &ApiError) -> Code {
     }
 }
 
+/// The most bytes of a status message sent. Messages echo user values
+/// already cut ([`joblet_core::text::clip`]); this is the backstop, so no
+/// message can outgrow the HTTP/2 header it travels in (the client would
+/// see RESOURCE_EXHAUSTED instead of it).
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// `message`, cut on a character to [`MAX_MESSAGE_BYTES`] with `…`.
+fn bounded(message: String) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_MESSAGE_BYTES - '…'.len_utf8();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
+
 impl From<ApiError> for Status {
     fn from(e: ApiError) -> Status {
-        Status::new(code(&e), e.to_string())
+        Status::new(code(&e), bounded(e.to_string()))
     }
 }
 
@@ -39,7 +57,7 @@ impl From<LogError> for Status {
             LogError::Deleted { .. } => Code::NotFound,
             LogError::Store { .. } | LogError::Read { .. } => Code::Internal,
         };
-        Status::new(code, e.to_string())
+        Status::new(code, bounded(e.to_string()))
     }
 }
 
@@ -49,6 +67,20 @@ mod tests {
 
     use super::*;
     use crate::service::IdentityError;
+
+    #[test]
+    fn messages_are_bounded() {
+        let huge = "é".repeat(10_000);
+        let s: Status = ApiError::Internal(huge).into();
+        assert!(
+            s.message().len() <= MAX_MESSAGE_BYTES,
+            "{}",
+            s.message().len()
+        );
+        assert!(s.message().ends_with('…'));
+        let short: Status = ApiError::Internal("disk".into()).into();
+        assert_eq!(short.message(), "internal error on the node: disk");
+    }
 
     #[test]
     fn codes_and_messages() {

@@ -5,10 +5,22 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use joblet_core::parse::format_cpu_list;
+use joblet_core::spec::env_field;
 use joblet_core::{FieldError, JobRequest, JobSpec, Network, NodeCapabilities, UnixMillis};
 
 use super::ApiError;
 use crate::config::Config;
+use crate::node_facts::NodeFacts;
+
+/// Bytes of `ARG_MAX` kept for what the node adds to a job's exec: its own
+/// variables (`PATH`, `HOME`, `LANG`, `JOBLET_JOB_ID`, a GPU job's
+/// `CUDA_*`/`NVIDIA_*`) and the program's path.
+pub const NODE_EXEC_RESERVE: u64 = 16 * 1024;
+
+/// What one argv or envp string costs exec besides its bytes and NUL: its
+/// pointer.
+const POINTER_BYTES: u64 = std::mem::size_of::<usize>() as u64;
 
 /// What this node admits, from its configuration and what it enforces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,12 +34,15 @@ pub struct Admission {
     pub work_size_bytes: Option<u64>,
     /// What the node can enforce; a job asking for more is refused.
     pub caps: NodeCapabilities,
-    /// `jobs.default_timeout`; `None` = no limit.
+    /// `jobs.default_timeout`: the node's time limit, which a job's own
+    /// timeout can only shorten; `None` = the node sets none.
     pub default_timeout: Option<Duration>,
+    /// The node's CPUs and its kernel's exec limits, read at start-up.
+    pub node: NodeFacts,
 }
 
 impl Admission {
-    pub fn new(cfg: &Config, caps: NodeCapabilities) -> Admission {
+    pub fn new(cfg: &Config, caps: NodeCapabilities, node: NodeFacts) -> Admission {
         Admission {
             allow_host_network: cfg.sandbox.allow_host_network,
             max_upload_bytes: cfg.jobs.max_upload_mb.saturating_mul(1024 * 1024),
@@ -36,19 +51,21 @@ impl Admission {
             caps,
             default_timeout: (!cfg.jobs.default_timeout.is_zero())
                 .then_some(cfg.jobs.default_timeout),
+            node,
         }
     }
 
     /// A job request checked the same way for every way of submitting it:
     /// its fields, its upload manifest against the node's limits, whether
-    /// the node can enforce what it asks and allows its network; a request
-    /// that leaves the timeout to the node gets the node's default.
+    /// the node can enforce what it asks and allows its network. Its time
+    /// limit is [`effective_timeout`].
     /// Returns the spec and the secret values.
     pub fn accept(
         &self,
         raw: &JobRequest,
     ) -> Result<(JobSpec, BTreeMap<String, String>), ApiError> {
         let (mut spec, secrets) = raw.validate()?;
+        check_exec_size(&spec, &secrets, &self.node)?;
         let total = joblet_core::upload::check_manifest(&raw.uploads, self.max_upload_bytes)?;
         if let Some(work) = self.work_size_bytes.filter(|&w| total > w) {
             return Err(FieldError::new(
@@ -60,16 +77,132 @@ impl Admission {
             .into());
         }
         spec.check_supported(&self.caps)?;
+        check_cpus(&spec, &self.node)?;
         if spec.network == Network::Host && !self.allow_host_network {
             return Err(ApiError::NotAllowed {
                 what: "network host: jobs on the host network",
                 setting: "sandbox.allow_host_network",
             });
         }
-        if raw.uses_default_timeout() {
-            spec.timeout = self.default_timeout;
-        }
+        spec.timeout = effective_timeout(spec.timeout, self.default_timeout);
         Ok((spec, secrets))
+    }
+}
+
+/// A job's command line and environment as `execve` takes them: each
+/// string within `MAX_ARG_STRLEN`, all of them within `ARG_MAX` less
+/// [`NODE_EXEC_RESERVE`]. Refused here, naming the field, rather than
+/// failing at exec with `E2BIG`.
+pub fn check_exec_size(
+    spec: &JobSpec,
+    secrets: &BTreeMap<String, String>,
+    node: &NodeFacts,
+) -> Result<(), FieldError> {
+    let hint = "pass large data as a file (--upload) instead";
+    if let Some(max) = node.max_arg_strlen {
+        for (i, a) in spec.args.iter().enumerate() {
+            if a.len() as u64 + 1 > max {
+                return Err(FieldError::new(
+                    format!("args[{i}]"),
+                    format!(
+                        "is {} bytes, the kernel takes at most {max} per string (with its NUL byte); {hint}",
+                        a.len()
+                    ),
+                ));
+            }
+        }
+        for (field, vars) in [("env", &spec.env), ("secret_env", secrets)] {
+            for (k, v) in vars {
+                if (k.len() + v.len()) as u64 + 2 > max {
+                    return Err(FieldError::new(
+                        env_field(field, k),
+                        format!(
+                            "value is {} bytes, the kernel takes at most {max} per string (KEY=VALUE with its NUL byte); {hint}",
+                            v.len()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(arg_max) = node.arg_max {
+        let cost = |len: usize| len as u64 + 1 + POINTER_BYTES;
+        let argv: u64 =
+            cost(spec.command.len()) + spec.args.iter().map(|a| cost(a.len())).sum::<u64>();
+        let envp: u64 = spec
+            .env
+            .iter()
+            .chain(secrets)
+            .map(|(k, v)| cost(k.len() + 1 + v.len()))
+            .sum();
+        let limit = arg_max.saturating_sub(NODE_EXEC_RESERVE);
+        if argv + envp > limit {
+            let field = if envp >= argv { "env" } else { "args" };
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "the command line ({argv} bytes) and the environment ({envp} bytes), with a pointer each, come to {} bytes; the kernel takes at most {limit} (ARG_MAX {arg_max}, less {NODE_EXEC_RESERVE} kept for what the node adds); {hint}",
+                    argv + envp
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `--cpu-cores` within the CPUs a job may be pinned to on this node
+/// (online, and in the daemon's affinity), rather than failing at start
+/// when the kernel refuses the cpuset.
+pub fn check_cpus(spec: &JobSpec, node: &NodeFacts) -> Result<(), FieldError> {
+    let (Some(asked), Some(usable)) = (&spec.resources.cpu_cores, node.job_cpus()) else {
+        return Ok(());
+    };
+    let missing: Vec<u32> = asked
+        .iter()
+        .copied()
+        .filter(|c| !usable.contains(c))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let list = format_cpu_list(&missing);
+    let what = if missing.len() == 1 {
+        format!("CPU {list} is")
+    } else {
+        format!("CPUs {list} are")
+    };
+    let online = node.online_cpus.as_deref();
+    let offline = online.is_some_and(|on| missing.iter().all(|c| !on.contains(c)));
+    let where_ = match (online, &node.allowed_cpus) {
+        (Some(on), _) if offline => format!("not on this node (online: {})", format_cpu_list(on)),
+        (Some(on), Some(allowed)) => format!(
+            "not available to jobs on this node (online: {}; the daemon's CPU affinity: {})",
+            format_cpu_list(on),
+            format_cpu_list(allowed)
+        ),
+        (_, Some(allowed)) => format!(
+            "not available to jobs on this node (the daemon's CPU affinity: {})",
+            format_cpu_list(allowed)
+        ),
+        (Some(on), None) => format!("not on this node (online: {})", format_cpu_list(on)),
+        (None, None) => "not on this node".to_owned(),
+    };
+    Err(FieldError::new(
+        "resources.cpu_cores",
+        format!(
+            "{what} {where_}; expected a CPU list within {}",
+            format_cpu_list(&usable)
+        ),
+    ))
+}
+
+/// The time limit a job gets: the smaller of its own (`asked`; `None` when
+/// it asked for none, or for 0) and the node's `jobs.default_timeout`, so
+/// a request can never raise or remove an admin's limit.
+pub fn effective_timeout(asked: Option<Duration>, node: Option<Duration>) -> Option<Duration> {
+    match (asked, node) {
+        (Some(a), Some(n)) => Some(a.min(n)),
+        (a, n) => a.or(n),
     }
 }
 

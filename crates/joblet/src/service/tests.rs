@@ -33,6 +33,12 @@ fn admission() -> Admission {
             ..Default::default()
         },
         default_timeout: Some(Duration::from_secs(600)),
+        node: crate::node_facts::NodeFacts {
+            online_cpus: Some(vec![0, 1]),
+            allowed_cpus: Some(vec![0, 1]),
+            arg_max: Some(2 * 1024 * 1024),
+            max_arg_strlen: Some(131_072),
+        },
     }
 }
 
@@ -240,6 +246,20 @@ async fn an_admins_bad_request_is_refused_naming_the_field() {
         e.to_string(),
         "no job with id or prefix \"ffff\" (see `rnx job list`)"
     );
+    // What exec would refuse is refused before anything is recorded.
+    let big_env = JobRequest {
+        env: vec![("BIG".into(), "x".repeat(1 << 20))],
+        ..request()
+    };
+    assert_eq!(field(n.jobs.run(&admin(), big_env).await), "env[\"BIG\"]");
+    let listed = n.jobs.list(&admin(), &JobFilter::default()).unwrap();
+    assert_eq!(listed.len(), 1, "only the stored job");
+    // A 100 KB id is named by its start.
+    let e = n
+        .jobs
+        .status(&admin(), &"a".repeat(100 * 1024))
+        .unwrap_err();
+    assert!(e.to_string().len() < 200, "{e}");
 }
 
 #[tokio::test]
@@ -268,12 +288,22 @@ async fn an_admitted_job_is_the_callers_with_the_nodes_default_timeout() {
     let job = n.jobs.run(&admin(), request()).await.unwrap();
     assert_eq!(job.record.owner, "alice");
     assert_eq!(job.record.spec.timeout, Some(Duration::from_secs(600)));
-    let own = JobRequest {
+    let zero = JobRequest {
         timeout_seconds: Some(0),
         ..request()
     };
-    let job = n.jobs.run(&admin(), own).await.unwrap();
-    assert_eq!(job.record.spec.timeout, None, "0 = no limit");
+    let job = n.jobs.run(&admin(), zero).await.unwrap();
+    assert_eq!(
+        job.record.spec.timeout,
+        Some(Duration::from_secs(600)),
+        "0 = the node's, never no limit"
+    );
+    let shorter = JobRequest {
+        timeout_ms: Some(500),
+        ..request()
+    };
+    let job = n.jobs.run(&admin(), shorter).await.unwrap();
+    assert_eq!(job.record.spec.timeout, Some(Duration::from_millis(500)));
 }
 
 #[tokio::test]

@@ -206,6 +206,7 @@ fn all_run_flags_reach_the_request() {
         network: String::new(),
         volumes: strings(&["v1", "v2"]),
         runtime: "rt".into(),
+        timeout_ms: Some(5_400_000),
         timeout_seconds: Some(5400),
         gpu_time_seconds: Some(7200),
         cuda_version: "12.2".into(),
@@ -221,7 +222,7 @@ fn all_run_flags_reach_the_request() {
 
     // Unset flags leave the node's defaults.
     let r = request(&["job", "run", "true"]);
-    assert_eq!(r.timeout_seconds, None);
+    assert_eq!((r.timeout_ms, r.timeout_seconds), (None, None));
     assert_eq!(
         r,
         JobRequest {
@@ -229,10 +230,25 @@ fn all_run_flags_reach_the_request() {
             ..Default::default()
         }
     );
-    assert_eq!(
-        request(&["job", "run", "--timeout=0", "true"]).timeout_seconds,
-        Some(0)
-    );
+    // 0 asks for the node's default; a node that predates timeout_ms
+    // gets none (its default too) rather than its "0 = no limit".
+    let zero = request(&["job", "run", "--timeout=0", "true"]);
+    assert_eq!((zero.timeout_ms, zero.timeout_seconds), (Some(0), None));
+    // Sub-second limits are kept; older nodes get them rounded up.
+    for (flag, ms, secs) in [
+        ("--timeout=500ms", 500, 1),
+        ("--timeout=0.5s", 500, 1),
+        ("--timeout=1ms", 1, 1),
+        ("--timeout=1.9s", 1900, 2),
+        ("--timeout=2s", 2000, 2),
+    ] {
+        let r = request(&["job", "run", flag, "true"]);
+        assert_eq!(
+            (r.timeout_ms, r.timeout_seconds),
+            (Some(ms), Some(secs)),
+            "{flag}"
+        );
+    }
     let Ok(Action::Run(run)) = parse(&["job", "run", "true"]) else {
         panic!()
     };
@@ -321,6 +337,26 @@ fn secret_values_are_not_echoed_in_errors() {
     assert!(!msg.contains("hunter2"), "{msg}");
     let msg = parse(&["job", "run", "-s", "hunter2", "true"]).unwrap_err();
     assert!(!msg.contains("hunter2"), "{msg}");
+}
+
+/// A 100 KB id is named by its start, as the node names it.
+#[test]
+fn huge_ids_are_echoed_clipped() {
+    let huge = "z".repeat(100 * 1024);
+    for line in [
+        vec!["job", "status", huge.as_str()],
+        vec!["job", "stop", huge.as_str()],
+        vec!["gpu", "health", "--gpu-id", huge.as_str()],
+    ] {
+        let msg = parse(&line).unwrap_err();
+        assert!(msg.len() < 1000, "{:?}: {} bytes", &line[..2], msg.len());
+        assert!(msg.contains(&format!("'{}…'", "z".repeat(64))), "{msg}");
+    }
+    let msg = parse(&["job", "status", "xyz"]).unwrap_err();
+    assert!(
+        msg.contains("invalid value 'xyz' for '<ID>': job id \"xyz\" is not valid"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -457,6 +493,7 @@ fn every_field_error_maps_to_its_flag() {
         ("volumes[1]", "--volume"),
         ("runtime", "--runtime"),
         ("timeout_seconds", "--timeout"),
+        ("timeout_ms", "--timeout"),
     ] {
         assert_eq!(
             flag_for_field(&FieldError::new(field, "x")),

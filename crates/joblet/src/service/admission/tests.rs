@@ -3,6 +3,7 @@ use std::time::Duration;
 use joblet_core::{JobRequest, Network, NodeCapabilities, UploadEntry, UploadKind};
 
 use super::*;
+use crate::node_facts::NodeFacts;
 
 fn node() -> Admission {
     Admission {
@@ -14,6 +15,17 @@ fn node() -> Admission {
             ..Default::default()
         },
         default_timeout: Some(Duration::from_secs(3600)),
+        node: two_cpus(),
+    }
+}
+
+/// A 2-CPU node with 4 KiB pages and an 8 MiB stack limit.
+fn two_cpus() -> NodeFacts {
+    NodeFacts {
+        online_cpus: Some(vec![0, 1]),
+        allowed_cpus: Some(vec![0, 1]),
+        arg_max: Some(2 * 1024 * 1024),
+        max_arg_strlen: Some(131_072),
     }
 }
 
@@ -38,29 +50,63 @@ fn refusal(req: JobRequest) -> String {
     node().accept(&req).unwrap_err().to_string()
 }
 
+/// The node's default is also its limit: a job that asks for none, or
+/// for 0, gets it; a job may only ask for less; sub-second limits are kept.
 #[test]
-fn a_request_that_leaves_the_timeout_to_the_node_gets_its_default() {
-    let (spec, _) = node().accept(&job()).unwrap();
-    assert_eq!(spec.timeout, Some(Duration::from_secs(3600)));
-    let (spec, _) = node()
-        .accept(&JobRequest {
-            timeout_seconds: Some(0),
+fn a_job_gets_the_smaller_of_its_timeout_and_the_nodes() {
+    let timeout = |node: &Admission, ms: Option<i64>, secs: Option<i64>| {
+        node.accept(&JobRequest {
+            timeout_ms: ms,
+            timeout_seconds: secs,
             ..job()
         })
-        .unwrap();
-    assert_eq!(spec.timeout, None, "0 = no limit, not the default");
-    let (spec, _) = node()
-        .accept(&JobRequest {
-            timeout_seconds: Some(30),
-            ..job()
-        })
-        .unwrap();
-    assert_eq!(spec.timeout, Some(Duration::from_secs(30)));
+        .unwrap()
+        .0
+        .timeout
+    };
+    let hour = Some(Duration::from_secs(3600));
+    assert_eq!(timeout(&node(), None, None), hour);
+    assert_eq!(timeout(&node(), Some(0), None), hour, "0 = the node's");
+    assert_eq!(timeout(&node(), None, Some(0)), hour, "0 = the node's");
+    assert_eq!(
+        timeout(&node(), None, Some(30)),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(
+        timeout(&node(), None, Some(7200)),
+        hour,
+        "a job cannot raise the node's limit"
+    );
+    assert_eq!(
+        timeout(&node(), Some(1900), Some(2)),
+        Some(Duration::from_millis(1900))
+    );
+
+    // The node: default_timeout 500ms.
+    let half = Admission {
+        default_timeout: Some(Duration::from_millis(500)),
+        ..node()
+    };
+    let ms500 = Some(Duration::from_millis(500));
+    assert_eq!(timeout(&half, Some(500), Some(1)), ms500);
+    assert_eq!(timeout(&half, Some(10_000), Some(10)), ms500);
+    assert_eq!(timeout(&half, Some(0), None), ms500);
+    assert_eq!(timeout(&half, None, None), ms500);
+    assert_eq!(
+        timeout(&half, Some(1), Some(1)),
+        Some(Duration::from_millis(1))
+    );
+
     let unlimited = Admission {
         default_timeout: None,
         ..node()
     };
-    assert_eq!(unlimited.accept(&job()).unwrap().0.timeout, None);
+    assert_eq!(timeout(&unlimited, None, None), None);
+    assert_eq!(timeout(&unlimited, Some(0), None), None);
+    assert_eq!(
+        timeout(&unlimited, Some(1900), None),
+        Some(Duration::from_millis(1900))
+    );
 }
 
 #[test]
@@ -183,16 +229,145 @@ fn the_config_sets_the_admission() {
     cfg.jobs.max_upload_mb = 2;
     cfg.sandbox.enabled = true;
     cfg.filesystem.work_size_mb = 3;
-    let a = Admission::new(&cfg, NodeCapabilities::default());
+    let a = Admission::new(&cfg, NodeCapabilities::default(), two_cpus());
+    assert_eq!(a.node, two_cpus());
     assert_eq!(a.max_upload_bytes, 2 * 1024 * 1024);
     assert_eq!(a.work_size_bytes, Some(3 * 1024 * 1024));
     assert_eq!(a.default_timeout, None, "0 = no default limit");
     cfg.sandbox.enabled = false;
     cfg.jobs.default_timeout = Duration::from_secs(60);
-    let a = Admission::new(&cfg, NodeCapabilities::default());
+    let a = Admission::new(&cfg, NodeCapabilities::default(), NodeFacts::default());
     assert_eq!(
         a.work_size_bytes, None,
         "unsandboxed jobs have no sized /work"
     );
     assert_eq!(a.default_timeout, Some(Duration::from_secs(60)));
+}
+
+fn pinning() -> Admission {
+    Admission {
+        caps: NodeCapabilities {
+            cpu_pinning: true,
+            ..Default::default()
+        },
+        ..node()
+    }
+}
+
+fn cores(node: &Admission, list: &str) -> Result<Option<Vec<u32>>, String> {
+    node.accept(&JobRequest {
+        cpu_cores: list.into(),
+        ..job()
+    })
+    .map(|(spec, _)| spec.resources.cpu_cores)
+    .map_err(|e| e.to_string())
+}
+
+#[test]
+fn cpu_cores_must_be_cpus_jobs_may_use_on_this_node() {
+    assert_eq!(cores(&pinning(), "0-1"), Ok(Some(vec![0, 1])));
+    assert_eq!(cores(&pinning(), "1"), Ok(Some(vec![1])));
+    assert_eq!(
+        cores(&pinning(), "5").unwrap_err(),
+        "resources.cpu_cores: CPU 5 is not on this node (online: 0-1); expected a CPU list within 0-1"
+    );
+    assert_eq!(
+        cores(&pinning(), "0-7").unwrap_err(),
+        "resources.cpu_cores: CPUs 2-7 are not on this node (online: 0-1); expected a CPU list within 0-1"
+    );
+    // Online, but outside the daemon's affinity (its cpuset).
+    let confined = Admission {
+        node: NodeFacts {
+            online_cpus: Some(vec![0, 1, 2, 3]),
+            allowed_cpus: Some(vec![0, 1]),
+            ..two_cpus()
+        },
+        ..pinning()
+    };
+    assert_eq!(
+        cores(&confined, "3").unwrap_err(),
+        "resources.cpu_cores: CPU 3 is not available to jobs on this node (online: 0-3; the daemon's CPU affinity: 0-1); expected a CPU list within 0-1"
+    );
+    // Nothing known: nothing to check against.
+    let unknown = Admission {
+        node: NodeFacts::default(),
+        ..pinning()
+    };
+    assert_eq!(cores(&unknown, "5"), Ok(Some(vec![5])));
+    // A node that cannot pin says so first.
+    assert!(cores(&node(), "5")
+        .unwrap_err()
+        .contains("not supported yet on this node"));
+}
+
+#[test]
+fn each_string_fits_what_exec_takes() {
+    let big = "x".repeat(1024 * 1024);
+    let e = refusal(JobRequest {
+        env: vec![("BIG".into(), big.clone())],
+        ..job()
+    });
+    assert_eq!(
+        e,
+        "env[\"BIG\"]: value is 1048576 bytes, the kernel takes at most 131072 per string (KEY=VALUE with its NUL byte); pass large data as a file (--upload) instead"
+    );
+    let e = refusal(JobRequest {
+        secret_env: vec![("TOKEN".into(), big.clone())],
+        ..job()
+    });
+    assert!(
+        e.starts_with("secret_env[\"TOKEN\"]: value is 1048576 bytes") && !e.contains("xxx"),
+        "{e}"
+    );
+    let e = refusal(JobRequest {
+        args: vec!["a".into(), "y".repeat(131_072)],
+        ..job()
+    });
+    assert!(
+        e.starts_with("args[1]: is 131072 bytes, the kernel takes at most 131072 per string"),
+        "{e}"
+    );
+    // The largest string the kernel takes: 131071 bytes and its NUL.
+    let (spec, _) = node()
+        .accept(&JobRequest {
+            args: vec!["y".repeat(131_071)],
+            env: vec![("K".into(), "v".repeat(131_072 - 4))],
+            ..job()
+        })
+        .unwrap();
+    assert_eq!(spec.args[0].len(), 131_071);
+}
+
+#[test]
+fn argv_and_env_together_fit_arg_max() {
+    // 20 variables of 120 KiB: each fits, together they do not.
+    let env: Vec<(String, String)> = (0..20)
+        .map(|i| (format!("V{i:02}"), "z".repeat(120 * 1024)))
+        .collect();
+    let e = refusal(JobRequest {
+        env: env.clone(),
+        ..job()
+    });
+    assert!(e.starts_with("env: the command line ("), "{e}");
+    assert!(
+        e.contains("the kernel takes at most 2080768 (ARG_MAX 2097152, less 16384 kept for what the node adds)"),
+        "{e}"
+    );
+    let e = refusal(JobRequest {
+        args: (0..20).map(|_| "a".repeat(120 * 1024)).collect(),
+        ..job()
+    });
+    assert!(e.starts_with("args: the command line ("), "{e}");
+    // Half of it fits.
+    node()
+        .accept(&JobRequest {
+            env: env[..10].to_vec(),
+            ..job()
+        })
+        .unwrap();
+    let unknown = Admission {
+        node: NodeFacts::default(),
+        ..node()
+    };
+    unknown.accept(&JobRequest { env, ..job() }).unwrap();
 }
