@@ -440,7 +440,7 @@ fn check_values(cfg: &Config) -> Result<(), (String, String)> {
         ));
     }
     check_sandbox_settings(cfg)?;
-    check_log_filter(&cfg.logging.level).map_err(|m| ("logging.level".to_owned(), m))
+    check_log_filter(&cfg.logging.level).map_err(|e| ("logging.level".to_owned(), e.to_string()))
 }
 
 pub const LOG_FILTER_FORM: &str = "a level (trace, debug, info, warn, error or off) or comma-separated directives like joblet=debug,warn (tracing's EnvFilter syntax, TARGET=LEVEL)";
@@ -449,16 +449,16 @@ pub const LOG_FILTER_FORM: &str = "a level (trace, debug, info, warn, error or o
 /// names a level. A bare word that is not a level (`shouting`) would be a
 /// target enabled at every level, which is what a mistyped level looks
 /// like: the daemon would log nothing of its own, so it is refused.
-pub fn check_log_filter(filter: &str) -> Result<(), String> {
+pub fn check_log_filter(filter: &str) -> Result<(), LogFilterError> {
     let t = filter.trim();
     if t.is_empty() {
-        return Err(format!("is empty; expected {LOG_FILTER_FORM}"));
+        return Err(LogFilterError::Empty);
     }
     if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(t) {
-        return Err(format!(
-            "invalid filter {:?} ({e}); expected {LOG_FILTER_FORM}",
-            clip(filter)
-        ));
+        return Err(LogFilterError::Invalid {
+            filter: filter.to_owned(),
+            problem: e.to_string(),
+        });
     }
     for directive in t.split(',').map(str::trim) {
         let level = directive.rsplit_once('=').map_or(directive, |(_, l)| l);
@@ -467,13 +467,26 @@ pub fn check_log_filter(filter: &str) -> Result<(), String> {
             .parse::<tracing_subscriber::filter::LevelFilter>()
             .is_err()
         {
-            return Err(format!(
-                "{:?} is not a log level; expected {LOG_FILTER_FORM}",
-                clip(directive)
-            ));
+            return Err(LogFilterError::NotALevel {
+                directive: directive.to_owned(),
+            });
         }
     }
     Ok(())
+}
+
+/// Why `logging.level` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogFilterError {
+    #[error("is empty; expected {LOG_FILTER_FORM}")]
+    Empty,
+    #[error(
+        "invalid filter {:?} ({problem}); expected {LOG_FILTER_FORM}",
+        clip(filter)
+    )]
+    Invalid { filter: String, problem: String },
+    #[error("{:?} is not a log level; expected {LOG_FILTER_FORM}", clip(directive))]
+    NotALevel { directive: String },
 }
 
 pub const USER_FORM: &str = "a user name, UID or UID:GID (e.g. nobody or 65534:65534)";
@@ -745,7 +758,7 @@ mod tests {
             ("", "is empty"),
             ("[[", "invalid filter"),
         ] {
-            let e = check_log_filter(bad).unwrap_err();
+            let e = check_log_filter(bad).unwrap_err().to_string();
             assert!(e.contains(needle), "{bad}: {e}");
             assert!(
                 e.contains("trace, debug, info, warn, error or off"),
