@@ -39,6 +39,10 @@ pub struct Admission {
     pub default_timeout: Option<Duration>,
     /// The node's CPUs and its kernel's exec limits, read at start-up.
     pub node: NodeFacts,
+    /// The state dir and `jobs.min_free_disk_mb` in bytes: uploads are
+    /// counted against the state disk's free space above that floor
+    /// (`None`: not checked).
+    pub state_disk: Option<(std::path::PathBuf, u64)>,
 }
 
 impl Admission {
@@ -52,6 +56,10 @@ impl Admission {
             default_timeout: (!cfg.jobs.default_timeout.is_zero())
                 .then_some(cfg.jobs.default_timeout),
             node,
+            state_disk: Some((
+                cfg.server.state_dir.clone(),
+                cfg.jobs.min_free_disk_mb.saturating_mul(1024 * 1024),
+            )),
         }
     }
 
@@ -75,6 +83,9 @@ impl Admission {
                 ),
             )
             .into());
+        }
+        if let Some((dir, floor)) = &self.state_disk {
+            check_upload_room(total, dir, *floor)?;
         }
         spec.check_supported(&self.caps)?;
         check_cpus(&spec, &self.node)?;
@@ -255,3 +266,24 @@ pub fn audit_since(since_ms: i64) -> Result<Option<UnixMillis>, FieldError> {
 
 #[cfg(test)]
 mod tests;
+
+/// Refuses uploads that would take the state disk below the free space it
+/// keeps (`jobs.min_free_disk_mb`), before a byte is received.
+fn check_upload_room(total: u64, dir: &std::path::Path, floor: u64) -> Result<(), FieldError> {
+    if total == 0 {
+        return Ok(());
+    }
+    let Ok(space) = crate::disk::space(dir) else {
+        return Ok(());
+    };
+    if total.saturating_add(floor) > space.free {
+        return Err(FieldError::new(
+            "uploads",
+            format!(
+                "{total} bytes do not fit on the node's state disk ({} bytes free, {floor} of them kept free by jobs.min_free_disk_mb); upload less, or delete finished jobs with `rnx job delete`",
+                space.free
+            ),
+        ));
+    }
+    Ok(())
+}

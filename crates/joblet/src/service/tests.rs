@@ -39,6 +39,7 @@ fn admission() -> Admission {
             arg_max: Some(2 * 1024 * 1024),
             max_arg_strlen: Some(131_072),
         },
+        state_disk: None,
     }
 }
 

@@ -16,6 +16,7 @@ fn node() -> Admission {
         },
         default_timeout: Some(Duration::from_secs(3600)),
         node: two_cpus(),
+        state_disk: None,
     }
 }
 
@@ -370,4 +371,44 @@ fn argv_and_env_together_fit_arg_max() {
         ..node()
     };
     unknown.accept(&JobRequest { env, ..job() }).unwrap();
+}
+
+/// Uploads are counted against the state disk's room above its floor.
+#[test]
+fn uploads_must_fit_on_the_state_disk_above_its_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let upload = |size: u64| JobRequest {
+        command: "true".into(),
+        uploads: vec![joblet_core::UploadEntry {
+            path: "data.bin".into(),
+            kind: joblet_core::UploadKind::File,
+            size,
+            mode: 0o644,
+            target: String::new(),
+        }],
+        ..Default::default()
+    };
+    let roomy = Admission {
+        state_disk: Some((dir.path().to_owned(), 0)),
+        max_upload_bytes: u64::MAX,
+        ..node()
+    };
+    roomy.accept(&upload(1)).unwrap();
+    let full = Admission {
+        state_disk: Some((dir.path().to_owned(), u64::MAX / 2)),
+        max_upload_bytes: u64::MAX,
+        ..node()
+    };
+    let e = full.accept(&upload(1)).unwrap_err().to_string();
+    assert!(
+        e.starts_with("uploads: 1 bytes do not fit on the node's state disk")
+            && e.contains("jobs.min_free_disk_mb"),
+        "{e}"
+    );
+    // No upload, no check.
+    full.accept(&JobRequest {
+        command: "true".into(),
+        ..Default::default()
+    })
+    .unwrap();
 }
