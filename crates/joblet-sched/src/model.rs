@@ -175,6 +175,7 @@ pub struct Placement {
 impl Placement {
     /// The nodes the placement charges, ascending, once each: its units'
     /// nodes, or `node` for a CPU-only placement.
+    #[inline]
     pub fn nodes(&self) -> NodeIds {
         NodeIds::of(self.node, &self.units)
     }
@@ -192,6 +193,7 @@ enum NodeIdsInner {
 
 impl NodeIds {
     /// The nodes charged by a placement on `node` holding `units`.
+    #[inline]
     pub(crate) fn of(node: NodeId, units: &[GpuRef]) -> NodeIds {
         let Some(first) = units.first().map(|u| u.node) else {
             return NodeIds(NodeIdsInner::One(Some(node).into_iter()));
@@ -209,6 +211,7 @@ impl NodeIds {
 impl Iterator for NodeIds {
     type Item = NodeId;
 
+    #[inline]
     fn next(&mut self) -> Option<NodeId> {
         match &mut self.0 {
             NodeIdsInner::One(it) => it.next(),

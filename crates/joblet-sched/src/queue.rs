@@ -93,10 +93,12 @@ pub fn shape_of(req: &JobRequest) -> u64 {
         req.class,
         req.allow_cross_numa,
         req.allow_cross_node,
-        req.cpu_millis,
-        req.host_memory_mb,
     )
         .hash(&mut h);
+    // Most requests ask for no CPU or memory: they hash as few words.
+    if req.cpu_millis != 0 || req.host_memory_mb != 0 {
+        (req.cpu_millis, req.host_memory_mb).hash(&mut h);
+    }
     h.finish()
 }
 

@@ -95,7 +95,8 @@ impl ClusterState {
         let together = if req.gpu_count == 0 {
             self.nodes().values().any(holds)
         } else {
-            self.scan_gpus(req, holds).is_ok()
+            // Where every node could hold it, the GPU scan above answered.
+            self.nodes().values().all(holds) || self.scan_gpus(req, holds).is_ok()
         };
         if !together {
             return Err(Unplaceable::NoNodeOffersAll {

@@ -193,21 +193,25 @@ impl ClusterState {
             self.check_unit(&p, unit)?;
         }
         let load = HostLoad::of(&p);
-        for id in p.nodes() {
-            let Some(n) = self.nodes.get(&id) else {
-                return Err(AllocError::NoSuchNode {
-                    job: p.job,
-                    node: id,
-                });
-            };
-            if let Some((what, asked, left)) = n.room().refusal(load).filter(|_| check_host) {
-                return Err(AllocError::HostFull {
-                    job: p.job,
-                    node: id,
-                    what,
-                    asked,
-                    left,
-                });
+        // The units' nodes exist (checked above); where no node limits
+        // what the placement takes, there is nothing more to check.
+        if p.units.is_empty() || (check_host && !self.host_unlimited(load)) {
+            for id in p.nodes() {
+                let Some(n) = self.nodes.get(&id) else {
+                    return Err(AllocError::NoSuchNode {
+                        job: p.job,
+                        node: id,
+                    });
+                };
+                if let Some((what, asked, left)) = n.room().refusal(load).filter(|_| check_host) {
+                    return Err(AllocError::HostFull {
+                        job: p.job,
+                        node: id,
+                        what,
+                        asked,
+                        left,
+                    });
+                }
             }
         }
         for id in p.nodes() {
