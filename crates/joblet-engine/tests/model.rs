@@ -563,8 +563,8 @@ impl World {
         self.checks.clear();
         self.tickets.clear();
         // The core does not remember why the node was ending a job: the
-        // node agent says it again from its GPUs' health after a restart
-        // (a job on a failed GPU), which this model does not simulate.
+        // node agent says it again from its GPU pool after a restart (a job
+        // still on a failed GPU), which this model does not simulate.
         for j in self.jobs.values_mut() {
             j.ended_by_node = None;
         }

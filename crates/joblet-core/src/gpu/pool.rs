@@ -316,6 +316,24 @@ impl GpuPool {
         out
     }
 
+    /// What a restarted daemon must still end: the jobs a failed
+    /// (DEGRADED) GPU still lists, with the reason they were first given
+    /// (the daemon that gave it may have died before they ended). A GPU
+    /// forced OFFLINE lets go of its jobs at once, and a DRAINING one keeps
+    /// them running: neither is here.
+    pub fn endings(&self) -> Vec<GpuUpdate> {
+        self.gpus
+            .values()
+            .filter(|e| e.state == GpuState::Degraded && !e.jobs.is_empty())
+            .map(|e| GpuUpdate::EndJobs {
+                uuid: e.uuid.clone(),
+                jobs: e.jobs.iter().cloned().collect(),
+                reason: format!("GPU {} ({}) failed: {}", e.index, e.uuid, e.cause),
+                failed: true,
+            })
+            .collect()
+    }
+
     /// Takes a GPU out of service because it did not come back clean
     /// after a job (release check): DEGRADED with `why`, and any job still
     /// on it (a shared GPU) fails.

@@ -101,7 +101,7 @@ impl LocalAgent {
     }
 
     /// What a batch of GPU pool updates means for the engine.
-    fn gpu_reports(&self, updates: Vec<GpuUpdate>) -> Vec<AgentReport> {
+    pub(super) fn gpu_reports(&self, updates: Vec<GpuUpdate>) -> Vec<AgentReport> {
         let mut out = Vec::new();
         if let Some(g) = &self.gpus {
             let health = g.health_of(&updates);

@@ -13,7 +13,9 @@
 //!   its shim, so nothing of it ran and it is queued again ([`probe`]).
 //! - When the engine has recovered, empty job cgroups no tracked job owns
 //!   are removed (directories vanishing meanwhile are fine), the GPU pool
-//!   forgets jobs that hold nothing, and MPS daemons no job uses stop.
+//!   forgets jobs that hold nothing, jobs still on a failed GPU are ended
+//!   again (the dead daemon may not have ended them), and MPS
+//!   daemons no job uses stop.
 //!
 //! [`settle`]: LocalAgent::settle_orphans
 //! [`probe`]: LocalAgent::probe_shim
@@ -121,6 +123,12 @@ impl LocalAgent {
             .recover(&self.dirs.jobs(), std::time::Instant::now());
         if let Some(g) = &mut self.gpus {
             g.recovered(keep, now);
+            // Jobs the dead daemon was ending because their GPU failed are
+            // ended again, with the same reason.
+            let endings = g.shared.lock().pool.endings();
+            for report in self.gpu_reports(endings) {
+                let _ = self.reports.send(report);
+            }
         }
         // The warm pool starts building now.
         self.refill_warm();

@@ -280,3 +280,40 @@ fn quarantine_degrades_with_the_reason_and_ends_remaining_jobs() {
     assert!(u.iter().any(|u| matches!(u, GpuUpdate::EndJobs { jobs, failed: true, .. } if jobs == &["j2".to_string()])));
     assert!(!pool.placeable("GPU-a"));
 }
+
+#[test]
+fn a_restart_ends_again_what_a_failed_gpu_still_holds() {
+    let mut pool = GpuPool::new();
+    let _ = pool.sync(
+        &[
+            ("GPU-a".into(), 0),
+            ("GPU-b".into(), 1),
+            ("GPU-c".into(), 2),
+        ],
+        0,
+    );
+    for (uuid, job) in [("GPU-a", "j1"), ("GPU-b", "j2"), ("GPU-c", "j3")] {
+        pool.allocate(uuid, job, 1).unwrap();
+    }
+    let failed = pool.observe("GPU-a", Observed::Xid(79), 2);
+    assert!(failed
+        .iter()
+        .any(|u| matches!(u, GpuUpdate::EndJobs { .. })));
+    let _ = pool.admin("GPU-c", AdminAction::Drain, "admin", 3).unwrap();
+    assert_eq!(
+        pool.endings(),
+        vec![GpuUpdate::EndJobs {
+            uuid: "GPU-a".into(),
+            jobs: vec!["j1".into()],
+            reason: failed
+                .iter()
+                .find_map(|u| match u {
+                    GpuUpdate::EndJobs { reason, .. } => Some(reason.clone()),
+                    _ => None,
+                })
+                .unwrap(),
+            failed: true,
+        }],
+        "the failed GPU's job ends again with its reason; a draining GPU's runs on"
+    );
+}
