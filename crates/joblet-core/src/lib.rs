@@ -23,7 +23,8 @@ pub mod upload;
 
 pub use id::{JobId, PrefixError};
 pub use spec::{
-    FieldError, JobRequest, JobSpec, Network, NodeCapabilities, Resources, Unsupported,
+    is_name, split_runtime_ref, FieldError, JobRequest, JobSpec, Network, NodeCapabilities,
+    Resources, Unsupported, VolumeMount,
 };
 pub use state::{JobState, TransitionError};
 pub use upload::{UploadEntry, UploadKind};

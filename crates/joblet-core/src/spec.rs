@@ -146,8 +146,16 @@ pub struct JobSpec {
     pub upload_entries: u64,
     #[serde(default)]
     pub upload_bytes: u64,
-    pub volumes: Vec<String>,
+    /// Volumes mounted at `/volumes/NAME`, in the order asked.
+    #[serde(default)]
+    pub volumes: Vec<VolumeMount>,
+    /// The runtime the job's root comes from: `name` or `name@version` as
+    /// asked; once admitted, always `name@version` (the one installed then).
     pub runtime: Option<String>,
+    /// The digest of the runtime's tree the job was admitted with
+    /// (`sha256:…`), so the record says exactly what it ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_digest: Option<String>,
     #[serde(default)]
     pub network: Network,
     /// The job's time limit, to the millisecond; `None` = none. As
@@ -181,8 +189,59 @@ fn non_negative(field: &str, v: i64, max: i64, unit: &str) -> Result<u64, FieldE
     Ok(v as u64)
 }
 
+/// A volume a job mounts (`--volume=NAME[:ro]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeMount {
+    pub name: String,
+    /// `:ro`: the job cannot write to it.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+impl VolumeMount {
+    /// `NAME`, `NAME:ro` or `NAME:rw` (the default, said out loud).
+    pub fn parse(s: &str) -> Option<VolumeMount> {
+        let (name, read_only) = match s.rsplit_once(':') {
+            Some((name, "ro")) => (name, true),
+            Some((name, "rw")) => (name, false),
+            Some(_) => return None,
+            None => (s, false),
+        };
+        is_name(name).then(|| VolumeMount {
+            name: name.to_owned(),
+            read_only,
+        })
+    }
+}
+
+impl std::fmt::Display for VolumeMount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)?;
+        if self.read_only {
+            f.write_str(":ro")?;
+        }
+        Ok(())
+    }
+}
+
+/// `NAME` or `NAME@VERSION` of a runtime, split; `None` when either part is
+/// not a name ([`is_name`], and a version may also hold `+`).
+pub fn split_runtime_ref(s: &str) -> Option<(&str, Option<&str>)> {
+    let (name, version) = match s.split_once('@') {
+        Some((n, v)) => (n, Some(v)),
+        None => (s, None),
+    };
+    let version_ok = version.is_none_or(|v| {
+        !v.is_empty()
+            && v.len() <= 64
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+    });
+    (is_name(name) && version_ok).then_some((name, version))
+}
+
 /// Runtime and volume names: `python-3.11-ml`, `data-lake`.
-fn is_name(s: &str) -> bool {
+pub fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
         && s.chars()
@@ -360,16 +419,24 @@ impl JobRequest {
         // The node's size limit is checked by the daemon; the shape here.
         let upload_bytes = crate::upload::check_manifest(&self.uploads, u64::MAX)?;
 
+        let mut volumes: Vec<VolumeMount> = Vec::with_capacity(self.volumes.len());
         for (i, v) in self.volumes.iter().enumerate() {
-            if !is_name(v) {
-                return Err(FieldError::new(format!("volumes[{i}]"), format!("invalid volume name {:?}: expected letters, digits, '.', '-' and '_', like data-lake", clip(v))));
+            let Some(mount) = VolumeMount::parse(v) else {
+                return Err(FieldError::new(format!("volumes[{i}]"), format!("invalid volume {:?}: expected NAME or NAME:ro, the name of letters, digits, '.', '-' and '_', like data-lake or data-lake:ro", clip(v))));
+            };
+            if volumes.iter().any(|m| m.name == mount.name) {
+                return Err(FieldError::new(
+                    format!("volumes[{i}]"),
+                    format!("volume {} is given twice: mount each volume once", mount.name),
+                ));
             }
+            volumes.push(mount);
         }
 
         let runtime = match self.runtime.trim() {
             "" => None,
-            r if is_name(r) => Some(r.to_owned()),
-            r => return Err(FieldError::new("runtime", format!("invalid runtime name {:?}: expected letters, digits, '.', '-' and '_', like python-3.11-ml", clip(r)))),
+            r if split_runtime_ref(r).is_some() => Some(r.to_owned()),
+            r => return Err(FieldError::new("runtime", format!("invalid runtime {:?}: expected NAME or NAME@VERSION, of letters, digits, '.', '-' and '_', like python-3.11-ml or python-3.11-ml@1.0", clip(r)))),
         };
 
         let network = match self.network.trim() {
@@ -415,8 +482,9 @@ impl JobRequest {
             secret_env_keys: secrets.keys().cloned().collect(),
             upload_entries: self.uploads.len() as u64,
             upload_bytes,
-            volumes: self.volumes.clone(),
+            volumes,
             runtime,
+            runtime_digest: None,
             network,
             timeout,
             cuda,

@@ -11,7 +11,7 @@ use joblet_core::record::{
     AuditRecord, GpuEventRecord, JobDetails, JobGpus, JobRecord, TransitionRecord,
 };
 use joblet_core::{
-    JobId, JobRequest, JobSpec, JobState, Network, Resources, UploadEntry, UploadKind,
+    JobId, JobRequest, JobSpec, JobState, Network, Resources, VolumeMount, UploadEntry, UploadKind,
 };
 use joblet_proto::*;
 use proptest::collection::{btree_map, btree_set, vec};
@@ -184,7 +184,7 @@ fn spec() -> impl Strategy<Value = JobSpec> {
             btree_set(text(), 0..4),
             any::<u64>(),
             any::<u64>(),
-            vec(text(), 0..3),
+            vec(("[a-z][a-z0-9._-]{0,12}", any::<bool>()), 0..3),
         ),
         (
             option::of(non_empty_text()),
@@ -207,7 +207,11 @@ fn spec() -> impl Strategy<Value = JobSpec> {
                 secret_env_keys: secrets.into_iter().collect(),
                 upload_entries,
                 upload_bytes,
-                volumes,
+                volumes: volumes
+                    .into_iter()
+                    .map(|(name, read_only)| VolumeMount { name, read_only })
+                    .collect(),
+                runtime_digest: runtime.as_ref().map(|r| format!("sha256:{}", r.len())),
                 runtime,
                 network: if host { Network::Host } else { Network::None },
                 // The wire carries milliseconds.
@@ -289,11 +293,10 @@ fn job_details() -> impl Strategy<Value = JobDetails> {
 }
 
 /// What the wire carries of `d`: the node's own bookkeeping (`seq`,
-/// `shim_pid`) and the spec's volumes and upload counts stay behind.
+/// `shim_pid`) and the spec's upload counts stay behind.
 fn as_sent(mut d: JobDetails) -> JobDetails {
     d.record.seq = 0;
     d.record.shim_pid = None;
-    d.record.spec.volumes.clear();
     d.record.spec.upload_entries = 0;
     d.record.spec.upload_bytes = 0;
     d
@@ -435,6 +438,7 @@ fn minimal_job() -> JobDetails {
                 upload_bytes: 0,
                 volumes: Vec::new(),
                 runtime: None,
+                runtime_digest: None,
                 network: Network::None,
                 timeout: None,
                 cuda: None,

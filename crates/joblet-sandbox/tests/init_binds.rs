@@ -37,6 +37,7 @@ fn bind(source: &Path, target: &str) -> Bind {
     Bind {
         source: source.to_path_buf(),
         target: target.into(),
+        writable: false,
     }
 }
 
@@ -194,6 +195,7 @@ fn a_missing_bind_source_fails_the_start_naming_it() {
     let (stage, message) = setup_error(vec![Bind {
         source: gone.into(),
         target: "/run/lib/libcuda.so.1".into(),
+        writable: false,
     }]);
     assert_eq!(stage, Stage::Binds);
     assert!(message.contains("binds[0]"), "{message}");
@@ -213,10 +215,12 @@ fn a_target_that_cannot_be_created_in_a_read_only_place_fails_the_start() {
             Bind {
                 source: file.clone(),
                 target: "/run/fine".into(),
+                writable: false,
             },
             Bind {
                 source: file.clone(),
                 target: target.into(),
+                writable: false,
             },
         ]);
         assert_eq!(stage, Stage::Binds, "{message}");
@@ -239,6 +243,7 @@ fn a_directory_cannot_be_bound_over_a_file() {
     let (stage, message) = setup_error(vec![Bind {
         source: dir.path().to_path_buf(),
         target: "/etc/passwd".into(),
+        writable: false,
     }]);
     assert_eq!(stage, Stage::Binds);
     assert!(message.contains("same kind"), "{message}");

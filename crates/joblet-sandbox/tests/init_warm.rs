@@ -118,6 +118,7 @@ fn the_job_gets_its_own_settings_not_the_placeholders() {
     job.device_binds = vec![Bind {
         source: PathBuf::from("/dev/zero"),
         target: PathBuf::from("/dev/joblet-extra"),
+        writable: false,
     }];
 
     // Built in SCHED_IDLE, as a warm shim builds it.
@@ -490,10 +491,12 @@ fn the_host_root_is_gone_before_the_job_comes_and_the_jobs_sources_are_handed_ov
     job.binds = vec![Bind {
         source: data.path().to_path_buf(),
         target: PathBuf::from("/run/joblet-test/data.txt"),
+        writable: false,
     }];
     job.device_binds = vec![Bind {
         source: PathBuf::from("/dev/zero"),
         target: PathBuf::from("/dev/joblet-extra"),
+        writable: false,
     }];
     let status = run_to_end(pending, &job);
     assert_eq!(
@@ -515,10 +518,12 @@ fn binds_and_nodes_made_ahead_serve_a_job_that_starts_with_them() {
     let ahead_bind = Bind {
         source: ahead.path().to_path_buf(),
         target: PathBuf::from("/run/joblet-test/ahead.txt"),
+        writable: false,
     };
     let ahead_node = Bind {
         source: PathBuf::from("/dev/zero"),
         target: PathBuf::from("/dev/joblet-ahead"),
+        writable: false,
     };
     let mut base = config(work.path(), "/bin/false", &[]);
     base.warm = true;
@@ -550,6 +555,7 @@ fn binds_and_nodes_made_ahead_serve_a_job_that_starts_with_them() {
         Bind {
             source: own.path().to_path_buf(),
             target: PathBuf::from("/run/joblet-test/own.txt"),
+            writable: false,
         },
     ];
     job.device_binds = vec![
@@ -557,6 +563,7 @@ fn binds_and_nodes_made_ahead_serve_a_job_that_starts_with_them() {
         Bind {
             source: PathBuf::from("/dev/null"),
             target: PathBuf::from("/dev/joblet-own"),
+            writable: false,
         },
     ];
     let status = run_to_end(pending, &job);
@@ -579,6 +586,7 @@ fn a_missing_source_fails_a_warm_start_naming_it() {
     job.binds = vec![Bind {
         source: gone.into(),
         target: "/run/lib/libcuda.so.1".into(),
+        writable: false,
     }];
     let (started, _logs) = start_warm(&base, &job);
     let message = match started {

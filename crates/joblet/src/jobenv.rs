@@ -1,5 +1,6 @@
 //! The environment a job starts with: a small clean base (no daemon
-//! variables leak in), then the user's `--env`, then `--secret-env`.
+//! variables leak in), then its runtime's `environment`, then the user's
+//! `--env`, then `--secret-env`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,6 +14,7 @@ pub fn build(
     spec: &JobSpec,
     secrets: &BTreeMap<String, String>,
     home: &Path,
+    runtime: Option<&BTreeMap<String, String>>,
 ) -> BTreeMap<String, String> {
     let mut env = BTreeMap::from([
         ("PATH".to_owned(), DEFAULT_PATH.to_owned()),
@@ -20,6 +22,9 @@ pub fn build(
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ("JOBLET_JOB_ID".to_owned(), id.to_string()),
     ]);
+    if let Some(r) = runtime {
+        env.extend(r.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
@@ -39,8 +44,15 @@ mod tests {
             ..Default::default()
         };
         let (spec, secrets) = req.validate().unwrap();
-        let env = build(&id, &spec, &secrets, Path::new("/w"));
+        let runtime = BTreeMap::from([
+            ("PATH".to_owned(), "/opt/venv/bin:/usr/bin".to_owned()),
+            ("PYTHONUNBUFFERED".to_owned(), "1".to_owned()),
+        ]);
+        let env = build(&id, &spec, &secrets, Path::new("/w"), Some(&runtime));
         assert_eq!(env["PATH"], "/opt/bin");
+        assert_eq!(env["PYTHONUNBUFFERED"], "1");
+        let env = build(&id, &spec, &secrets, Path::new("/w"), None);
+        assert!(!env.contains_key("PYTHONUNBUFFERED"));
         assert_eq!(env["TOKEN"], "t");
         assert_eq!(env["HOME"], "/w");
         assert!(!env.contains_key("RUST_LOG"));

@@ -22,6 +22,39 @@ use crate::gpu::edits::GpuEdits;
 /// would remove the other's job cgroups while they are being set up.
 pub const CGROUP_LOCK_DIR: &str = "/run/joblet";
 
+/// Where a job's volumes appear: `/volumes/NAME`.
+pub const VOLUMES_DIR: &str = "/volumes";
+
+/// The top-level paths of a runtime's tree bound into its jobs (those the
+/// tree has), read-only: the programs, libraries and configuration; the
+/// sandbox provides `/dev`, `/proc`, `/tmp`, `/work` and `/run` itself.
+pub const RUNTIME_ENTRIES: [&str; 10] = [
+    "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc", "/opt", "/var",
+];
+
+/// What a job mounts besides the node's own tree: its runtime's tree in
+/// place of the host's programs, and its volumes.
+#[derive(Debug, Clone, Default)]
+pub struct JobMounts {
+    /// The runtime's tree on the host (`--runtime`); `None`: the host's
+    /// `filesystem.allowed_mounts`.
+    pub runtime: Option<PathBuf>,
+    /// Each volume's host directory, bound at `/volumes/NAME`.
+    pub volumes: Vec<joblet_sandbox::init::Bind>,
+}
+
+/// The entries of [`RUNTIME_ENTRIES`] that `tree` has (as a directory or
+/// a symlink), in that order.
+pub fn runtime_entries(tree: &Path) -> Vec<PathBuf> {
+    RUNTIME_ENTRIES
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| {
+            std::fs::symlink_metadata(tree.join(p.strip_prefix("/").unwrap_or(p))).is_ok()
+        })
+        .collect()
+}
+
 /// What every job on this node gets.
 #[derive(Debug, Clone)]
 pub struct NodeSandbox {
@@ -197,7 +230,15 @@ impl NodeSandbox {
     /// The sandbox for one job whose host working directory is `workdir`;
     /// `gpu`: its GPU devices, driver files and masks
     /// ([`crate::gpu::edits`]).
-    pub fn job(&self, id: &JobId, spec: &JobSpec, workdir: &Path, gpu: GpuEdits) -> JobSandbox {
+    /// `mounts`: its runtime and volumes.
+    pub fn job(
+        &self,
+        id: &JobId,
+        spec: &JobSpec,
+        workdir: &Path,
+        gpu: GpuEdits,
+        mounts: JobMounts,
+    ) -> JobSandbox {
         let r = &spec.resources;
         let limits = Limits {
             cpu_percent: r.max_cpu_percent,
@@ -211,7 +252,13 @@ impl NodeSandbox {
             joblet_core::Network::None => NetMode::None,
             joblet_core::Network::Host => NetMode::Host,
         };
-        self.sandbox(id, workdir, gpu, limits, net)
+        let mut sandbox = self.sandbox(id, workdir, gpu, limits, net);
+        if let Some(tree) = mounts.runtime {
+            sandbox.init.ro_mounts = runtime_entries(&tree);
+            sandbox.init.root = Some(tree);
+        }
+        sandbox.init.binds.extend(mounts.volumes);
+        sandbox
     }
 
     /// The sandbox a warm shim builds ahead of the job `id` (see
@@ -254,6 +301,7 @@ impl NodeSandbox {
                 gid: self.gid,
                 allow_root: self.allow_root,
                 ro_mounts: self.ro_mounts.clone(),
+                root: None,
                 extra_devices: Vec::new(),
                 work_dir: workdir.to_owned(),
                 work_size_mb: self.work_size_mb,

@@ -502,6 +502,8 @@ mod tests {
                 transition(Running, Completed, T0 + 331_500, "exited with code 0"),
             ],
             log_bytes: 1234,
+            volumes: Vec::new(),
+            runtime_digest: String::new(),
         }
     }
 

@@ -2,8 +2,8 @@
 //!
 //! Secret values never reach the wire: a job carries only the names of its
 //! secret variables, each sent with the value `***`. The wire does not
-//! carry the record's `seq` and `shim_pid` or the spec's volumes and upload
-//! counts; they come back as `0`, `None`, empty and `0`. A limit of 0 and
+//! carry the record's `seq` and `shim_pid` or the spec's upload
+//! counts; they come back as `0`, `None` and `0`. A limit of 0 and
 //! an empty text are the wire's "not set", so `Some(0)` and `Some("")`
 //! come back as `None`.
 
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use joblet_core::parse::{format_cpu_list, parse_cpu_list};
 use joblet_core::record::{JobDetails, JobGpus, JobRecord};
-use joblet_core::{FieldError, JobId, JobSpec, Network, Resources};
+use joblet_core::{FieldError, JobId, JobSpec, Network, Resources, VolumeMount};
 
 use super::state::{required_state_from_pb, state_to_pb, transition_from_pb, transition_to_pb};
 use super::{non_empty, nonzero, saturating_i64};
@@ -55,6 +55,8 @@ pub fn job_to_pb(d: &JobDetails) -> pb::Job {
         cuda_version: spec.cuda.clone().unwrap_or_default(),
         mig_profile: spec.resources.mig_profile.clone().unwrap_or_default(),
         gpu_profiling: spec.gpu_profiling,
+        volumes: spec.volumes.iter().map(ToString::to_string).collect(),
+        runtime_digest: spec.runtime_digest.clone().unwrap_or_default(),
     }
 }
 
@@ -96,8 +98,21 @@ pub fn job_from_pb(j: pb::Job) -> Result<JobDetails, FieldError> {
         secret_env_keys,
         upload_entries: 0,
         upload_bytes: 0,
-        volumes: Vec::new(),
+        volumes: j
+            .volumes
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                VolumeMount::parse(v).ok_or_else(|| {
+                    FieldError::new(
+                        format!("volumes[{i}]"),
+                        format!("{v:?} is not NAME or NAME:ro"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
         runtime: non_empty(j.runtime),
+        runtime_digest: non_empty(j.runtime_digest),
         network,
         timeout,
         cuda: non_empty(j.cuda_version),

@@ -3,7 +3,8 @@
 //!
 //! - [`Bind`]: the source is resolved as the host sees it (absolute symlinks
 //!   included: `openat2(RESOLVE_IN_ROOT)` under the parked host root) and
-//!   bound read-only, nosuid, nodev at its target. Missing directories up
+//!   bound nosuid, nodev at its target, read-only unless it is `writable`
+//!   (a volume). Missing directories up
 //!   to the target, and the target itself, are created in the job's root
 //!   tmpfs; an existing file or directory (say inside a read-only mount) is
 //!   bound over. A missing source is an error: the daemon only asks for
@@ -28,7 +29,10 @@ use super::config::{Bind, InitConfig};
 use super::error::Stage;
 use super::hostfds::{fd_path, unopenable, Host, Source};
 use super::report::{Context, SetupError};
-use super::rootfs::{attach, bind_readonly, host, mkdir_p, set_read_only, tmpfs, touch, OLD_ROOT};
+use super::rootfs::{
+    attach, bind_readonly, bind_writable, host, mkdir_p, set_no_suid_dev, set_read_only, tmpfs,
+    touch, OLD_ROOT,
+};
 
 /// The empty read-only regular file bound over masked files.
 pub(crate) const EMPTY: &str = "/.joblet-empty";
@@ -115,12 +119,17 @@ fn bind(index: usize, b: &Bind, host: &Host) -> Result<(), SetupError> {
     // The descriptor stands for the host file; the magic link binds exactly
     // it, with no second path lookup.
     let source = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-    bind_readonly(&source, &b.target, Stage::Binds)
-        .map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
+    let bound = if b.writable {
+        bind_writable(&source, &b.target, Stage::Binds)
+    } else {
+        bind_readonly(&source, &b.target, Stage::Binds)
+    };
+    bound.map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
 }
 
 /// Attaches the detached copy of a bind's source the shim made (a warm
-/// sandbox, see `hostfds`), read-only, nosuid, nodev.
+/// sandbox, see `hostfds`), nosuid, nodev, and read-only unless the bind
+/// is writable.
 fn bind_tree(tree: &OwnedFd, b: &Bind, name: &dyn Fn() -> String) -> Result<(), SetupError> {
     let is_dir = fstat(tree)
         .map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR)
@@ -129,8 +138,12 @@ fn bind_tree(tree: &OwnedFd, b: &Bind, name: &dyn Fn() -> String) -> Result<(), 
         .map_err(|m| SetupError::new(Stage::Binds, format!("{}: {m}", name())))?;
     attach(&Source::Tree(tree), &b.target, true)
         .stage(Stage::Binds, || format!("{}: attaching the source", name()))?;
-    set_read_only(&b.target, &fd_path(tree), Stage::Binds)
-        .map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
+    let flagged = if b.writable {
+        set_no_suid_dev(&b.target, &fd_path(tree), Stage::Binds)
+    } else {
+        set_read_only(&b.target, &fd_path(tree), Stage::Binds)
+    };
+    flagged.map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
 }
 
 /// An `O_PATH` descriptor of the host path `source`, every symlink on the
@@ -269,6 +282,7 @@ mod tests {
         let b = |t: &str| Bind {
             source: "/s".into(),
             target: t.into(),
+            writable: false,
         };
         let binds = [b("/run/a/b"), b("/run"), b("/proc/x"), b("/run/a")];
         let got: Vec<(usize, &str)> = ordered(&binds, |b| &b.target)

@@ -31,8 +31,14 @@ pub struct InitConfig {
     pub gid: u32,
     /// Permits uid or gid 0; such a job keeps a small capability set.
     pub allow_root: bool,
-    /// Absolute host paths bound read-only at the same path in the job.
+    /// Absolute paths bound read-only at the same path in the job: the
+    /// host's own, or with `root` set, the same paths of that tree.
     pub ro_mounts: Vec<PathBuf>,
+    /// A runtime's tree on the host (`--runtime`): `ro_mounts` are taken
+    /// from it (`<root>/usr` at `/usr`, and so on) instead of from the
+    /// host's root, so the job's programs and libraries are the runtime's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
     /// Absolute host device paths under `/dev` bound into the job's `/dev`.
     pub extra_devices: Vec<PathBuf>,
     /// Host directory bound read-write at `/work` (`work_size_mb` 0), or
@@ -83,7 +89,9 @@ pub struct InitConfig {
     pub warm: bool,
 }
 
-/// One host file or directory bound read-only into the job at another path.
+/// One host file or directory bound into the job at another path:
+/// read-only (driver files, toolkits), or read-write (a volume); always
+/// nosuid, nodev.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bind {
     /// Absolute host path (symlinks are resolved on the host); it must exist.
@@ -91,6 +99,9 @@ pub struct Bind {
     /// Absolute path in the job. Missing directories up to it are created in
     /// the job's root tmpfs; an existing file or directory is bound over.
     pub target: PathBuf,
+    /// The job may write through it (a volume mounted without `:ro`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub writable: bool,
 }
 
 impl Bind {
@@ -197,6 +208,8 @@ impl InitConfig {
             Some("net")
         } else if self.ro_mounts != job.ro_mounts {
             Some("ro_mounts")
+        } else if self.root != job.root {
+            Some("root")
         } else if self.tmp_size_mb != job.tmp_size_mb {
             Some("tmp_size_mb")
         } else if self.seccomp != job.seccomp {
@@ -255,6 +268,9 @@ impl InitConfig {
         }
         for p in &self.ro_mounts {
             check_ro_mount(p)?;
+        }
+        if let Some(root) = &self.root {
+            clean_absolute("root", root)?;
         }
         for b in &self.device_binds {
             clean_absolute("device_binds.source", &b.source)?;
@@ -376,6 +392,7 @@ pub(crate) mod tests {
             gid: 65534,
             allow_root: false,
             ro_mounts: vec!["/usr".into(), "/bin".into()],
+            root: None,
             extra_devices: vec!["/dev/nvidia0".into()],
             work_dir: "/var/lib/joblet/jobs/x/work".into(),
             work_size_mb: 0,
@@ -386,6 +403,7 @@ pub(crate) mod tests {
             binds: vec![Bind {
                 source: "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15".into(),
                 target: "/run/joblet/driver/lib/libcuda.so.1".into(),
+                writable: false,
             }],
             masks: vec!["/proc/driver/nvidia".into()],
             device_binds: vec![],
@@ -415,6 +433,9 @@ pub(crate) mod tests {
         job.ro_mounts.push("/opt".into());
         assert_eq!(base.warm_mismatch(&job), Some("ro_mounts"));
         job.ro_mounts = base.ro_mounts.clone();
+        job.root = Some("/var/lib/joblet/runtimes/trees/abc".into());
+        assert_eq!(base.warm_mismatch(&job), Some("root"));
+        job.root = None;
         job.tmp_size_mb = 1;
         assert_eq!(base.warm_mismatch(&job), Some("tmp_size_mb"));
         job.tmp_size_mb = base.tmp_size_mb;
@@ -435,6 +456,7 @@ pub(crate) mod tests {
         Bind {
             source: source.into(),
             target: target.into(),
+            writable: false,
         }
     }
 

@@ -162,6 +162,34 @@ pub(crate) fn bind_readonly(source: &Path, target: &Path, stage: Stage) -> Resul
     set_read_only(target, source, stage)
 }
 
+/// Binds `source` (recursively) on `target` read-write, nosuid, nodev (a
+/// volume).
+pub(crate) fn bind_writable(source: &Path, target: &Path, stage: Stage) -> Result<(), SetupError> {
+    mnt(
+        Some(source),
+        target,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    )
+    .stage(stage, || {
+        format!("binding {} on {}", source.display(), target.display())
+    })?;
+    set_no_suid_dev(target, source, stage)
+}
+
+/// Makes the bind of `source` at `target` (and the mounts below it)
+/// nosuid, nodev, leaving it writable.
+pub(crate) fn set_no_suid_dev(target: &Path, source: &Path, stage: Stage) -> Result<(), SetupError> {
+    set_flags(
+        target,
+        source,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        stage,
+    )
+}
+
 /// Sets the flags of the bind mount at `path` itself (`MS_REMOUNT |
 /// MS_BIND | flags`; not the mounts below it).
 pub(crate) fn remount_bind(path: &Path, flags: MsFlags) -> nix::Result<()> {
@@ -204,7 +232,7 @@ pub(crate) fn prepare_base(config: &InitConfig) -> Result<(), SetupError> {
     .stage(Stage::Rootfs, || "making / rslave".into())?;
     enter_staging_root()?;
     for path in ordered(&config.ro_mounts) {
-        ro_mount(path)?;
+        ro_mount(path, config.root.as_deref())?;
     }
     let tmp = Path::new("/tmp");
     mkdir_p(tmp).stage(Stage::Rootfs, || "creating /tmp".into())?;
@@ -327,15 +355,24 @@ fn ordered(paths: &[PathBuf]) -> Vec<&Path> {
     v
 }
 
-/// One entry of `ro_mounts`: a symlink on the host is recreated as the
-/// same symlink; anything else is bound read-only at the same path.
-fn ro_mount(path: &Path) -> Result<(), SetupError> {
-    let source = host(path);
-    let meta = fs::symlink_metadata(&source).stage(Stage::Rootfs, || {
-        format!(
+/// One entry of `ro_mounts`, taken from the host's root or from `root` (a
+/// runtime's tree): a symlink there is recreated as the same symlink;
+/// anything else is bound read-only, nosuid, nodev at the same path.
+fn ro_mount(path: &Path, root: Option<&Path>) -> Result<(), SetupError> {
+    let source = match root {
+        Some(root) => host(&root.join(path.strip_prefix("/").unwrap_or(path))),
+        None => host(path),
+    };
+    let meta = fs::symlink_metadata(&source).stage(Stage::Rootfs, || match root {
+        Some(root) => format!(
+            "read-only mount {}: cannot stat it in the runtime's tree {}",
+            path.display(),
+            root.display()
+        ),
+        None => format!(
             "read-only mount {}: cannot stat it on the host",
             path.display()
-        )
+        ),
     })?;
     if meta.file_type().is_symlink() {
         let target = fs::read_link(&source).stage(Stage::Rootfs, || {

@@ -63,6 +63,7 @@ pub fn config(work: &Path, command: &str, args: &[&str]) -> InitConfig {
         gid: NOBODY,
         allow_root: false,
         ro_mounts: ro_mounts(),
+        root: None,
         extra_devices: vec![],
         work_dir: work.to_path_buf(),
         work_size_mb: 0,

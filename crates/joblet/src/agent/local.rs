@@ -39,6 +39,9 @@ pub struct AgentConfig {
     pub work_retention: Option<std::time::Duration>,
     /// `sandbox.warm_pool` and `gpu.warm_pool`: warm sandboxes to keep.
     pub warm_pool: (usize, usize),
+    /// The node's runtimes and volumes (`None` without a sandbox: jobs
+    /// asking for them are refused at admission).
+    pub mounts: Option<std::sync::Arc<dyn super::mounts::NodeMounts>>,
 }
 
 /// The agent of this node.
@@ -64,6 +67,7 @@ pub struct LocalAgent {
     pub(super) refill_at: Option<tokio::time::Instant>,
     /// Finished jobs' work directories, removed after the retention.
     pub(super) work: super::retention::WorkRetention,
+    pub(super) mounts: Option<std::sync::Arc<dyn super::mounts::NodeMounts>>,
 }
 
 impl LocalAgent {
@@ -97,6 +101,7 @@ impl LocalAgent {
             gpu_pending: std::collections::VecDeque::new(),
             refill_at: None,
             work: super::retention::WorkRetention::new(cfg.work_retention),
+            mounts: cfg.mounts,
         }
     }
 

@@ -17,6 +17,7 @@
 
 pub mod capacity;
 mod local;
+pub mod mounts;
 mod recover;
 mod release;
 mod retention;
@@ -92,6 +93,9 @@ pub enum StartError {
     Encode(serde_json::Error),
     #[error("could not start the job's shim: {0}")]
     Shim(joblet_shim::ShimError),
+    /// Its runtime or a volume (see [`mounts`]).
+    #[error(transparent)]
+    Mounts(#[from] mounts::MountError),
 }
 
 impl From<crate::gpu::allocation::GrantError> for StartError {

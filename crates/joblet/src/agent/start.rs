@@ -59,6 +59,7 @@ impl LocalAgent {
         // In the sandbox the job sees its work dir as /work and runs as the
         // node's job user, who must own it (uploads included).
         let mut gpu_env = None;
+        let mut runtime_env = None;
         let (home, runner) = match &self.sandbox {
             Some(sb) => {
                 crate::uploads::chown_tree(&workdir, sb.uid, sb.gid).map_err(|source| {
@@ -80,13 +81,19 @@ impl LocalAgent {
                     (None, _) => Default::default(),
                 };
                 gpu_env = gpu_part.env.clone();
-                let job = sb.job(id, &rec.spec, &workdir, gpu_part);
+                let (mounts, env) = match &self.mounts {
+                    Some(node) => super::mounts::job_mounts(node.as_ref(), &rec.spec)?,
+                    // Admission refuses runtimes and volumes then.
+                    None => Default::default(),
+                };
+                runtime_env = env;
+                let job = sb.job(id, &rec.spec, &workdir, gpu_part, mounts);
                 let value = serde_json::to_value(&job).map_err(StartError::Encode)?;
                 (PathBuf::from("/work"), Some(value))
             }
             None => (workdir.clone(), None),
         };
-        let mut env = jobenv::build(id, &rec.spec, &secrets, &home);
+        let mut env = jobenv::build(id, &rec.spec, &secrets, &home, runtime_env.as_ref());
         if let Some(g) = &gpu_env {
             crate::gpu::edits::merge_env(&mut env, g);
         }

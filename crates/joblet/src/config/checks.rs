@@ -26,6 +26,17 @@ pub(super) fn check_values(cfg: &Config) -> Result<(), (String, String)> {
             ),
         ));
     }
+    for (key, dir, example) in [
+        ("runtimes.dir", &cfg.runtimes.dir, "/var/lib/joblet/runtimes"),
+        ("volumes.dir", &cfg.volumes.dir, "/var/lib/joblet/volumes"),
+    ] {
+        if let Some(d) = dir.as_ref().filter(|d| d.is_relative()) {
+            return Err((
+                key.into(),
+                format!("{d:?} is not an absolute path; expected e.g. {example}, or leave it out for a directory under server.state_dir"),
+            ));
+        }
+    }
     check_sandbox_settings(cfg)?;
     check_log_filter(&cfg.logging.level).map_err(|e| ("logging.level".to_owned(), e.to_string()))
 }

@@ -30,6 +30,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub gpu: GpuConfig,
     pub logging: LoggingConfig,
+    pub runtimes: RuntimesConfig,
+    pub volumes: VolumesConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -219,6 +221,42 @@ pub enum ScrubPolicy {
     Off,
 }
 
+/// Runtimes (`--runtime`): root filesystems built on this node from
+/// manifests, stored content-addressed.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimesConfig {
+    /// Where runtimes are stored; default `<server.state_dir>/runtimes`.
+    pub dir: Option<PathBuf>,
+}
+
+/// Volumes (`--volume`): named storage that outlives jobs.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct VolumesConfig {
+    /// Where volume images and mount points live; default
+    /// `<server.state_dir>/volumes`.
+    pub dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// `runtimes.dir`, or its default under the state dir.
+    pub fn runtimes_dir(&self) -> PathBuf {
+        self.runtimes
+            .dir
+            .clone()
+            .unwrap_or_else(|| self.server.state_dir.join("runtimes"))
+    }
+
+    /// `volumes.dir`, or its default under the state dir.
+    pub fn volumes_dir(&self) -> PathBuf {
+        self.volumes
+            .dir
+            .clone()
+            .unwrap_or_else(|| self.server.state_dir.join("volumes"))
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LoggingConfig {
@@ -236,6 +274,8 @@ impl Default for Config {
             sandbox: SandboxConfig::default(),
             gpu: GpuConfig::default(),
             logging: LoggingConfig::default(),
+            runtimes: RuntimesConfig::default(),
+            volumes: VolumesConfig::default(),
         }
     }
 }

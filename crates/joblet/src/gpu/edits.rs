@@ -140,6 +140,7 @@ fn shared_part(
                 out.binds.push(Bind {
                     source: sim.library.clone(),
                     target: lib.join(name),
+                    writable: false,
                 });
             }
             let sim_dir = Path::new(SIM_DIR);
@@ -151,11 +152,13 @@ fn shared_part(
             out.binds.push(Bind {
                 source: sim.from.clone(),
                 target: sim_dir.join(&profile_name),
+                writable: false,
             });
             if let Some(state) = settings.simulate_state.as_ref().filter(|p| p.is_file()) {
                 out.binds.push(Bind {
                     source: state.clone(),
                     target: sim_dir.join("state.json"),
+                    writable: false,
                 });
             }
         }
@@ -172,6 +175,7 @@ fn shared_part(
                     out.binds.push(Bind {
                         source: l.path.clone(),
                         target: lib.join(name),
+                        writable: false,
                     });
                 }
             }
@@ -180,6 +184,7 @@ fn shared_part(
                     out.binds.push(Bind {
                         source: b.clone(),
                         target: bin.join(name),
+                        writable: false,
                     });
                 }
             }
@@ -192,6 +197,7 @@ fn shared_part(
         out.binds.push(Bind {
             source: PathBuf::from(&t.path),
             target: PathBuf::from(&t.path),
+            writable: false,
         });
     }
     Ok(out)
@@ -272,6 +278,7 @@ fn params_overlay(job_dir: &Path) -> Result<Bind, EditsError> {
     Ok(Bind {
         source: path,
         target: PathBuf::from(PARAMS),
+        writable: false,
     })
 }
 

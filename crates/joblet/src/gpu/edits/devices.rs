@@ -65,6 +65,7 @@ fn add_node(
     out.devices.push(Bind {
         source: host,
         target: Path::new("/dev").join(name),
+        writable: false,
     });
     Ok(())
 }
@@ -176,6 +177,7 @@ pub(super) fn mps_part(
         out.binds.push(Bind {
             source,
             target: PathBuf::from(target),
+            writable: false,
         });
     }
     Ok(Some(MpsSettings {
