@@ -109,6 +109,17 @@ pub enum StoreError {
     #[error("GPU audit record of job {job}: {what}")]
     Audit { job: String, what: String },
 
+    /// A volume of that name is recorded already.
+    #[error("a volume named {0} already exists (see `rnx volume list`)")]
+    VolumeExists(String),
+
+    #[error("no volume named {0} (see `rnx volume list`)")]
+    VolumeNotFound(String),
+
+    /// A volume record could not be stored or read back.
+    #[error("volume {name}: {what}")]
+    Volume { name: String, what: String },
+
     /// A value could not be encoded for storage.
     #[error("job {id}: could not encode {what}: {source}")]
     Encode {

@@ -1,6 +1,7 @@
 //! Joblet's durable state: one SQLite database holding every job, its state history and
 //! its sealed secrets, the GPUs' health states and history, the GPU allocations ledger
-//! the scheduler is restored from, and the append-only GPU audit log ([`AuditRecord`]).
+//! the scheduler is restored from, the append-only GPU audit log ([`AuditRecord`]), and
+//! the node's named volumes ([`VolumeRecord`]).
 //!
 //! [`Store`] is the only way the daemon reads or changes job state. Every state change goes
 //! through [`Store::transition`], which checks it against the core state machine
@@ -39,6 +40,7 @@ mod lifecycle;
 mod migrations;
 mod records;
 mod secrets;
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -60,6 +62,7 @@ pub use joblet_core::record::{
 pub use lifecycle::{AuditEnd, GpuGrantRecords, JobStart};
 pub use migrations::SCHEMA_VERSION;
 pub use records::TransitionExtra;
+pub use volumes::{VolumeRecord, VOLUME_KINDS};
 
 use records::{progress_from_row, RawJob, RawTransition, JOB_COLUMNS, PROGRESS_COLUMNS};
 use secrets::SealingKey;

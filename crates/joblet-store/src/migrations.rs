@@ -124,6 +124,18 @@ const MIGRATIONS: &[&str] = &[
         SELECT RAISE(ABORT, 'gpu_audit: what was allocated is never changed');
     END;
     "#,
+    // 5: named volumes (`rnx volume create`). The host side (image, mount) is the daemon's;
+    // this is what survives a restart: which volumes exist, their kind, size and owner.
+    r#"
+    CREATE TABLE volumes (
+        name        TEXT PRIMARY KEY NOT NULL,
+        kind        TEXT NOT NULL,
+        size_bytes  INTEGER NOT NULL CHECK (size_bytes > 0),
+        owner       TEXT NOT NULL,
+        shared      INTEGER NOT NULL DEFAULT 0 CHECK (shared IN (0, 1)),
+        created_ms  INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -216,6 +228,7 @@ mod tests {
             "job_seq",
             "job_transitions",
             "jobs",
+            "volumes",
         ] {
             assert!(tables.iter().any(|x| x == t), "{t} missing from {tables:?}");
         }
