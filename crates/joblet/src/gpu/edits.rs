@@ -219,11 +219,18 @@ pub fn gpu_job(
     }
     let visible = resolve_visible(&visible_req, gpus)?;
     let caps = job_caps(settings, spec)?;
-    let toolkit = select_toolkit(
-        &settings.toolkits,
-        spec.cuda.as_deref(),
-        settings.driver_max,
-    )?;
+    // A runtime brings its own CUDA libraries (its lock's nvidia-* wheels;
+    // admission checked them against the driver): no host toolkit is
+    // bound into its read-only tree.
+    let toolkit = if spec.runtime.is_some() {
+        None
+    } else {
+        select_toolkit(
+            &settings.toolkits,
+            spec.cuda.as_deref(),
+            settings.driver_max,
+        )?
+    };
     // What every job with these capabilities and toolkit shares first (a
     // GPU-ready warm sandbox's, `gpu_ready`), then the job's own.
     let mut out = shared_part(settings, &caps, toolkit, !visible.is_empty(), job_dir)?;

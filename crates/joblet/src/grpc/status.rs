@@ -18,7 +18,9 @@ pub fn code(e: &ApiError) -> Code {
         | ApiError::GpusDisabled
         | ApiError::GpuRequest(_)
         | ApiError::GpuAdmin(_) => Code::FailedPrecondition,
-        ApiError::GpuRef(_) => Code::NotFound,
+        ApiError::GpuRef(_) | ApiError::NotFound(_) => Code::NotFound,
+        ApiError::AlreadyExists(_) => Code::AlreadyExists,
+        ApiError::InUse(_) | ApiError::NodeCannot(_) => Code::FailedPrecondition,
         ApiError::PermissionDenied { .. } => Code::PermissionDenied,
         ApiError::BadIdentity(_) => Code::Unauthenticated,
         ApiError::Transition { .. } | ApiError::Internal(_) => Code::Internal,

@@ -69,6 +69,21 @@ pub enum ApiError {
     /// The node's state disk has no room for another job.
     #[error(transparent)]
     DiskFull(#[from] crate::disk::DiskFull),
+    /// A runtime or volume that does not exist here; the text says how to
+    /// see what does, or make it.
+    #[error("{0}")]
+    NotFound(String),
+    /// A runtime or volume that exists already.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A runtime or volume that jobs use, or that belongs to someone
+    /// else: the text names them and what to do.
+    #[error("{0}")]
+    InUse(String),
+    /// The node could not carry the request out (a build, a loop device,
+    /// mkfs); nothing was left half-done, and the text says why.
+    #[error("{0}")]
+    NodeCannot(String),
     /// The daemon is shutting down or restarting.
     #[error("the joblet daemon is shutting down; retry in a moment")]
     ShuttingDown,
