@@ -278,7 +278,13 @@ impl VolumeHost {
         undo.push(Made::Loop(device.clone()));
         self.mounter
             .mount(&device, data, "ext4", None)
-            .map_err(|e| self.io(name, Step::Mount, data, e))?;
+            .map_err(|source| VolumeError::Mount {
+                name: name.to_owned(),
+                fstype: "ext4",
+                device: device.clone(),
+                target: data.to_owned(),
+                source,
+            })?;
         undo.push(Made::Mount(data.to_owned()));
         self.tools.detach_loop(name, Step::SetAutoclear, &device)?;
         undo.forget_loop(&device);
@@ -294,14 +300,16 @@ impl VolumeHost {
         undo: &mut Undo,
     ) -> Result<(), VolumeError> {
         let options = tmpfs_options(size_bytes, self.owner_uid, self.owner_gid);
+        let source = PathBuf::from(tmpfs_source(name));
         self.mounter
-            .mount(
-                Path::new(&tmpfs_source(name)),
-                data,
-                "tmpfs",
-                Some(&options),
-            )
-            .map_err(|e| self.io(name, Step::Mount, data, e))?;
+            .mount(&source, data, "tmpfs", Some(&options))
+            .map_err(|e| VolumeError::Mount {
+                name: name.to_owned(),
+                fstype: "tmpfs",
+                device: source,
+                target: data.to_owned(),
+                source: e,
+            })?;
         undo.push(Made::Mount(data.to_owned()));
         Ok(())
     }
