@@ -146,7 +146,7 @@ impl VolumeHost {
     ///   else: [`VolumeError::ForeignMount`]);
     /// - **filesystem**: the image must be there ([`VolumeError::ImageMissing`]) and of
     ///   `size_bytes` ([`VolumeError::ImageSize`]); its space is reserved again (a trim of
-    ///   the host filesystem may have punched holes in it), then it is mounted:
+    ///   the volume's ext4 punches holes in it through the loop device), then it is mounted:
     ///   [`Attach::Mounted`];
     /// - **memory**: a new empty tmpfs: [`Attach::RecreatedEmpty`].
     ///
