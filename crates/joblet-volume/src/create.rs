@@ -146,7 +146,7 @@ impl VolumeHost {
     ///   else: [`VolumeError::ForeignMount`]);
     /// - **filesystem**: the image must be there ([`VolumeError::ImageMissing`]) and of
     ///   `size_bytes` ([`VolumeError::ImageSize`]); its space is reserved again (a trim of
-    ///   the host filesystem may have punched holes in it), then it is mounted:
+    ///   the volume's ext4 punches holes in it through the loop device), then it is mounted:
     ///   [`Attach::Mounted`];
     /// - **memory**: a new empty tmpfs: [`Attach::RecreatedEmpty`].
     ///
@@ -278,7 +278,13 @@ impl VolumeHost {
         undo.push(Made::Loop(device.clone()));
         self.mounter
             .mount(&device, data, "ext4", None)
-            .map_err(|e| self.io(name, Step::Mount, data, e))?;
+            .map_err(|source| VolumeError::Mount {
+                name: name.to_owned(),
+                fstype: "ext4",
+                device: device.clone(),
+                target: data.to_owned(),
+                source,
+            })?;
         undo.push(Made::Mount(data.to_owned()));
         self.tools.detach_loop(name, Step::SetAutoclear, &device)?;
         undo.forget_loop(&device);
@@ -294,14 +300,16 @@ impl VolumeHost {
         undo: &mut Undo,
     ) -> Result<(), VolumeError> {
         let options = tmpfs_options(size_bytes, self.owner_uid, self.owner_gid);
+        let source = PathBuf::from(tmpfs_source(name));
         self.mounter
-            .mount(
-                Path::new(&tmpfs_source(name)),
-                data,
-                "tmpfs",
-                Some(&options),
-            )
-            .map_err(|e| self.io(name, Step::Mount, data, e))?;
+            .mount(&source, data, "tmpfs", Some(&options))
+            .map_err(|e| VolumeError::Mount {
+                name: name.to_owned(),
+                fstype: "tmpfs",
+                device: source,
+                target: data.to_owned(),
+                source: e,
+            })?;
         undo.push(Made::Mount(data.to_owned()));
         Ok(())
     }

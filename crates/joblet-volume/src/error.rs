@@ -105,6 +105,23 @@ pub enum VolumeError {
         source: io::Error,
     },
 
+    /// The mount system call failed.
+    #[error(
+        "volume {name}: could not {step}: {fstype} {device} at {target}: {source}{hint}",
+        step = Step::Mount,
+        device = .device.display(),
+        target = .target.display(),
+        hint = mount_hint(.fstype, .source)
+    )]
+    Mount {
+        name: String,
+        fstype: &'static str,
+        device: PathBuf,
+        target: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
     /// A program of a step could not be started.
     #[error("volume {name}: could not {step}: could not run {program}: {source}", program = program.display())]
     ToolSpawn {
@@ -177,10 +194,21 @@ pub enum VolumeError {
     },
 }
 
+/// What an ext4 mount's `EINVAL` means.
+fn mount_hint(fstype: &str, err: &io::Error) -> &'static str {
+    match (fstype, err.raw_os_error()) {
+        ("ext4", Some(libc::EINVAL)) => {
+            " (the image holds no ext4 filesystem the kernel can mount; the kernel log says more)"
+        }
+        _ => "",
+    }
+}
+
 impl VolumeError {
     /// The step that failed, if the error is a failed step.
     pub fn step(&self) -> Option<Step> {
         match self {
+            VolumeError::Mount { .. } => Some(Step::Mount),
             VolumeError::Io { step, .. }
             | VolumeError::ToolSpawn { step, .. }
             | VolumeError::ToolFailed { step, .. } => Some(*step),

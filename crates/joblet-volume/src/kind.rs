@@ -12,8 +12,9 @@ pub enum VolumeKind {
     /// An ext4 filesystem in an image file on the node's disk, mounted through a loop device:
     /// its space is reserved at creation and its content survives restarts and reboots.
     Filesystem,
-    /// A tmpfs: in memory (counted against the host's memory, not a job's cgroup), its
-    /// content lost when it is unmounted or the node reboots.
+    /// A tmpfs: in memory, its content lost when it is unmounted or the node reboots. The
+    /// kernel charges a tmpfs page to the memory cgroup of the process that wrote it, so
+    /// what a job writes counts against that job's memory limit.
     Memory,
 }
 
