@@ -31,3 +31,7 @@ pub use pb::gpu_service_client::GpuServiceClient;
 pub use pb::gpu_service_server::{GpuService, GpuServiceServer};
 pub use pb::job_service_client::JobServiceClient;
 pub use pb::job_service_server::{JobService, JobServiceServer};
+pub use pb::runtime_service_client::RuntimeServiceClient;
+pub use pb::runtime_service_server::{RuntimeService, RuntimeServiceServer};
+pub use pb::volume_service_client::VolumeServiceClient;
+pub use pb::volume_service_server::{VolumeService, VolumeServiceServer};

@@ -23,7 +23,8 @@
 //!   ([`agent`]), which runs placed jobs on this node.
 //!
 //! [`gpu`] holds the node's GPU state (discovery, monitor, allocation on the
-//! node, GPU sandbox edits); [`commands`] the one-shot `joblet discover`,
+//! node, GPU sandbox edits); [`storage`] its runtimes and volumes;
+//! [`commands`] the one-shot `joblet discover`,
 //! `doctor` and `cert issue`. Neither imports up into the service, the gRPC
 //! layer or the engine; time comes from [`clock`].
 
@@ -44,5 +45,6 @@ pub mod sched_class;
 pub mod server;
 pub mod service;
 pub mod state_dir;
+pub mod storage;
 pub mod tls;
 pub mod uploads;

@@ -16,24 +16,61 @@ use crate::engine::{Engine, EngineConfig};
 use crate::gpu::allocation::NodeGpus;
 use crate::gpu::node_spec::sched_config;
 use crate::gpu::simulate::Simulation;
-use crate::grpc::{GpuApi, JobApi};
+use crate::grpc::{GpuApi, JobApi, RuntimeApi, VolumeApi};
 use crate::node_facts::NodeFacts;
 use crate::sandbox::NodeSandbox;
-use crate::service::{Admission, Audit, Gpus, Jobs};
+use crate::service::{Admission, Audit, Gpus, Jobs, Runtimes, Volumes};
+use crate::storage::{NodeRuntimes, NodeStorage, NodeVolumes};
 use crate::state_dir::{self, StateDir};
 use crate::tls;
 
 /// What this node enforces: the limits its sandbox can apply (none when
 /// jobs run unisolated), GPUs when GPU jobs are on (they need the sandbox's
-/// device control), and uploads either way. Everything else a job asks for
-/// is refused with "not supported yet on this node".
-pub fn capabilities(sandbox: Option<&NodeSandbox>, gpu_jobs: bool) -> NodeCapabilities {
+/// device control), runtimes and volumes when the node has its storage for
+/// them (they are mounts in the sandbox), and uploads either way.
+/// Everything else a job asks for is refused with "not supported yet on
+/// this node".
+pub fn capabilities(
+    sandbox: Option<&NodeSandbox>,
+    gpu_jobs: bool,
+    storage: bool,
+) -> NodeCapabilities {
     let limits = sandbox.map(NodeSandbox::capabilities).unwrap_or_default();
     NodeCapabilities {
         uploads: true,
         gpus: gpu_jobs && sandbox.is_some(),
+        runtimes: storage && sandbox.is_some(),
+        volumes: storage && sandbox.is_some(),
         ..limits
     }
+}
+
+/// The node's runtimes and volumes, when jobs run in the sandbox (they
+/// are mounts in it); volumes are attached again first.
+async fn open_storage(
+    cfg: &Config,
+    sandbox: Option<&NodeSandbox>,
+    store: &Arc<Store>,
+    driver_cuda: Option<(u32, u32)>,
+) -> anyhow::Result<Option<Arc<NodeStorage>>> {
+    let Some(sb) = sandbox else {
+        return Ok(None);
+    };
+    let dir = cfg.runtimes_dir();
+    let runtimes = NodeRuntimes::open(dir.clone())
+        .with_context(|| format!("opening the runtime store {} (runtimes.dir)", dir.display()))?;
+    let volumes = NodeVolumes::new(cfg.volumes_dir(), sb.uid, sb.gid, store.clone());
+    let storage = Arc::new(NodeStorage {
+        runtimes,
+        volumes,
+        gate: tokio::sync::RwLock::new(()),
+        driver_cuda,
+    });
+    let attaching = storage.clone();
+    tokio::task::spawn_blocking(move || attaching.volumes.attach_all())
+        .await
+        .context("volume attach task")?;
+    Ok(Some(storage))
 }
 
 /// Runs the daemon. `sim`: simulated GPUs prepared by `main` before any
@@ -88,7 +125,11 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         }
         None => (None, None),
     };
-    let caps = capabilities(sandbox.as_ref(), job_gpus.is_some());
+    let driver_cuda = job_gpus
+        .as_ref()
+        .and_then(|(g, _, _)| g.settings.driver_max);
+    let storage = open_storage(&cfg, sandbox.as_ref(), &store, driver_cuda).await?;
+    let caps = capabilities(sandbox.as_ref(), job_gpus.is_some(), storage.is_some());
     let rules = JobRules {
         gpu_sharing: cfg.gpu.sharing != SharingMode::Exclusive,
         default_gpu_time: (!cfg.gpu.default_gpu_time.is_zero()).then_some(cfg.gpu.default_gpu_time),
@@ -109,6 +150,9 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         gpus: job_gpus,
         capacity,
         work_retention: (!cfg.jobs.work_retention.is_zero()).then_some(cfg.jobs.work_retention),
+        mounts: storage
+            .clone()
+            .map(|s| s as Arc<dyn crate::agent::mounts::NodeMounts>),
     });
     let engine = Engine::start(
         store.clone(),
@@ -155,12 +199,20 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
 
     crate::uploads::clean_staging(dirs.root());
     let stopping = engine.clone();
-    let jobs = Jobs::new(
+    let jobs = Arc::new(Jobs::new(
         store.clone(),
         engine,
         dirs.clone(),
         Admission::new(&cfg, caps, facts),
-    );
+        storage.clone(),
+    ));
+    let runtime_api = RuntimeApi::new(Runtimes::new(storage.clone(), store.clone(), jobs.clone()));
+    let volume_api = VolumeApi::new(Volumes::new(
+        storage,
+        store.clone(),
+        jobs.clone(),
+        crate::clock::now_ms,
+    ));
     let api = JobApi::new(jobs, Audit::new(store));
     let gpu_api = GpuApi::new(Gpus::new(
         gpus.as_ref().map(|(shared, _)| shared.clone()),
@@ -175,6 +227,8 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     tonic::transport::Server::builder()
         .add_service(joblet_proto::JobServiceServer::new(api))
         .add_service(joblet_proto::GpuServiceServer::new(gpu_api))
+        .add_service(joblet_proto::RuntimeServiceServer::new(runtime_api))
+        .add_service(joblet_proto::VolumeServiceServer::new(volume_api))
         .serve_with_incoming_shutdown(incoming, shutdown_signal())
         .await
         .context("gRPC server failed")?;

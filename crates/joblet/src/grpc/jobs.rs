@@ -13,12 +13,12 @@ use crate::uploads::UploadStreamError;
 
 /// The `JobService` of one node.
 pub struct JobApi {
-    jobs: Jobs,
+    jobs: std::sync::Arc<Jobs>,
     audit: Audit,
 }
 
 impl JobApi {
-    pub fn new(jobs: Jobs, audit: Audit) -> JobApi {
+    pub fn new(jobs: std::sync::Arc<Jobs>, audit: Audit) -> JobApi {
         JobApi { jobs, audit }
     }
 }

@@ -7,12 +7,16 @@
 mod gpu_pb;
 mod gpus;
 mod jobs;
+mod runtimes;
 pub mod status;
+mod volumes;
 
 use tonic::Request;
 
 pub use gpus::GpuApi;
 pub use jobs::JobApi;
+pub use runtimes::RuntimeApi;
+pub use volumes::VolumeApi;
 
 use crate::service::{ApiError, Caller, IdentityError};
 use crate::tls::PeerInfo;

@@ -14,6 +14,7 @@ use super::admission::{self, Admission};
 use super::logs::{self, LogStream};
 use super::{store_error, Access, ApiError, Caller};
 use crate::engine::EngineHandle;
+use crate::storage::NodeStorage;
 use crate::state_dir::StateDir;
 use crate::uploads::{self, UploadData};
 
@@ -23,6 +24,8 @@ pub struct Jobs {
     engine: EngineHandle,
     dirs: StateDir,
     admission: Admission,
+    /// The node's runtimes and volumes (`None` without a sandbox).
+    storage: Option<Arc<NodeStorage>>,
 }
 
 /// Which jobs a list shows, as the client asked.
@@ -58,18 +61,21 @@ impl Jobs {
         engine: EngineHandle,
         dirs: StateDir,
         admission: Admission,
+        storage: Option<Arc<NodeStorage>>,
     ) -> Jobs {
         Jobs {
             store,
             engine,
             dirs,
             admission,
+            storage,
         }
     }
 
     /// RunJob: records and schedules a job that uploads nothing.
     pub async fn run(&self, caller: &Caller, req: JobRequest) -> Result<JobDetails, ApiError> {
-        let (owner, spec, secrets) = self.accept_run(caller, &req)?;
+        let (owner, mut spec, secrets) = self.accept_run(caller, &req)?;
+        let _gate = self.admit_mounts(caller, &mut spec).await?;
         let rec = self.engine.submit(owner, spec, secrets, None).await?;
         self.details(rec, false)
     }
@@ -80,10 +86,12 @@ impl Jobs {
         caller: &Caller,
         req: JobRequest,
     ) -> Result<(JobDetails, LogStream), ApiError> {
-        let (owner, spec, secrets) = self.accept_run(caller, &req)?;
+        let (owner, mut spec, secrets) = self.accept_run(caller, &req)?;
+        let gate = self.admit_mounts(caller, &mut spec).await?;
         // Before the job exists: its end cannot be announced unheard.
         let ended = self.engine.subscribe_ended();
         let rec = self.engine.submit(owner, spec, secrets, None).await?;
+        drop(gate);
         let accepted = self.details(rec, false)?;
         let id = accepted.record.id.clone();
         let output = logs::follow_new_job(self.store.clone(), ended, &self.dirs, id)?;
@@ -202,6 +210,26 @@ impl Jobs {
         Ok((caller.name.clone(), spec, secrets))
     }
 
+    /// The job's runtime and volumes, checked and pinned
+    /// ([`super::mounts::admit`]); the guard keeps them from being removed
+    /// until the job is recorded.
+    async fn admit_mounts(
+        &self,
+        caller: &Caller,
+        spec: &mut joblet_core::JobSpec,
+    ) -> Result<Option<tokio::sync::RwLockReadGuard<'_, ()>>, ApiError> {
+        if spec.runtime.is_none() && spec.volumes.is_empty() {
+            return Ok(None);
+        }
+        // Without storage the node's capabilities refused them already.
+        let Some(storage) = self.storage.as_deref() else {
+            return Ok(None);
+        };
+        let gate = storage.gate.read().await;
+        super::mounts::admit(storage, caller, spec)?;
+        Ok(Some(gate))
+    }
+
     fn resolve(&self, prefix: &str) -> Result<JobId, ApiError> {
         self.store.resolve(prefix.trim()).map_err(store_error)
     }
@@ -245,9 +273,14 @@ impl Submission<'_> {
             )
         })?;
         let jobs = self.jobs;
-        let (spec, secrets) = jobs.admission.accept(&raw)?;
+        let (mut spec, secrets) = jobs.admission.accept(&raw)?;
+        let caller = Caller {
+            name: self.owner.clone(),
+            role: Role::Admin,
+        };
         let staging = uploads::staging_root(jobs.dirs.root());
         let staged = uploads::receive(&raw.uploads, data, &staging).await?;
+        let _gate = jobs.admit_mounts(&caller, &mut spec).await?;
         let rec = jobs
             .engine
             .submit(self.owner, spec, secrets, Some(staged))

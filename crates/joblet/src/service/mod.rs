@@ -3,9 +3,11 @@
 //! gRPC handlers ([`crate::grpc`]) and any later transport only translate
 //! into these calls and out of their results.
 //!
-//! Three services, one per area: [`Jobs`] (run, submit, status, list, logs,
-//! stop, kill, delete, whoami), [`Audit`] (the GPU audit log) and [`Gpus`]
-//! (status, health, drain / offline / online). Each method takes the
+//! Five services, one per area: [`Jobs`] (run, submit, status, list, logs,
+//! stop, kill, delete, whoami), [`Audit`] (the GPU audit log), [`Gpus`]
+//! (status, health, drain / offline / online), [`Runtimes`] (list, info,
+//! install, build, remove, test) and [`Volumes`] (create, list, inspect,
+//! remove, share). Each method takes the
 //! [`Caller`] and domain values, checks the caller's role first
 //! ([`Access`]), and returns domain values ([`joblet_core::record`],
 //! [`GpuStatus`], a [`LogStream`]) or an [`ApiError`].
@@ -20,6 +22,9 @@ mod error;
 mod gpus;
 mod jobs;
 pub mod logs;
+mod mounts;
+mod runtimes;
+mod volumes;
 
 pub use admission::Admission;
 pub use audit::{Audit, AuditQuery};
@@ -28,6 +33,8 @@ pub use error::{store_error, ApiError};
 pub use gpus::{GpuHealth, GpuReport, GpuStatus, Gpus, HISTORY};
 pub use jobs::{JobFilter, Jobs, Submission, WhoAmI};
 pub use logs::{LogError, LogStream};
+pub use runtimes::{RuntimeInfo, Runtimes};
+pub use volumes::{VolumeInfo, Volumes};
 
 #[cfg(test)]
 mod tests;

@@ -40,6 +40,11 @@ pub struct RuntimeInfo {
 }
 
 impl RuntimeInfo {
+    /// A runtime just installed (no job uses it yet).
+    pub fn from_installed(i: Installed) -> RuntimeInfo {
+        RuntimeInfo::installed(i, Vec::new())
+    }
+
     fn installed(i: Installed, jobs: Vec<String>) -> RuntimeInfo {
         RuntimeInfo {
             name: i.name,
@@ -97,7 +102,7 @@ impl RuntimeInfo {
             extras: m
                 .python
                 .iter()
-                .flat_map(|p| p.extras.keys().cloned())
+                .flat_map(|p| p.extras.keys().map(|n| n.as_str().to_owned()))
                 .collect(),
             ..RuntimeInfo::default()
         }

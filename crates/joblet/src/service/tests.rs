@@ -58,6 +58,7 @@ async fn engine(store: Arc<Store>, dirs: StateDir) -> EngineHandle {
         },
         warm_pool: (0, 0),
         work_retention: None,
+        mounts: None,
     });
     Engine::start(
         store,
@@ -82,7 +83,7 @@ async fn node() -> Node {
     let store = Arc::new(Store::open(&dirs.db(), &dirs.secrets_key()).unwrap());
     let handle = engine(store.clone(), dirs.clone()).await;
     Node {
-        jobs: Jobs::new(store.clone(), handle, dirs, admission()),
+        jobs: Jobs::new(store.clone(), handle, dirs, admission(), None),
         audit: Audit::new(store.clone()),
         store,
         _dir: dir,
