@@ -176,6 +176,8 @@ Examples:
   rnx job run --gpu=2 --gpu-memory=16GB --max-memory=32768 --max-cpu=800 python train.py
   rnx job run --gpu=1 --gpu-time=2h --cuda=12.2 python train.py
   rnx job run --gpu=1 --mig=1g.10gb python infer.py
+  rnx job run --runtime=python-3.11-ml@1.0 --volume=datasets:ro --volume=checkpoints \\
+      python train.py --data=/volumes/datasets --out=/volumes/checkpoints
   rnx job run --gpu=1 --gpu-profiling nsys profile python train.py
   rnx job run --upload=model.py --upload=dataset/ \\
       python -m torch.distributed.launch --nproc_per_node=4 model.py
@@ -206,14 +208,14 @@ pub struct RunArgs {
     /// File or directory to copy into the job's working directory (repeatable), e.g. --upload=dataset/
     #[arg(long = "upload", value_name = "PATH", value_parser = parsers::upload_path)]
     pub uploads: Vec<String>,
-    /// Named volume to mount into the job (repeatable), e.g. --volume=data-lake
-    #[arg(long = "volume", value_name = "NAME", value_parser = parsers::volume_name)]
+    /// Volume to mount at /volumes/NAME (repeatable); :ro mounts it read-only, e.g. --volume=data-lake:ro (see `rnx volume list`)
+    #[arg(long = "volume", value_name = "NAME[:ro]", value_parser = parsers::volume_name)]
     pub volumes: Vec<String>,
     /// Network: none (own namespace, loopback only) or host (the host's network; the node must allow it) [default: none]
     #[arg(long, value_name = "MODE", value_parser = ["none", "host"])]
     pub network: Option<String>,
-    /// Runtime environment to run in, e.g. --runtime=python-3.11-ml
-    #[arg(long, value_name = "NAME", value_parser = parsers::runtime_name)]
+    /// Installed runtime to run the job in, optionally pinned to a version, e.g. --runtime=python-3.11-ml or --runtime=python-3.11-ml@1.0 (see `rnx runtime list`)
+    #[arg(long, value_name = "NAME[@VERSION]", value_parser = parsers::runtime_name)]
     pub runtime: Option<String>,
     /// Time limit like 500ms, 1.5s, 10m or 1h30m, to the millisecond; at most the node's jobs.default_timeout; 0 = the node's [default: the node's]
     #[arg(long, value_name = "DURATION", value_parser = parsers::timeout_ms, allow_negative_numbers = true)]

@@ -194,15 +194,29 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         mig_profile: a.mig.clone().unwrap_or_default(),
         gpu_profiling: a.gpu_profiling,
     };
-    request.validate().map_err(|source| Error::InvalidRequest {
-        flag: flag_for_field(&source),
-        source,
-    })?;
+    checkable(&request)
+        .validate()
+        .map_err(|source| Error::InvalidRequest {
+            flag: flag_for_field(&source),
+            source,
+        })?;
     Ok(RunSettings {
         request,
         follow: a.follow.then(|| ReconnectPolicy::new(a.reconnect_timeout)),
         uploads: a.uploads.iter().map(std::path::PathBuf::from).collect(),
     })
+}
+
+/// The request as [`JobRequest::validate`] checks it: `--volume=NAME:ro`
+/// and `--runtime=NAME@VERSION` by their names (the parsers checked the
+/// rest of their form); the request sent keeps them whole.
+fn checkable(request: &JobRequest) -> JobRequest {
+    let mut r = request.clone();
+    for v in &mut r.volumes {
+        *v = crate::parsers::volume_base(v).to_owned();
+    }
+    r.runtime = crate::parsers::runtime_base(&r.runtime).to_owned();
+    r
 }
 
 /// The `rnx job run` flag that sets a request field.

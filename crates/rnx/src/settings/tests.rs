@@ -278,8 +278,10 @@ fn bad_values_name_the_flag_and_the_form() {
         (&["-e", "1X=2"], &["'--env <KEY=VALUE>'", "expected KEY=VALUE"]),
         (&["-e", "NOEQUALS"], &["'--env <KEY=VALUE>'", "expected KEY=VALUE"]),
         (&["--cpu-cores=3-1"], &["'--cpu-cores <LIST>'", "expected a CPU list like 0-3 or 1,3"]),
-        (&["--runtime=a b"], &["'--runtime <NAME>'", "like python-3.11-ml"]),
-        (&["--volume=../x"], &["'--volume <NAME>'", "like data-lake"]),
+        (&["--runtime=a b"], &["'--runtime <NAME[@VERSION]>'", "expected NAME[@VERSION]", "like python-3.11-ml or python-3.11-ml@1.0"]),
+        (&["--runtime=rt@"], &["'--runtime <NAME[@VERSION]>'", "expected NAME[@VERSION]"]),
+        (&["--volume=../x"], &["'--volume <NAME[:ro]>'", "expected --volume=NAME[:ro]", "like data-lake or data-lake:ro"]),
+        (&["--volume=data:rx"], &["'--volume <NAME[:ro]>'", "unknown mount mode \"rx\"", "expected --volume=NAME[:ro]"]),
         (&["--upload="], &["'--upload <PATH>'", "expected a file or directory path"]),
         (&["--reconnect-timeout=x"], &["'--reconnect-timeout <DURATION>'", "expected a duration"]),
         // Accepted by each flag, refused by the request rules (same as the server's).
@@ -306,6 +308,21 @@ fn bad_values_name_the_flag_and_the_form() {
             assert!(msg.contains(needle), "{flags:?}: {needle:?} not in:\n{msg}");
         }
     }
+}
+
+/// `--volume=NAME[:ro]` and `--runtime=NAME[@VERSION]` pass the request
+/// rules and reach the wire whole (`:rw` is the default, so dropped).
+#[test]
+fn read_only_volumes_and_runtime_versions_reach_the_request() {
+    let r = request(&words(
+        "job run --volume=datasets:ro --volume=out:rw --volume=scratch \
+         --runtime=python-3.11-ml@1.0+cu122 python train.py",
+    ));
+    assert_eq!(r.volumes, ["datasets:ro", "out", "scratch"]);
+    assert_eq!(r.runtime, "python-3.11-ml@1.0+cu122");
+    let wire = joblet_proto::job_request_to_pb(&r);
+    assert_eq!(wire.volumes, ["datasets:ro", "out", "scratch"]);
+    assert_eq!(wire.runtime, "python-3.11-ml@1.0+cu122");
 }
 
 #[test]
