@@ -24,7 +24,7 @@ pub const JOB_WITHOUT_EXIT_CODE: u8 = 125;
 /// The exit code for an error.
 pub fn for_error(e: &Error) -> u8 {
     match e {
-        Error::InvalidRequest { .. } | Error::Upload(_) => USAGE,
+        Error::InvalidRequest { .. } | Error::Upload(_) | Error::BuildFiles(_) => USAGE,
         Error::Config(_) => CONFIG,
         Error::Connect(c) if c.is_config_problem() => CONFIG,
         Error::Connect(_) => CONNECT,

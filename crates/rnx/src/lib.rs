@@ -23,6 +23,7 @@ pub mod follow;
 pub mod gpu_view;
 pub mod parsers;
 pub mod printer;
+pub mod runtime_files;
 pub mod settings;
 pub mod upload;
 pub mod view;
