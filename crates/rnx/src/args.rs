@@ -23,8 +23,8 @@ Exit codes:
   2    usage error (bad flag or value)
   3    cannot connect to the node, or the TLS handshake failed
   4    the client config file is missing or invalid
-  N    `rnx job run --follow`: the job's own exit code
-  125  `rnx job run --follow`: the job ended without an exit code";
+  N    `rnx job run --follow`, `rnx runtime test`: the job's own exit code
+  125  `rnx job run --follow`, `rnx runtime test`: the job ended without an exit code";
 
 /// rnx: run and manage jobs on a Joblet node.
 #[derive(Debug, Parser)]
@@ -121,7 +121,7 @@ pub enum RuntimeCommand {
     Remove(RuntimeRefArgs),
     /// Run the runtime's self-check as a job, stream its output, exit with its exit code
     #[command(
-        after_help = "The self-check is the manifest's `self_check` command (see `rnx runtime info`).\nThe job's id is printed on stderr; its output goes to stdout and stderr as\nwith `rnx job run --follow`, and rnx exits with the job's exit code.\n\nExamples:\n  rnx runtime test python-3.11-ml\n  rnx runtime test python-3.11-ml@1.0 && echo ready"
+        after_help = "The self-check is the manifest's `self_check` command (see `rnx runtime info`).\nThe job's id is printed on stderr; its output goes to stdout and stderr as\nwith `rnx job run --follow` (with --json too), and rnx exits with the job's\nexit code.\n\nExamples:\n  rnx runtime test python-3.11-ml\n  rnx runtime test python-3.11-ml@1.0 && echo ready"
     )]
     Test(RuntimeTestArgs),
 }
