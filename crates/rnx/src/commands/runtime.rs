@@ -186,11 +186,13 @@ impl Shown {
     fn new() -> Shown {
         if std::io::stderr().is_terminal() {
             let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(style(false));
+            bar.set_message("waiting for the node");
             bar.enable_steady_tick(Duration::from_millis(120));
             Shown::Bar {
                 bar,
                 last: None,
-                counting: None,
+                counting: Some(false),
             }
         } else {
             Shown::Lines(PlainProgress::default())
