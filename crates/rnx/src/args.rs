@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use joblet_core::JobState;
 
 use crate::parsers::{self, SecretPair};
@@ -23,8 +23,8 @@ Exit codes:
   2    usage error (bad flag or value)
   3    cannot connect to the node, or the TLS handshake failed
   4    the client config file is missing or invalid
-  N    `rnx job run --follow`: the job's own exit code
-  125  `rnx job run --follow`: the job ended without an exit code";
+  N    `rnx job run --follow`, `rnx runtime test`: the job's own exit code
+  125  `rnx job run --follow`, `rnx runtime test`: the job ended without an exit code";
 
 /// rnx: run and manage jobs on a Joblet node.
 #[derive(Debug, Parser)]
@@ -61,6 +61,12 @@ pub enum Command {
     /// Run jobs and look at them
     #[command(subcommand)]
     Job(JobCommand),
+    /// Runtimes: prebuilt, read-only software environments jobs run in (--runtime)
+    #[command(subcommand, after_help = RUNTIME_AFTER_HELP)]
+    Runtime(RuntimeCommand),
+    /// Volumes: named storage that outlives jobs, mounted at /volumes/NAME (--volume)
+    #[command(subcommand, after_help = VOLUME_AFTER_HELP)]
+    Volume(VolumeCommand),
     /// Show who the node thinks you are and which limits it enforces
     Whoami,
     /// See the node's GPUs and their health; drain or take them offline (admin)
@@ -68,6 +74,227 @@ pub enum Command {
     Gpu(GpuCommand),
     /// Admin: the GPU audit log, one record per GPU allocation
     Audit(AuditArgs),
+}
+
+const RUNTIME_AFTER_HELP: &str = "\
+A runtime is a complete, read-only root filesystem (Debian packages, a
+Python with its locked packages, environment variables) that the node
+builds once and jobs then start in: `rnx job run --runtime=NAME[@VERSION]`.
+The node keeps a catalog of runtimes it knows how to build; `install` builds
+one of them, `build` builds one from your own manifest (runtime.yml).
+Each installed runtime is named by NAME@VERSION and identified by the digest
+of its files, so a job's environment can be named exactly.
+
+Examples:
+  rnx runtime list --all
+  rnx runtime info python-3.11-ml
+  rnx runtime install python-3.11-ml@1.0 --extra tensorflow
+  rnx runtime build ./my-runtime/
+  rnx runtime test python-3.11-ml
+  rnx job run --runtime=python-3.11-ml@1.0 --gpu=1 python train.py";
+
+const RUNTIME_REF_HELP: &str =
+    "Runtime name, optionally with its version: python-3.11-ml or python-3.11-ml@1.0";
+
+#[derive(Debug, Subcommand)]
+pub enum RuntimeCommand {
+    /// Table of installed runtimes: version, digest, size, when installed, jobs using it
+    #[command(
+        after_help = "Examples:\n  rnx runtime list\n  rnx runtime list --all\n  rnx --json runtime list | jq -r '.[] | select(.installed) | .reference'"
+    )]
+    List(RuntimeListArgs),
+    /// Everything about one runtime: digest, size, CUDA, environment, self-check, packages, jobs
+    #[command(
+        after_help = "A runtime that is not installed but is in the node's catalog is shown as\n`available`, with what installing it would give.\n\nExamples:\n  rnx runtime info python-3.11-ml\n  rnx runtime info python-3.11-ml@1.0\n  rnx --json runtime info python-3.11-ml | jq -r '.python_packages[]'"
+    )]
+    Info(RuntimeRefArgs),
+    /// Admin: build a runtime from the node's catalog and install it
+    #[command(after_help = RUNTIME_INSTALL_AFTER_HELP)]
+    Install(RuntimeInstallArgs),
+    /// Admin: build a runtime from your own manifest (runtime.yml) and install it
+    #[command(after_help = RUNTIME_BUILD_AFTER_HELP)]
+    Build(RuntimeBuildArgs),
+    /// Admin: remove an installed runtime (refused while unfinished jobs use it)
+    #[command(
+        after_help = "Jobs that are not finished keep a runtime in use: stop them first\n(`rnx runtime info NAME` lists them).\n\nExamples:\n  rnx runtime remove python-3.11-ml@0.9"
+    )]
+    Remove(RuntimeRefArgs),
+    /// Run the runtime's self-check as a job, stream its output, exit with its exit code
+    #[command(
+        after_help = "The self-check is the manifest's `self_check` command (see `rnx runtime info`).\nThe job's id is printed on stderr; its output goes to stdout and stderr as\nwith `rnx job run --follow` (with --json too), and rnx exits with the job's\nexit code.\n\nExamples:\n  rnx runtime test python-3.11-ml\n  rnx runtime test python-3.11-ml@1.0 && echo ready"
+    )]
+    Test(RuntimeTestArgs),
+}
+
+const RUNTIME_INSTALL_AFTER_HELP: &str = "\
+The node builds the runtime (base system, then Python packages), stores its
+files by content and installs it; progress is shown on stderr, then one line:
+name@version, digest, size and the time it took. A failed or interrupted
+build installs nothing. Installing what is already stored is quick unless
+--rebuild is given.
+
+Examples:
+  rnx runtime install python-3.11-ml
+  rnx runtime install python-3.11-ml@1.0 --extra tensorflow
+  rnx runtime install python-3.11-ml --rebuild";
+
+const RUNTIME_BUILD_AFTER_HELP: &str = "\
+PATH is the manifest file or the directory holding runtime.yml. rnx sends the
+manifest (as runtime.yml) and every file under its directory, by its path
+relative to it; hidden directories (.git, .venv) are skipped. Symlinks to files
+inside the directory are sent as those files; symlinks leading out of it are
+refused, and so is more than 64 MiB in all. Then as `rnx runtime install`.
+
+Examples:
+  rnx runtime build ./my-runtime/
+  rnx runtime build ./my-runtime/runtime.yml --extra tensorflow
+  rnx runtime build ./my-runtime/ --rebuild";
+
+#[derive(Debug, Args)]
+pub struct RuntimeListArgs {
+    /// Also the node's catalog entries that are not installed (shown as available)
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RuntimeRefArgs {
+    #[arg(value_name = "NAME[@VERSION]", help = RUNTIME_REF_HELP, value_parser = parsers::runtime_name)]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RuntimeInstallArgs {
+    #[arg(value_name = "NAME[@VERSION]", help = RUNTIME_REF_HELP, value_parser = parsers::runtime_name)]
+    pub name: String,
+    /// One of the manifest's optional extras to include (repeatable), e.g. --extra tensorflow
+    #[arg(long = "extra", value_name = "NAME", value_parser = parsers::extra_name)]
+    pub extras: Vec<String>,
+    /// Build again even when a runtime with the same inputs is stored
+    #[arg(long)]
+    pub rebuild: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RuntimeBuildArgs {
+    /// The manifest (runtime.yml) or the directory holding it
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// One of the manifest's optional extras to include (repeatable), e.g. --extra tensorflow
+    #[arg(long = "extra", value_name = "NAME", value_parser = parsers::extra_name)]
+    pub extras: Vec<String>,
+    /// Build again even when a runtime with the same inputs is stored
+    #[arg(long)]
+    pub rebuild: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RuntimeTestArgs {
+    #[arg(value_name = "NAME[@VERSION]", help = RUNTIME_REF_HELP, value_parser = parsers::runtime_name)]
+    pub name: String,
+    /// How long to keep retrying after losing the connection
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parsers::duration)]
+    pub reconnect_timeout: Duration,
+}
+
+const VOLUME_AFTER_HELP: &str = "\
+A volume is named storage that outlives the jobs using it: a job run with
+--volume=NAME sees it at /volumes/NAME (read-only with --volume=NAME:ro).
+A volume is its owner's unless shared; anyone may list and inspect volumes,
+creating, removing and sharing them needs an admin certificate.
+
+Examples:
+  rnx volume create data-lake --size=10GB
+  rnx volume create scratch --size=512MB --type=memory
+  rnx volume list
+  rnx job run --volume=data-lake:ro --volume=scratch python etl.py
+  rnx volume share data-lake
+  rnx volume remove scratch";
+
+const VOLUME_NAME_HELP: &str =
+    "Volume name: up to 128 letters, digits, '.', '-' and '_', like data-lake";
+
+#[derive(Debug, Subcommand)]
+pub enum VolumeCommand {
+    /// Admin: create a volume of a fixed size
+    #[command(after_help = VOLUME_CREATE_AFTER_HELP)]
+    Create(VolumeCreateArgs),
+    /// Table of volumes: type, size, space used, owner, sharing, jobs using it, status
+    #[command(
+        after_help = "Examples:\n  rnx volume list\n  rnx --json volume list | jq -r '.[] | select(.shared) | .name'"
+    )]
+    List,
+    /// Everything about one volume: size and use, owner, sharing, where jobs see it, jobs
+    #[command(after_help = "Examples:\n  rnx volume inspect data-lake")]
+    Inspect(VolumeRefArgs),
+    /// Admin: remove a volume and everything on it
+    #[command(
+        after_help = "Refused while unfinished jobs use the volume, and for another caller's volume,\nunless --force is given: then those jobs are killed first.\n\nExamples:\n  rnx volume remove scratch\n  rnx volume remove data-lake --force"
+    )]
+    Remove(VolumeRemoveArgs),
+    /// Admin: let every caller's jobs mount the volume
+    #[command(after_help = "Examples:\n  rnx volume share data-lake")]
+    Share(VolumeRefArgs),
+    /// Admin: let only the owner's jobs mount the volume again
+    #[command(after_help = "Examples:\n  rnx volume unshare data-lake")]
+    Unshare(VolumeRefArgs),
+}
+
+const VOLUME_CREATE_AFTER_HELP: &str = "\
+SIZE is a size like 1GB, 512MB or 16MB (at least 1MB; 1GB = 1024MB). A
+filesystem volume is an ext4 image on the node's disk and keeps its data
+across reboots; a memory volume is a tmpfs in the node's memory, emptied
+when the node reboots.
+
+Examples:
+  rnx volume create data-lake --size=10GB
+  rnx volume create scratch --size=512MB --type=memory
+  rnx volume create shared-models --size=100GB --shared";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VolumeKind {
+    Filesystem,
+    Memory,
+}
+
+impl VolumeKind {
+    /// The name the API takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeKind::Filesystem => "filesystem",
+            VolumeKind::Memory => "memory",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct VolumeCreateArgs {
+    #[arg(value_name = "NAME", help = VOLUME_NAME_HELP, value_parser = parsers::volume_ref)]
+    pub name: String,
+    /// Its size, e.g. --size=1GB, --size=512MB or --size=16MB
+    #[arg(long, value_name = "SIZE", value_parser = parsers::volume_size_bytes)]
+    pub size: i64,
+    /// filesystem (an ext4 image on the node's disk, kept across reboots) or memory (a tmpfs, emptied by a reboot)
+    #[arg(long = "type", value_name = "TYPE", value_enum, default_value_t = VolumeKind::Filesystem)]
+    pub kind: VolumeKind,
+    /// Let every caller's jobs mount it, not only yours
+    #[arg(long)]
+    pub shared: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VolumeRefArgs {
+    #[arg(value_name = "NAME", help = VOLUME_NAME_HELP, value_parser = parsers::volume_ref)]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct VolumeRemoveArgs {
+    #[arg(value_name = "NAME", help = VOLUME_NAME_HELP, value_parser = parsers::volume_ref)]
+    pub name: String,
+    /// Also when unfinished jobs use it (they are killed first), or when it is another caller's
+    #[arg(long)]
+    pub force: bool,
 }
 
 const AUDIT_AFTER_HELP: &str = "\
@@ -176,6 +403,8 @@ Examples:
   rnx job run --gpu=2 --gpu-memory=16GB --max-memory=32768 --max-cpu=800 python train.py
   rnx job run --gpu=1 --gpu-time=2h --cuda=12.2 python train.py
   rnx job run --gpu=1 --mig=1g.10gb python infer.py
+  rnx job run --runtime=python-3.11-ml@1.0 --volume=datasets:ro --volume=checkpoints \\
+      python train.py --data=/volumes/datasets --out=/volumes/checkpoints
   rnx job run --gpu=1 --gpu-profiling nsys profile python train.py
   rnx job run --upload=model.py --upload=dataset/ \\
       python -m torch.distributed.launch --nproc_per_node=4 model.py
@@ -206,14 +435,14 @@ pub struct RunArgs {
     /// File or directory to copy into the job's working directory (repeatable), e.g. --upload=dataset/
     #[arg(long = "upload", value_name = "PATH", value_parser = parsers::upload_path)]
     pub uploads: Vec<String>,
-    /// Named volume to mount into the job (repeatable), e.g. --volume=data-lake
-    #[arg(long = "volume", value_name = "NAME", value_parser = parsers::volume_name)]
+    /// Volume to mount at /volumes/NAME (repeatable); :ro mounts it read-only, e.g. --volume=data-lake:ro (see `rnx volume list`)
+    #[arg(long = "volume", value_name = "NAME[:ro]", value_parser = parsers::volume_name)]
     pub volumes: Vec<String>,
     /// Network: none (own namespace, loopback only) or host (the host's network; the node must allow it) [default: none]
     #[arg(long, value_name = "MODE", value_parser = ["none", "host"])]
     pub network: Option<String>,
-    /// Runtime environment to run in, e.g. --runtime=python-3.11-ml
-    #[arg(long, value_name = "NAME", value_parser = parsers::runtime_name)]
+    /// Installed runtime to run the job in, optionally pinned to a version, e.g. --runtime=python-3.11-ml or --runtime=python-3.11-ml@1.0 (see `rnx runtime list`)
+    #[arg(long, value_name = "NAME[@VERSION]", value_parser = parsers::runtime_name)]
     pub runtime: Option<String>,
     /// Time limit like 500ms, 1.5s, 10m or 1h30m, to the millisecond; at most the node's jobs.default_timeout; 0 = the node's [default: the node's]
     #[arg(long, value_name = "DURATION", value_parser = parsers::timeout_ms, allow_negative_numbers = true)]

@@ -16,6 +16,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub type Client = JobServiceClient<Channel>;
 pub type GpuClient = joblet_proto::GpuServiceClient<Channel>;
+pub type RuntimeClient = joblet_proto::pb::runtime_service_client::RuntimeServiceClient<Channel>;
+pub type VolumeClient = joblet_proto::pb::volume_service_client::VolumeServiceClient<Channel>;
 
 /// Why there is no connection to the node.
 #[derive(Debug, thiserror::Error)]

@@ -41,6 +41,9 @@ pub enum Error {
     /// An `--upload` path that cannot be sent.
     #[error(transparent)]
     Upload(#[from] crate::upload::UploadError),
+    /// A `rnx runtime build` directory that cannot be sent.
+    #[error(transparent)]
+    BuildFiles(#[from] crate::runtime_files::BuildFilesError),
 }
 
 impl Error {

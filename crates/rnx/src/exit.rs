@@ -8,8 +8,8 @@
 //! | 2    | usage error: a bad flag or value (clap's own code) |
 //! | 3    | cannot connect to the node, or the TLS handshake failed |
 //! | 4    | the client config file is missing or invalid |
-//! | N    | `rnx job run --follow`: the job's own exit code |
-//! | 125  | `rnx job run --follow`: the job ended without an exit code |
+//! | N    | `rnx job run --follow`, `rnx runtime test`: the job's own exit code |
+//! | 125  | `rnx job run --follow`, `rnx runtime test`: the job ended without an exit code |
 
 use crate::error::Error;
 use crate::follow::FollowError;
@@ -24,7 +24,7 @@ pub const JOB_WITHOUT_EXIT_CODE: u8 = 125;
 /// The exit code for an error.
 pub fn for_error(e: &Error) -> u8 {
     match e {
-        Error::InvalidRequest { .. } | Error::Upload(_) => USAGE,
+        Error::InvalidRequest { .. } | Error::Upload(_) | Error::BuildFiles(_) => USAGE,
         Error::Config(_) => CONFIG,
         Error::Connect(c) if c.is_config_problem() => CONFIG,
         Error::Connect(_) => CONNECT,
@@ -37,7 +37,7 @@ pub fn for_error(e: &Error) -> u8 {
     }
 }
 
-/// What `rnx job run --follow` exits with for a job's exit code: the code
+/// What `rnx job run --follow` and `rnx runtime test` exit with for a job's exit code: the code
 /// itself when it fits, else [`JOB_WITHOUT_EXIT_CODE`].
 pub fn for_job(exit_code: Option<i32>) -> u8 {
     exit_code

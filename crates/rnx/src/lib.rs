@@ -23,9 +23,13 @@ pub mod follow;
 pub mod gpu_view;
 pub mod parsers;
 pub mod printer;
+pub mod runtime_files;
+pub mod runtime_view;
 pub mod settings;
+pub mod table;
 pub mod upload;
 pub mod view;
+pub mod volume_view;
 
 use args::Cli;
 use config::LookupEnv;

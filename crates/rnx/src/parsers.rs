@@ -230,19 +230,68 @@ pub fn is_name(s: &str) -> bool {
 
 const NAME_FORM: &str = "up to 128 letters, digits, '.', '-' and '_'";
 
-/// `--runtime=NAME`.
+/// A runtime version: what may follow `@` in `NAME@VERSION`.
+pub fn is_version(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+}
+
+pub const RUNTIME_FORM: &str =
+    "NAME[@VERSION]: a runtime name of up to 128 letters, digits, '.', '-' and '_', \
+     optionally @ and a version of letters, digits, '.', '-', '_' and '+', \
+     like python-3.11-ml or python-3.11-ml@1.0";
+
+/// `--runtime=NAME[@VERSION]` and the `rnx runtime` commands' `NAME[@VERSION]`.
 pub fn runtime_name(s: &str) -> Result<String, String> {
-    if is_name(s) {
+    let (name, version) = match s.split_once('@') {
+        Some((name, version)) => (name, Some(version)),
+        None => (s, None),
+    };
+    if is_name(name) && version.is_none_or(is_version) {
         Ok(s.to_owned())
     } else {
-        Err(format!(
-            "expected a runtime name of {NAME_FORM}, like python-3.11-ml"
-        ))
+        Err(format!("expected {RUNTIME_FORM}"))
     }
 }
 
-/// `--volume=NAME`.
+/// The name part of `NAME[@VERSION]`.
+pub fn runtime_base(s: &str) -> &str {
+    s.split_once('@').map_or(s, |(name, _)| name)
+}
+
+pub const VOLUME_MOUNT_FORM: &str = "NAME[:ro]: a volume name of up to 128 letters, digits, '.', '-' and '_' \
+     (a volume name, not a path), optionally :ro to mount it read-only, like data-lake or data-lake:ro";
+
+/// `--volume=NAME[:ro]`: `NAME` (read-write) or `NAME:ro`; `NAME:rw` is
+/// taken as `NAME`. The wire carries the normalised string.
 pub fn volume_name(s: &str) -> Result<String, String> {
+    let refuse = || format!("expected --volume={VOLUME_MOUNT_FORM}");
+    let (name, mode) = match s.split_once(':') {
+        Some((name, mode)) => (name, Some(mode)),
+        None => (s, None),
+    };
+    if !is_name(name) {
+        return Err(refuse());
+    }
+    match mode {
+        None | Some("rw") => Ok(name.to_owned()),
+        Some("ro") => Ok(format!("{name}:ro")),
+        Some(other) => Err(format!(
+            "unknown mount mode {:?}: expected --volume={VOLUME_MOUNT_FORM}",
+            joblet_core::text::clip(other)
+        )),
+    }
+}
+
+/// The name part of a `--volume` value.
+pub fn volume_base(s: &str) -> &str {
+    s.split_once(':').map_or(s, |(name, _)| name)
+}
+
+/// A volume's name in the `rnx volume` commands.
+pub fn volume_ref(s: &str) -> Result<String, String> {
     if is_name(s) {
         Ok(s.to_owned())
     } else {
@@ -250,6 +299,31 @@ pub fn volume_name(s: &str) -> Result<String, String> {
             "expected a volume name of {NAME_FORM}, like data-lake (a volume name, not a path)"
         ))
     }
+}
+
+/// `--extra=NAME` of `rnx runtime install|build`: one of the manifest's extras.
+pub fn extra_name(s: &str) -> Result<String, String> {
+    if is_name(s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "expected the name of one of the manifest's extras, {NAME_FORM}, like tensorflow"
+        ))
+    }
+}
+
+pub const VOLUME_SIZE_FORM: &str = "a size like 1GB, 512MB or 16MB (at least 1MB; 1GB = 1024MB)";
+
+/// `rnx volume create --size=SIZE`, in bytes.
+pub fn volume_size_bytes(s: &str) -> Result<i64, String> {
+    let mb = parse::parse_size_mb(s).map_err(|_| format!("expected {VOLUME_SIZE_FORM}"))?;
+    if mb == 0 {
+        return Err(format!("expected {VOLUME_SIZE_FORM}"));
+    }
+    i64::try_from(mb)
+        .ok()
+        .and_then(|mb| mb.checked_mul(1024 * 1024))
+        .ok_or_else(|| format!("expected {VOLUME_SIZE_FORM}, at most {} MB", i64::MAX >> 20))
 }
 
 /// `--upload=PATH`.
@@ -410,6 +484,92 @@ mod tests {
             // An empty runtime means "none", so compare on the volume.
             assert_eq!(is_name(name), req.validate().is_ok(), "{name:?}");
         }
+    }
+
+    #[test]
+    fn runtime_names_take_an_optional_version() {
+        for good in [
+            "python-3.11-ml",
+            "python-3.11-ml@1.0",
+            "rt@2024.01.3-rc_1+cu122",
+            "a@b",
+        ] {
+            assert_eq!(runtime_name(good), Ok(good.to_owned()), "{good}");
+        }
+        assert_eq!(runtime_base("python-3.11-ml@1.0"), "python-3.11-ml");
+        assert_eq!(runtime_base("python-3.11-ml"), "python-3.11-ml");
+        for bad in [
+            "",
+            "a b",
+            "@1.0",
+            "rt@",
+            "rt@1.0@2",
+            "rt@1 0",
+            "rt@v/1",
+            "../rt",
+            "rt:1.0",
+            &format!("rt@{}", "1".repeat(65)),
+            &"n".repeat(129),
+        ] {
+            let e = runtime_name(bad).unwrap_err();
+            assert_eq!(
+                e,
+                "expected NAME[@VERSION]: a runtime name of up to 128 letters, digits, '.', '-' and '_', \
+                 optionally @ and a version of letters, digits, '.', '-', '_' and '+', \
+                 like python-3.11-ml or python-3.11-ml@1.0",
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn volume_mounts_take_ro_and_normalise_rw_away() {
+        assert_eq!(volume_name("data-lake"), Ok("data-lake".into()));
+        assert_eq!(volume_name("data-lake:ro"), Ok("data-lake:ro".into()));
+        assert_eq!(volume_name("data-lake:rw"), Ok("data-lake".into()));
+        assert_eq!(volume_base("data-lake:ro"), "data-lake");
+        assert_eq!(volume_base("data-lake"), "data-lake");
+        for bad in ["", ":ro", "../x", "/data", "a b:ro", "x:ro:ro", "x:"] {
+            let e = volume_name(bad).unwrap_err();
+            assert!(
+                e.starts_with("expected --volume=NAME[:ro]: a volume name of")
+                    || e.starts_with("unknown mount mode"),
+                "{bad:?}: {e}"
+            );
+            assert!(e.contains("like data-lake or data-lake:ro"), "{bad:?}: {e}");
+        }
+        assert_eq!(
+            volume_name("x:RO").unwrap_err(),
+            format!("unknown mount mode \"RO\": expected --volume={VOLUME_MOUNT_FORM}")
+        );
+        assert!(volume_name("x:ro:ro").unwrap_err().contains("\"ro:ro\""));
+        // The volume commands take the bare name only.
+        assert_eq!(volume_ref("data-lake"), Ok("data-lake".into()));
+        assert!(volume_ref("data-lake:ro")
+            .unwrap_err()
+            .contains("like data-lake (a volume name, not a path)"));
+        assert_eq!(extra_name("tensorflow"), Ok("tensorflow".into()));
+        assert!(extra_name("tensor flow")
+            .unwrap_err()
+            .contains("like tensorflow"));
+    }
+
+    #[test]
+    fn volume_sizes_are_bytes() {
+        assert_eq!(volume_size_bytes("1GB"), Ok(1 << 30));
+        assert_eq!(volume_size_bytes("512MB"), Ok(512 << 20));
+        assert_eq!(volume_size_bytes("16MB"), Ok(16 << 20));
+        assert_eq!(volume_size_bytes("16"), Ok(16 << 20));
+        assert_eq!(volume_size_bytes("2TB"), Ok(2 << 40));
+        for bad in ["0", "0MB", "1.5GB", "-1GB", "big", "", "1PB"] {
+            assert_eq!(
+                volume_size_bytes(bad),
+                Err(format!("expected {VOLUME_SIZE_FORM}")),
+                "{bad:?}"
+            );
+        }
+        let e = volume_size_bytes("9000000TB").unwrap_err();
+        assert!(e.ends_with("at most 8796093022207 MB"), "{e}");
     }
 
     #[test]

@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use crate::audit_view::{self, AuditView};
 use crate::gpu_view::{self, GpuHealthView, GpuNodeView, GpuView};
+use crate::runtime_view::{self, InstalledView, RuntimeView};
 use crate::view::{command_line, rfc3339, JobView, WhoAmIView};
+use crate::volume_view::{self, VolumeChange, VolumeView};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -169,6 +171,82 @@ impl<W: Write> Printer<W> {
         }
     }
 
+    /// `runtime list`; `now` for the INSTALLED ages.
+    pub fn runtime_list(&mut self, runtimes: &[RuntimeView], now: UnixMillis) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(runtimes),
+            Format::Human => {
+                runtime_view::write_list(&mut self.out, runtimes, now)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `runtime info`.
+    pub fn runtime_info(&mut self, runtime: &RuntimeView, now: UnixMillis) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(runtime),
+            Format::Human => {
+                runtime_view::write_info(&mut self.out, runtime, now)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `runtime install|build`: the one-line summary.
+    pub fn runtime_installed(&mut self, installed: &InstalledView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(installed),
+            Format::Human => {
+                writeln!(self.out, "{}", runtime_view::installed_line(installed))?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `runtime remove`: the runtime as it was.
+    pub fn runtime_removed(&mut self, runtime: &RuntimeView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(runtime),
+            Format::Human => {
+                writeln!(self.out, "removed runtime {}", runtime.reference)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    pub fn volume_list(&mut self, volumes: &[VolumeView]) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(volumes),
+            Format::Human => {
+                volume_view::write_list(&mut self.out, volumes)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    pub fn volume_inspect(&mut self, volume: &VolumeView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(volume),
+            Format::Human => {
+                volume_view::write_inspect(&mut self.out, volume)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `volume create|remove|share|unshare`: what was done, or the volume
+    /// as the node answered it.
+    pub fn volume_changed(&mut self, volume: &VolumeView, change: VolumeChange) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(volume),
+            Format::Human => {
+                writeln!(self.out, "{}", volume_view::change_line(volume, change))?;
+                self.out.flush()
+            }
+        }
+    }
+
     pub fn whoami(&mut self, who: &WhoAmIView) -> io::Result<()> {
         match self.format {
             Format::Json => self.json(who),
@@ -309,7 +387,7 @@ pub fn write_status(
 }
 
 /// `512 B`, `3.4 MiB`, `1.2 GiB`, `2.0 TiB`.
-fn human_bytes(n: u64) -> String {
+pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if n < 1024 {
         return format!("{n} B");

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use joblet_core::gpu::AdminAction;
 use joblet_core::{FieldError, JobRequest, JobState};
 
-use crate::args::{Cli, Command, GpuCommand, JobCommand, RunArgs};
+use crate::args::{Cli, Command, GpuCommand, JobCommand, RunArgs, RuntimeCommand, VolumeCommand};
 use crate::config::{self, LookupEnv};
 use crate::error::Error;
 use crate::follow::ReconnectPolicy;
@@ -49,6 +49,8 @@ pub enum Action {
     },
     WhoAmI,
     Gpu(GpuAction),
+    Runtime(RuntimeAction),
+    Volume(VolumeAction),
     /// `rnx audit`.
     Audit {
         since: Option<crate::parsers::Since>,
@@ -73,6 +75,61 @@ pub enum GpuAction {
     Set {
         gpu_id: String,
         action: AdminAction,
+    },
+}
+
+/// `rnx runtime ...`. Runtime names are `NAME` or `NAME@VERSION`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuntimeAction {
+    List {
+        /// Also the catalog entries not installed.
+        all: bool,
+    },
+    Info {
+        name: String,
+    },
+    Install {
+        name: String,
+        extras: Vec<String>,
+        rebuild: bool,
+    },
+    /// The manifest's directory is read when the command runs.
+    Build {
+        path: PathBuf,
+        extras: Vec<String>,
+        rebuild: bool,
+    },
+    Remove {
+        name: String,
+    },
+    /// Runs the self-check job and follows it to its end.
+    Test {
+        name: String,
+        follow: ReconnectPolicy,
+    },
+}
+
+/// `rnx volume ...`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VolumeAction {
+    Create {
+        name: String,
+        size_bytes: i64,
+        /// `filesystem` or `memory`, as the API names them.
+        kind: &'static str,
+        shared: bool,
+    },
+    List,
+    Inspect {
+        name: String,
+    },
+    Remove {
+        name: String,
+        force: bool,
+    },
+    SetShared {
+        name: String,
+        shared: bool,
     },
 }
 
@@ -132,6 +189,47 @@ pub fn action(command: Command) -> Result<Action, Error> {
             GpuCommand::Online(a) => GpuAction::Set {
                 gpu_id: a.gpu_id,
                 action: AdminAction::Online,
+            },
+        }),
+        Command::Runtime(r) => Action::Runtime(match r {
+            RuntimeCommand::List(a) => RuntimeAction::List { all: a.all },
+            RuntimeCommand::Info(a) => RuntimeAction::Info { name: a.name },
+            RuntimeCommand::Install(a) => RuntimeAction::Install {
+                name: a.name,
+                extras: a.extras,
+                rebuild: a.rebuild,
+            },
+            RuntimeCommand::Build(a) => RuntimeAction::Build {
+                path: a.path,
+                extras: a.extras,
+                rebuild: a.rebuild,
+            },
+            RuntimeCommand::Remove(a) => RuntimeAction::Remove { name: a.name },
+            RuntimeCommand::Test(a) => RuntimeAction::Test {
+                name: a.name,
+                follow: ReconnectPolicy::new(a.reconnect_timeout),
+            },
+        }),
+        Command::Volume(v) => Action::Volume(match v {
+            VolumeCommand::Create(a) => VolumeAction::Create {
+                name: a.name,
+                size_bytes: a.size,
+                kind: a.kind.as_str(),
+                shared: a.shared,
+            },
+            VolumeCommand::List => VolumeAction::List,
+            VolumeCommand::Inspect(a) => VolumeAction::Inspect { name: a.name },
+            VolumeCommand::Remove(a) => VolumeAction::Remove {
+                name: a.name,
+                force: a.force,
+            },
+            VolumeCommand::Share(a) => VolumeAction::SetShared {
+                name: a.name,
+                shared: true,
+            },
+            VolumeCommand::Unshare(a) => VolumeAction::SetShared {
+                name: a.name,
+                shared: false,
             },
         }),
         Command::Job(job) => match job {
@@ -194,15 +292,29 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         mig_profile: a.mig.clone().unwrap_or_default(),
         gpu_profiling: a.gpu_profiling,
     };
-    request.validate().map_err(|source| Error::InvalidRequest {
-        flag: flag_for_field(&source),
-        source,
-    })?;
+    checkable(&request)
+        .validate()
+        .map_err(|source| Error::InvalidRequest {
+            flag: flag_for_field(&source),
+            source,
+        })?;
     Ok(RunSettings {
         request,
         follow: a.follow.then(|| ReconnectPolicy::new(a.reconnect_timeout)),
         uploads: a.uploads.iter().map(std::path::PathBuf::from).collect(),
     })
+}
+
+/// The request as [`JobRequest::validate`] checks it: `--volume=NAME:ro`
+/// and `--runtime=NAME@VERSION` by their names (the parsers checked the
+/// rest of their form); the request sent keeps them whole.
+fn checkable(request: &JobRequest) -> JobRequest {
+    let mut r = request.clone();
+    for v in &mut r.volumes {
+        *v = crate::parsers::volume_base(v).to_owned();
+    }
+    r.runtime = crate::parsers::runtime_base(&r.runtime).to_owned();
+    r
 }
 
 /// The `rnx job run` flag that sets a request field.

@@ -53,6 +53,31 @@ fn help_rnx_gpu_offline() {
 }
 
 #[test]
+fn help_rnx_runtime() {
+    insta::assert_snapshot!(help(&["runtime", "--help"]));
+}
+
+#[test]
+fn help_rnx_runtime_install() {
+    insta::assert_snapshot!(help(&["runtime", "install", "--help"]));
+}
+
+#[test]
+fn help_rnx_runtime_build() {
+    insta::assert_snapshot!(help(&["runtime", "build", "--help"]));
+}
+
+#[test]
+fn help_rnx_volume() {
+    insta::assert_snapshot!(help(&["volume", "--help"]));
+}
+
+#[test]
+fn help_rnx_volume_create() {
+    insta::assert_snapshot!(help(&["volume", "create", "--help"]));
+}
+
+#[test]
 fn version() {
     assert_eq!(
         help(&["--version"]),
@@ -94,6 +119,23 @@ fn usage_errors_exit_2_and_name_the_flag() {
             &["audit", "--since", "yesterday"],
             "invalid value 'yesterday' for '--since <DURATION|RFC3339>'",
         ),
+        (
+            &["job", "run", "--volume=data:rx", "x"],
+            "invalid value 'data:rx' for '--volume <NAME[:ro]>': unknown mount mode \"rx\": expected --volume=NAME[:ro]",
+        ),
+        (
+            &["job", "run", "--runtime=rt@", "x"],
+            "invalid value 'rt@' for '--runtime <NAME[@VERSION]>': expected NAME[@VERSION]",
+        ),
+        (
+            &["runtime", "install", "rt@1 0"],
+            "invalid value 'rt@1 0' for '<NAME[@VERSION]>': expected NAME[@VERSION]",
+        ),
+        (
+            &["volume", "create", "v", "--size=1XB"],
+            "invalid value '1XB' for '--size <SIZE>': expected a size like 1GB, 512MB or 16MB",
+        ),
+        (&["volume", "create", "v"], "--size <SIZE>"),
     ] {
         let out = rnx(args, home.path());
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use joblet_pki::{CertPem, CertificateAuthority, Role, Validity};
+use joblet_proto::pb::runtime_service_server::{RuntimeService, RuntimeServiceServer};
+use joblet_proto::pb::volume_service_server::{VolumeService, VolumeServiceServer};
 use joblet_proto::pb::{self, log_event::Event};
 use joblet_proto::{ClientConfigFile, JobService, JobServiceServer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -59,6 +61,17 @@ struct Fake {
     last_audit: Mutex<Option<pb::ListAuditRequest>>,
     /// Answer ListAudit as to a viewer.
     audit_denied: bool,
+    /// Answer the runtime and volume changes as to a viewer.
+    changes_denied: bool,
+    /// End install/build streams without the event carrying the runtime.
+    progress_without_done: bool,
+    last_list_runtimes: Mutex<Option<pb::ListRuntimesRequest>>,
+    last_install: Mutex<Option<pb::InstallRuntimeRequest>>,
+    last_build: Mutex<Option<pb::BuildRuntimeRequest>>,
+    last_runtime_ref: Mutex<Option<pb::RuntimeRef>>,
+    last_create_volume: Mutex<Option<pb::CreateVolumeRequest>>,
+    last_remove_volume: Mutex<Option<pb::RemoveVolumeRequest>>,
+    last_set_shared: Mutex<Option<pb::SetVolumeSharedRequest>>,
 }
 
 fn job(state: pb::JobState) -> pb::Job {
@@ -318,6 +331,240 @@ impl JobService for Fake {
     }
 }
 
+const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn runtime_info() -> pb::RuntimeInfo {
+    pb::RuntimeInfo {
+        name: "python-3.11-ml".into(),
+        version: "1.0".into(),
+        description: "Python 3.11 with PyTorch".into(),
+        installed: true,
+        digest: DIGEST.into(),
+        size_bytes: 5_905_580_032,
+        files: 48_213,
+        installed_at_unix_ms: 1_735_787_045_000,
+        cuda: "12.1".into(),
+        environment: [("PYTHONNOUSERSITE".to_owned(), "1".to_owned())].into(),
+        self_check: vec!["python -c 'import torch'".into()],
+        debian_packages: vec!["libgomp1".into()],
+        python_packages: vec!["numpy==1.26.4".into(), "torch==2.3.1".into()],
+        extras: vec![],
+        jobs: vec![JOB_ID.into()],
+    }
+}
+
+fn available_runtime() -> pb::RuntimeInfo {
+    pb::RuntimeInfo {
+        name: "cuda-12.4-base".into(),
+        version: "2".into(),
+        description: "CUDA 12.4 runtime libraries".into(),
+        ..Default::default()
+    }
+}
+
+const VIEWER: &str = "bob has role \"viewer\", which may not change runtimes or volumes (it needs role admin); ask an admin for an admin certificate (`joblet cert issue --role admin`)";
+
+type Progress = Pin<Box<dyn Stream<Item = Result<pb::RuntimeProgress, Status>> + Send>>;
+
+impl Fake {
+    fn progress(&self) -> Result<Response<Progress>, Status> {
+        if self.changes_denied {
+            return Err(Status::permission_denied(VIEWER));
+        }
+        let ev = |phase: &str, done, total, message: &str| pb::RuntimeProgress {
+            phase: phase.into(),
+            done,
+            total,
+            message: message.into(),
+            installed: None,
+        };
+        let mut events = vec![
+            ev("base", 0, 0, "debootstrap bookworm"),
+            ev("python", 1, 2, "numpy==1.26.4"),
+            ev("python", 2, 2, "torch==2.3.1"),
+            ev("ingest", 100, 48_213, "storing files"),
+            ev("ingest", 48_213, 48_213, "storing files"),
+        ];
+        if !self.progress_without_done {
+            events.push(pb::RuntimeProgress {
+                installed: Some(runtime_info()),
+                ..ev("done", 0, 0, "")
+            });
+        }
+        Ok(Response::new(Box::pin(futures::stream::iter(
+            events.into_iter().map(Ok),
+        ))))
+    }
+}
+
+#[tonic::async_trait]
+impl RuntimeService for Fake {
+    async fn list_runtimes(
+        &self,
+        r: Request<pb::ListRuntimesRequest>,
+    ) -> Result<Response<pb::ListRuntimesResponse>, Status> {
+        let r = r.into_inner();
+        let mut runtimes = vec![runtime_info()];
+        if r.include_available {
+            runtimes.push(available_runtime());
+        }
+        *self.last_list_runtimes.lock().unwrap() = Some(r);
+        Ok(Response::new(pb::ListRuntimesResponse { runtimes }))
+    }
+
+    async fn get_runtime(
+        &self,
+        r: Request<pb::RuntimeRef>,
+    ) -> Result<Response<pb::RuntimeInfo>, Status> {
+        let r = r.into_inner();
+        *self.last_runtime_ref.lock().unwrap() = Some(r.clone());
+        match r.name.as_str() {
+            "python-3.11-ml" | "python-3.11-ml@1.0" => Ok(Response::new(runtime_info())),
+            "cuda-12.4-base" => Ok(Response::new(available_runtime())),
+            other => Err(Status::not_found(format!(
+                "no runtime {other:?} installed or in the node's catalog (see `rnx runtime list --all`)"
+            ))),
+        }
+    }
+
+    type InstallRuntimeStream = Progress;
+
+    async fn install_runtime(
+        &self,
+        r: Request<pb::InstallRuntimeRequest>,
+    ) -> Result<Response<Progress>, Status> {
+        *self.last_install.lock().unwrap() = Some(r.into_inner());
+        self.progress()
+    }
+
+    type BuildRuntimeStream = Progress;
+
+    async fn build_runtime(
+        &self,
+        r: Request<pb::BuildRuntimeRequest>,
+    ) -> Result<Response<Progress>, Status> {
+        *self.last_build.lock().unwrap() = Some(r.into_inner());
+        self.progress()
+    }
+
+    async fn remove_runtime(
+        &self,
+        r: Request<pb::RuntimeRef>,
+    ) -> Result<Response<pb::RuntimeInfo>, Status> {
+        if self.changes_denied {
+            return Err(Status::permission_denied(VIEWER));
+        }
+        *self.last_runtime_ref.lock().unwrap() = Some(r.into_inner());
+        Ok(Response::new(pb::RuntimeInfo {
+            jobs: vec![],
+            ..runtime_info()
+        }))
+    }
+
+    async fn test_runtime(
+        &self,
+        r: Request<pb::RuntimeRef>,
+    ) -> Result<Response<pb::RunJobResponse>, Status> {
+        *self.last_runtime_ref.lock().unwrap() = Some(r.into_inner());
+        Ok(Response::new(pb::RunJobResponse {
+            job: Some(job(pb::JobState::Queued)),
+        }))
+    }
+}
+
+fn volume(name: &str) -> pb::Volume {
+    pb::Volume {
+        name: name.into(),
+        r#type: "filesystem".into(),
+        size_bytes: 1 << 30,
+        used_bytes: Some(120 << 20),
+        owner: "admin".into(),
+        shared: false,
+        created_at_unix_ms: 1_735_787_045_000,
+        jobs: vec![JOB_ID.into()],
+        status: "mounted".into(),
+    }
+}
+
+#[tonic::async_trait]
+impl VolumeService for Fake {
+    async fn create_volume(
+        &self,
+        r: Request<pb::CreateVolumeRequest>,
+    ) -> Result<Response<pb::Volume>, Status> {
+        if self.changes_denied {
+            return Err(Status::permission_denied(VIEWER));
+        }
+        let r = r.into_inner();
+        *self.last_create_volume.lock().unwrap() = Some(r.clone());
+        Ok(Response::new(pb::Volume {
+            r#type: r.r#type,
+            size_bytes: r.size_bytes as u64,
+            shared: r.shared,
+            used_bytes: Some(0),
+            jobs: vec![],
+            ..volume(&r.name)
+        }))
+    }
+
+    async fn list_volumes(
+        &self,
+        _: Request<pb::ListVolumesRequest>,
+    ) -> Result<Response<pb::ListVolumesResponse>, Status> {
+        Ok(Response::new(pb::ListVolumesResponse {
+            volumes: vec![
+                volume("data-lake"),
+                pb::Volume {
+                    r#type: "memory".into(),
+                    size_bytes: 512 << 20,
+                    used_bytes: None,
+                    owner: "alice".into(),
+                    shared: true,
+                    jobs: vec![],
+                    status: "not mounted".into(),
+                    ..volume("scratch")
+                },
+            ],
+        }))
+    }
+
+    async fn get_volume(&self, r: Request<pb::VolumeRef>) -> Result<Response<pb::Volume>, Status> {
+        match r.into_inner().name.as_str() {
+            "data-lake" => Ok(Response::new(volume("data-lake"))),
+            other => Err(Status::not_found(format!(
+                "no volume {other:?} (see `rnx volume list`)"
+            ))),
+        }
+    }
+
+    async fn remove_volume(
+        &self,
+        r: Request<pb::RemoveVolumeRequest>,
+    ) -> Result<Response<pb::Volume>, Status> {
+        let r = r.into_inner();
+        *self.last_remove_volume.lock().unwrap() = Some(r.clone());
+        if !r.force {
+            return Err(Status::failed_precondition(format!(
+                "volume {:?} is used by job {JOB_ID}; stop it first, or remove with --force to kill it",
+                r.name
+            )));
+        }
+        Ok(Response::new(volume(&r.name)))
+    }
+
+    async fn set_volume_shared(
+        &self,
+        r: Request<pb::SetVolumeSharedRequest>,
+    ) -> Result<Response<pb::Volume>, Status> {
+        let r = r.into_inner();
+        *self.last_set_shared.lock().unwrap() = Some(r.clone());
+        Ok(Response::new(pb::Volume {
+            shared: r.shared,
+            ..volume(&r.name)
+        }))
+    }
+}
+
 /// A server-side TLS connection tonic can serve.
 struct Conn(tokio_rustls::server::TlsStream<TcpStream>);
 
@@ -409,9 +656,15 @@ async fn start(fake: Fake) -> Node {
         }
     });
     let svc = JobServiceServer::from_arc(fake.clone());
+    // A build may send 64 MiB of files in its one message: the daemon must
+    // raise tonic's default 4 MiB limit the same way.
+    let runtimes = RuntimeServiceServer::from_arc(fake.clone()).max_decoding_message_size(80 << 20);
+    let volumes = VolumeServiceServer::from_arc(fake.clone());
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(svc)
+            .add_service(runtimes)
+            .add_service(volumes)
             .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await
             .unwrap();
@@ -808,4 +1061,411 @@ async fn audit_as_a_viewer_exits_1_naming_the_role() {
         "{e}"
     );
     assert!(out.stdout.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_sends_read_only_volumes_and_runtime_versions() {
+    let node = start(Fake::default()).await;
+    let out = node
+        .rnx(&[
+            "job",
+            "run",
+            "--volume=datasets:ro",
+            "--volume=out:rw",
+            "--runtime=python-3.11-ml@1.0",
+            "python",
+            "train.py",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sent = node.fake.last_run.lock().unwrap().clone().unwrap();
+    assert_eq!(sent.volumes, ["datasets:ro", "out"]);
+    assert_eq!(sent.runtime, "python-3.11-ml@1.0");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_list_and_info() {
+    let node = start(Fake::default()).await;
+    let out = node.rnx(&["runtime", "list"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(
+        lines[0],
+        "NAME            VERSION  DIGEST        SIZE     INSTALLED   JOBS"
+    );
+    assert!(
+        lines[1].starts_with("python-3.11-ml  1.0      0123456789ab  5.5 GiB  2025-01-02  1"),
+        "{s}"
+    );
+    assert_eq!(lines.len(), 2, "{s}");
+    let sent = node.fake.last_list_runtimes.lock().unwrap().unwrap();
+    assert!(!sent.include_available);
+
+    let out = node.rnx(&["runtime", "list", "--all"]).await;
+    let s = text(&out.stdout);
+    assert!(
+        s.lines()
+            .any(|l| l == "cuda-12.4-base  2        -             -        available   -"),
+        "{s}"
+    );
+    assert!(
+        node.fake
+            .last_list_runtimes
+            .lock()
+            .unwrap()
+            .unwrap()
+            .include_available
+    );
+
+    let out = node.rnx(&["--json", "runtime", "list", "--all"]).await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["reference"], "python-3.11-ml@1.0");
+    assert_eq!(v[0]["digest"], DIGEST);
+    assert_eq!(v[1]["installed"], false);
+
+    let out = node.rnx(&["runtime", "info", "python-3.11-ml@1.0"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.starts_with("Name: python-3.11-ml\nVersion: 1.0\n"), "{s}");
+    assert!(
+        s.contains("Python Packages (2):\n  numpy==1.26.4\n  torch==2.3.1\n"),
+        "{s}"
+    );
+    assert_eq!(
+        node.fake
+            .last_runtime_ref
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap()
+            .name,
+        "python-3.11-ml@1.0"
+    );
+    let out = node
+        .rnx(&["--json", "runtime", "info", "cuda-12.4-base"])
+        .await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["installed"], false);
+    assert_eq!(v["size_bytes"], serde_json::Value::Null);
+
+    let out = node.rnx(&["runtime", "info", "nope"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("rnx: error: no runtime \"nope\""),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_install_shows_progress_then_one_summary_line() {
+    let node = start(Fake::default()).await;
+    let out = node
+        .rnx(&[
+            "runtime",
+            "install",
+            "python-3.11-ml@1.0",
+            "--extra",
+            "tensorflow",
+            "--rebuild",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        stdout.starts_with("installed python-3.11-ml@1.0 sha256:0123456789ab 5.5 GiB in "),
+        "{stdout}"
+    );
+    // stderr is not a terminal here: a line per change of phase or message.
+    assert_eq!(
+        text(&out.stderr),
+        "[base] debootstrap bookworm\n[python] 1/2 numpy==1.26.4\n[python] 2/2 torch==2.3.1\n[ingest] 100/48213 storing files\n"
+    );
+    let sent = node.fake.last_install.lock().unwrap().clone().unwrap();
+    assert_eq!(
+        sent,
+        pb::InstallRuntimeRequest {
+            name: "python-3.11-ml@1.0".into(),
+            extras: vec!["tensorflow".into()],
+            rebuild: true,
+        }
+    );
+
+    let out = node
+        .rnx(&["--json", "runtime", "install", "python-3.11-ml"])
+        .await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["runtime"]["reference"], "python-3.11-ml@1.0");
+    assert!(v["elapsed_ms"].is_u64(), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_install_without_its_last_event_is_an_error() {
+    let node = start(Fake {
+        progress_without_done: true,
+        ..Default::default()
+    })
+    .await;
+    let out = node.rnx(&["runtime", "install", "python-3.11-ml"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let e = text(&out.stderr);
+    assert!(
+        e.ends_with("rnx: error: the node's InstallRuntime answer has no last event with the installed runtime (the stream ended without one); is the daemon the same version as rnx?\n"),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_build_sends_the_manifest_directory() {
+    let node = start(Fake::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("my-runtime");
+    std::fs::create_dir_all(d.join("files")).unwrap();
+    std::fs::create_dir_all(d.join(".git")).unwrap();
+    std::fs::write(d.join("runtime.yml"), "name: mine\n").unwrap();
+    std::fs::write(d.join("files/pip.conf"), "[global]\n").unwrap();
+    std::fs::write(d.join(".git/HEAD"), "ref").unwrap();
+    // More than tonic's default 4 MiB message.
+    let big = vec![7u8; 5 << 20];
+    std::fs::write(d.join("wheel.whl"), &big).unwrap();
+    let path = d.to_str().unwrap();
+    let out = node
+        .rnx(&["runtime", "build", path, "--extra=tensorflow"])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("installed python-3.11-ml@1.0 sha256:0123456789ab"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).starts_with(&format!("rnx: sending 3 files (5.0 MiB) from {path}\n")),
+        "{}",
+        text(&out.stderr)
+    );
+    let sent = node.fake.last_build.lock().unwrap().take().unwrap();
+    let mut names: Vec<&str> = sent.files.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["files/pip.conf", "runtime.yml", "wheel.whl"]);
+    assert_eq!(sent.files["runtime.yml"], b"name: mine\n");
+    assert_eq!(sent.files["wheel.whl"], big);
+    assert_eq!(sent.extras, ["tensorflow"]);
+    assert!(!sent.rebuild);
+
+    // The manifest file itself names the same directory.
+    let manifest = d.join("runtime.yml");
+    let out = node
+        .rnx(&["runtime", "build", manifest.to_str().unwrap(), "--rebuild"])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sent = node.fake.last_build.lock().unwrap().take().unwrap();
+    assert_eq!(sent.files.len(), 3);
+    assert!(sent.rebuild);
+
+    // A symlink out of the directory: refused before anything is sent.
+    std::os::unix::fs::symlink("/etc/passwd", d.join("files/passwd")).unwrap();
+    let out = node.rnx(&["runtime", "build", path]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("files/passwd: it is a symlink to /etc/passwd, outside"),
+        "{e}"
+    );
+    assert!(node.fake.last_build.lock().unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_test_follows_the_self_check_and_exits_with_its_code() {
+    let node = start(Fake {
+        exit_code: Some(7),
+        ..Default::default()
+    })
+    .await;
+    let out = node.rnx(&["runtime", "test", "python-3.11-ml@1.0"]).await;
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.stdout, expected(pb::LogStream::Stdout));
+    let e = text(&out.stderr);
+    let first = format!("rnx: self-check of runtime python-3.11-ml@1.0 runs as job {JOB_ID}\n");
+    assert!(e.starts_with(&first), "{e}");
+    assert!(
+        e.ends_with("rnx: self-check of runtime python-3.11-ml@1.0 failed (exit code 7)\n"),
+        "{e}"
+    );
+    // The job's own stderr between the two lines, untouched.
+    assert_eq!(
+        e[first.len()..].lines().next(),
+        Some("warning: slow"),
+        "{e}"
+    );
+    assert_eq!(
+        node.fake
+            .last_runtime_ref
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap()
+            .name,
+        "python-3.11-ml@1.0"
+    );
+    let calls = node.fake.log_calls.lock().unwrap().clone();
+    assert_eq!(calls, vec![("GetJobLogs", 0, true)]);
+
+    let node = start(Fake {
+        exit_code: Some(0),
+        ..Default::default()
+    })
+    .await;
+    let out = node.rnx(&["runtime", "test", "python-3.11-ml"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).ends_with("python-3.11-ml passed\n"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn admin_calls_as_a_viewer_exit_1_with_the_nodes_message() {
+    let node = start(Fake {
+        changes_denied: true,
+        ..Default::default()
+    })
+    .await;
+    for args in [
+        &["runtime", "install", "python-3.11-ml"][..],
+        &["runtime", "remove", "python-3.11-ml@1.0"],
+        &["volume", "create", "v", "--size=16MB"],
+    ] {
+        let out = node.rnx(args).await;
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("rnx: error: permission denied: {VIEWER}\n"),
+            "{args:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn volume_commands_send_bytes_and_print_what_changed() {
+    let node = start(Fake::default()).await;
+    let out = node
+        .rnx(&["volume", "create", "data-lake", "--size=1GB", "--shared"])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "created volume data-lake (filesystem, 1.0 GiB, shared); jobs mount it with --volume=data-lake\n"
+    );
+    let sent = node
+        .fake
+        .last_create_volume
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert_eq!(
+        sent,
+        pb::CreateVolumeRequest {
+            name: "data-lake".into(),
+            size_bytes: 1 << 30,
+            r#type: "filesystem".into(),
+            shared: true,
+        }
+    );
+    let out = node
+        .rnx(&[
+            "--json",
+            "volume",
+            "create",
+            "scratch",
+            "--size=16MB",
+            "--type=memory",
+        ])
+        .await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["type"], "memory");
+    assert_eq!(v["size_bytes"], 16 << 20);
+    assert_eq!(v["mount_path"], "/volumes/scratch");
+    let sent = node
+        .fake
+        .last_create_volume
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (sent.size_bytes, sent.r#type.as_str()),
+        (16 << 20, "memory")
+    );
+
+    let out = node.rnx(&["volume", "list"]).await;
+    let s = text(&out.stdout);
+    assert_eq!(
+        s,
+        "NAME       TYPE        SIZE       USED       OWNER  SHARED  JOBS  STATUS\n\
+         data-lake  filesystem  1.0 GiB    120.0 MiB  admin  no      1     mounted\n\
+         scratch    memory      512.0 MiB  -          alice  yes     0     not mounted\n"
+    );
+    let out = node.rnx(&["--json", "volume", "list"]).await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[1]["used_bytes"], serde_json::Value::Null);
+
+    let out = node.rnx(&["volume", "inspect", "data-lake"]).await;
+    let s = text(&out.stdout);
+    assert!(s.contains("Used: 120.0 MiB (11%)\n"), "{s}");
+    assert!(s.contains(&format!("Jobs (1):\n  {JOB_ID}\n")), "{s}");
+    let out = node.rnx(&["volume", "inspect", "nope"]).await;
+    assert_eq!(out.status.code(), Some(1));
+
+    let out = node.rnx(&["volume", "remove", "data-lake"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("stop it first, or remove with --force"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = node
+        .rnx(&["volume", "remove", "data-lake", "--force"])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "removed volume data-lake\n");
+    let sent = node
+        .fake
+        .last_remove_volume
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert!(sent.force);
+
+    let out = node.rnx(&["volume", "share", "data-lake"]).await;
+    assert_eq!(
+        text(&out.stdout),
+        "volume data-lake is shared: every caller's jobs may mount it\n"
+    );
+    assert!(
+        node.fake
+            .last_set_shared
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap()
+            .shared
+    );
+    let out = node
+        .rnx(&["--json", "volume", "unshare", "data-lake"])
+        .await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["shared"], false);
+    assert!(
+        !node
+            .fake
+            .last_set_shared
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap()
+            .shared
+    );
 }

@@ -116,7 +116,19 @@ pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
             .map_err(Error::Output)?;
         return Ok(exit::SUCCESS);
     };
-    let ended = copy_output(ctx, &job.id, Some(policy), first).await?;
+    follow_to_end(ctx, &job.id, policy, first).await
+}
+
+/// Streams a started job's output until it ends (`first`: its output
+/// opened already from byte 0); the job's exit code as rnx's, with a line
+/// on stderr when the code alone would not tell what happened.
+pub(super) async fn follow_to_end(
+    ctx: Ctx,
+    job_id: &str,
+    policy: ReconnectPolicy,
+    first: Option<follow::EventStream>,
+) -> Result<u8, Error> {
+    let ended = copy_output(ctx, job_id, Some(policy), first).await?;
     let Some(ended) = ended else {
         return Err(Error::BadResponse {
             call: "GetJobLogs",
@@ -130,14 +142,12 @@ pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
     let _ = match ended.exit_code {
         None => writeln!(
             err,
-            "rnx: job {} ended {state} without an exit code: {}",
-            job.id,
+            "rnx: job {job_id} ended {state} without an exit code: {}",
             reason_or_unknown(&ended.reason)
         ),
         Some(c) if i32::from(code) != c => writeln!(
             err,
-            "rnx: job {} ended {state} with exit code {c}, which does not fit an exit status; exiting with {code}",
-            job.id
+            "rnx: job {job_id} ended {state} with exit code {c}, which does not fit an exit status; exiting with {code}"
         ),
         Some(_) => Ok(()),
     };

@@ -4,11 +4,13 @@
 mod audit;
 mod gpu;
 mod job;
+mod runtime;
+mod volume;
 mod whoami;
 
 use joblet_proto::ResolvedNode;
 
-use crate::client::{self, Client, GpuClient};
+use crate::client::{self, Client, GpuClient, RuntimeClient, VolumeClient};
 use crate::config;
 use crate::error::Error;
 use crate::settings::{Action, Settings};
@@ -19,8 +21,10 @@ pub struct Ctx {
     /// What the connection runs over: `unix:PATH` or `host:port`.
     pub endpoint: String,
     pub client: Client,
-    /// The GPU service, on the same connection.
+    /// The GPU, runtime and volume services, on the same connection.
     pub gpu: GpuClient,
+    pub runtime: RuntimeClient,
+    pub volume: VolumeClient,
     pub format: crate::printer::Format,
 }
 
@@ -32,7 +36,9 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         node,
         endpoint: conn.endpoint,
         client: Client::new(conn.channel.clone()),
-        gpu: GpuClient::new(conn.channel),
+        gpu: GpuClient::new(conn.channel.clone()),
+        runtime: RuntimeClient::new(conn.channel.clone()),
+        volume: VolumeClient::new(conn.channel),
         format: settings.format,
     };
     match settings.action {
@@ -45,6 +51,8 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         Action::Delete { id } => job::delete(ctx, &id).await,
         Action::WhoAmI => whoami::run(ctx).await,
         Action::Gpu(gpu) => gpu::run(ctx, gpu).await,
+        Action::Runtime(r) => runtime::run(ctx, r).await,
+        Action::Volume(v) => volume::run(ctx, v).await,
         Action::Audit { since, owner } => audit::run(ctx, since, owner).await,
     }
 }

@@ -278,8 +278,10 @@ fn bad_values_name_the_flag_and_the_form() {
         (&["-e", "1X=2"], &["'--env <KEY=VALUE>'", "expected KEY=VALUE"]),
         (&["-e", "NOEQUALS"], &["'--env <KEY=VALUE>'", "expected KEY=VALUE"]),
         (&["--cpu-cores=3-1"], &["'--cpu-cores <LIST>'", "expected a CPU list like 0-3 or 1,3"]),
-        (&["--runtime=a b"], &["'--runtime <NAME>'", "like python-3.11-ml"]),
-        (&["--volume=../x"], &["'--volume <NAME>'", "like data-lake"]),
+        (&["--runtime=a b"], &["'--runtime <NAME[@VERSION]>'", "expected NAME[@VERSION]", "like python-3.11-ml or python-3.11-ml@1.0"]),
+        (&["--runtime=rt@"], &["'--runtime <NAME[@VERSION]>'", "expected NAME[@VERSION]"]),
+        (&["--volume=../x"], &["'--volume <NAME[:ro]>'", "expected --volume=NAME[:ro]", "like data-lake or data-lake:ro"]),
+        (&["--volume=data:rx"], &["'--volume <NAME[:ro]>'", "unknown mount mode \"rx\"", "expected --volume=NAME[:ro]"]),
         (&["--upload="], &["'--upload <PATH>'", "expected a file or directory path"]),
         (&["--reconnect-timeout=x"], &["'--reconnect-timeout <DURATION>'", "expected a duration"]),
         // Accepted by each flag, refused by the request rules (same as the server's).
@@ -306,6 +308,21 @@ fn bad_values_name_the_flag_and_the_form() {
             assert!(msg.contains(needle), "{flags:?}: {needle:?} not in:\n{msg}");
         }
     }
+}
+
+/// `--volume=NAME[:ro]` and `--runtime=NAME[@VERSION]` pass the request
+/// rules and reach the wire whole (`:rw` is the default, so dropped).
+#[test]
+fn read_only_volumes_and_runtime_versions_reach_the_request() {
+    let r = request(&words(
+        "job run --volume=datasets:ro --volume=out:rw --volume=scratch \
+         --runtime=python-3.11-ml@1.0+cu122 python train.py",
+    ));
+    assert_eq!(r.volumes, ["datasets:ro", "out", "scratch"]);
+    assert_eq!(r.runtime, "python-3.11-ml@1.0+cu122");
+    let wire = joblet_proto::job_request_to_pb(&r);
+    assert_eq!(wire.volumes, ["datasets:ro", "out", "scratch"]);
+    assert_eq!(wire.runtime, "python-3.11-ml@1.0+cu122");
 }
 
 #[test]
@@ -534,4 +551,176 @@ fn usage_errors_come_before_config_lookup() {
         (s.config_path, s.node.as_deref(), s.format),
         (path, Some("n1"), Format::Human)
     );
+}
+
+#[test]
+fn runtime_commands() {
+    let policy = ReconnectPolicy::new(Duration::from_secs(60));
+    for (line, want) in [
+        ("runtime list", RuntimeAction::List { all: false }),
+        ("runtime list --all", RuntimeAction::List { all: true }),
+        (
+            "runtime info python-3.11-ml@1.0",
+            RuntimeAction::Info {
+                name: "python-3.11-ml@1.0".into(),
+            },
+        ),
+        (
+            "runtime install python-3.11-ml --extra tensorflow --extra=jax --rebuild",
+            RuntimeAction::Install {
+                name: "python-3.11-ml".into(),
+                extras: strings(&["tensorflow", "jax"]),
+                rebuild: true,
+            },
+        ),
+        (
+            "runtime build ./my-runtime/",
+            RuntimeAction::Build {
+                path: "./my-runtime/".into(),
+                extras: vec![],
+                rebuild: false,
+            },
+        ),
+        (
+            "runtime remove rt@0.9",
+            RuntimeAction::Remove {
+                name: "rt@0.9".into(),
+            },
+        ),
+        (
+            "runtime test rt",
+            RuntimeAction::Test {
+                name: "rt".into(),
+                follow: policy,
+            },
+        ),
+        (
+            "runtime test rt --reconnect-timeout=5s",
+            RuntimeAction::Test {
+                name: "rt".into(),
+                follow: ReconnectPolicy::new(Duration::from_secs(5)),
+            },
+        ),
+    ] {
+        assert_eq!(parse(&words(line)), Ok(Action::Runtime(want)), "{line}");
+    }
+    for (line, needles) in [
+        (
+            "runtime info rt@",
+            &["'<NAME[@VERSION]>'", "expected NAME[@VERSION]"][..],
+        ),
+        (
+            "runtime install ../rt",
+            &[
+                "expected NAME[@VERSION]",
+                "like python-3.11-ml or python-3.11-ml@1.0",
+            ],
+        ),
+        (
+            "runtime install rt --extra=a/b",
+            &["'--extra <NAME>'", "like tensorflow"],
+        ),
+        ("runtime build", &["<PATH>"]),
+        ("runtime remove", &["<NAME[@VERSION]>"]),
+    ] {
+        let msg = parse(&words(line)).unwrap_err();
+        for n in needles {
+            assert!(msg.contains(n), "{line}: {n:?} not in:\n{msg}");
+        }
+    }
+}
+
+#[test]
+fn volume_commands() {
+    for (line, want) in [
+        (
+            "volume create data-lake --size=1GB",
+            VolumeAction::Create {
+                name: "data-lake".into(),
+                size_bytes: 1 << 30,
+                kind: "filesystem",
+                shared: false,
+            },
+        ),
+        (
+            "volume create scratch --size 512MB --type=memory --shared",
+            VolumeAction::Create {
+                name: "scratch".into(),
+                size_bytes: 512 << 20,
+                kind: "memory",
+                shared: true,
+            },
+        ),
+        ("volume list", VolumeAction::List),
+        (
+            "volume inspect data-lake",
+            VolumeAction::Inspect {
+                name: "data-lake".into(),
+            },
+        ),
+        (
+            "volume remove data-lake",
+            VolumeAction::Remove {
+                name: "data-lake".into(),
+                force: false,
+            },
+        ),
+        (
+            "volume remove data-lake --force",
+            VolumeAction::Remove {
+                name: "data-lake".into(),
+                force: true,
+            },
+        ),
+        (
+            "volume share data-lake",
+            VolumeAction::SetShared {
+                name: "data-lake".into(),
+                shared: true,
+            },
+        ),
+        (
+            "volume unshare data-lake",
+            VolumeAction::SetShared {
+                name: "data-lake".into(),
+                shared: false,
+            },
+        ),
+    ] {
+        assert_eq!(parse(&words(line)), Ok(Action::Volume(want)), "{line}");
+    }
+    for (line, needles) in [
+        (
+            "volume create v --size=0",
+            &[
+                "'--size <SIZE>'",
+                "expected a size like 1GB, 512MB or 16MB (at least 1MB",
+            ][..],
+        ),
+        (
+            "volume create v --size=1.5GB",
+            &["'--size <SIZE>'", "at least 1MB"],
+        ),
+        ("volume create v", &["--size <SIZE>"]),
+        (
+            "volume create v --size=1GB --type=disk",
+            &[
+                "invalid value 'disk' for '--type <TYPE>'",
+                "filesystem, memory",
+            ],
+        ),
+        (
+            "volume create ../v --size=1GB",
+            &["'<NAME>'", "like data-lake (a volume name, not a path)"],
+        ),
+        (
+            "volume inspect v:ro",
+            &["'<NAME>'", "a volume name, not a path"],
+        ),
+    ] {
+        let msg = parse(&words(line)).unwrap_err();
+        for n in needles {
+            assert!(msg.contains(n), "{line}: {n:?} not in:\n{msg}");
+        }
+    }
 }
