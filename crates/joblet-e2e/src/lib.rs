@@ -61,6 +61,9 @@ pub struct NodeOptions {
     /// The state dir on a tmpfs of this many MiB (a small disk a job can
     /// fill), unmounted when the node is dropped.
     pub state_tmpfs_mb: Option<u64>,
+    /// Variables set in the daemon's environment (e.g. a `PATH` whose
+    /// first directory holds a failing tool).
+    pub daemon_env: Vec<(String, String)>,
 }
 
 impl Default for NodeOptions {
@@ -69,6 +72,7 @@ impl Default for NodeOptions {
             max_running: 64,
             extra_config: String::new(),
             state_tmpfs_mb: None,
+            daemon_env: Vec::new(),
         }
     }
 }
@@ -82,6 +86,7 @@ pub struct Node {
     daemon: Option<Child>,
     /// The state dir is a tmpfs this harness mounted.
     state_tmpfs: bool,
+    daemon_env: Vec<(String, String)>,
 }
 
 /// A cgroup base (`sandbox.cgroup_base`) no other node of this test run
@@ -277,6 +282,7 @@ impl Node {
             _cgroup_base: cgroup_base,
             daemon: None,
             state_tmpfs: opts.state_tmpfs_mb.is_some(),
+            daemon_env: opts.daemon_env,
         };
         node.spawn_daemon()?;
         Ok(node)
@@ -327,6 +333,7 @@ impl Node {
             .args(["server", "--config"])
             .arg(self.config_path())
             .env("RUST_LOG", "info")
+            .envs(self.daemon_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -49,9 +49,7 @@ pub fn runtime_entries(tree: &Path) -> Vec<PathBuf> {
     RUNTIME_ENTRIES
         .iter()
         .map(PathBuf::from)
-        .filter(|p| {
-            std::fs::symlink_metadata(tree.join(p.strip_prefix("/").unwrap_or(p))).is_ok()
-        })
+        .filter(|p| std::fs::symlink_metadata(tree.join(p.strip_prefix("/").unwrap_or(p))).is_ok())
         .collect()
 }
 

@@ -20,8 +20,8 @@ use crate::grpc::{GpuApi, JobApi, RuntimeApi, VolumeApi};
 use crate::node_facts::NodeFacts;
 use crate::sandbox::NodeSandbox;
 use crate::service::{Admission, Audit, Gpus, Jobs, Runtimes, Volumes};
-use crate::storage::{NodeRuntimes, NodeStorage, NodeVolumes};
 use crate::state_dir::{self, StateDir};
+use crate::storage::{NodeRuntimes, NodeStorage, NodeVolumes};
 use crate::tls;
 
 /// What this node enforces: the limits its sandbox can apply (none when
@@ -44,6 +44,10 @@ pub fn capabilities(
         ..limits
     }
 }
+
+/// The largest BuildRuntime request: rnx sends at most 64 MiB of files,
+/// plus their framing.
+const RUNTIME_BUILD_MESSAGE_BYTES: usize = 80 * 1024 * 1024;
 
 /// The node's runtimes and volumes, when jobs run in the sandbox (they
 /// are mounts in it); volumes are attached again first.
@@ -227,7 +231,11 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     tonic::transport::Server::builder()
         .add_service(joblet_proto::JobServiceServer::new(api))
         .add_service(joblet_proto::GpuServiceServer::new(gpu_api))
-        .add_service(joblet_proto::RuntimeServiceServer::new(runtime_api))
+        // BuildRuntime carries a manifest directory (rnx caps it at 64 MiB).
+        .add_service(
+            joblet_proto::RuntimeServiceServer::new(runtime_api)
+                .max_decoding_message_size(RUNTIME_BUILD_MESSAGE_BYTES),
+        )
         .add_service(joblet_proto::VolumeServiceServer::new(volume_api))
         .serve_with_incoming_shutdown(incoming, shutdown_signal())
         .await

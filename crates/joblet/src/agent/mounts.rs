@@ -29,7 +29,9 @@ pub struct RuntimeRoot {
 pub enum MountError {
     #[error("runtime {name} is not installed on this node (removed since the job was queued?); install it with `rnx runtime install {name}` and run the job again")]
     RuntimeMissing { name: String },
-    #[error("runtime {name} is now {found}, not {wanted} the job was admitted with; run the job again")]
+    #[error(
+        "runtime {name} is now {found}, not {wanted} the job was admitted with; run the job again"
+    )]
     RuntimeChanged {
         name: String,
         wanted: String,
@@ -130,8 +132,11 @@ mod tests {
 
     #[test]
     fn a_runtime_and_volumes_become_the_root_and_binds() {
-        let (m, env) =
-            job_mounts(&Fake, &spec(Some("py@1"), Some("sha256:abc"), &[("data", true)])).unwrap();
+        let (m, env) = job_mounts(
+            &Fake,
+            &spec(Some("py@1"), Some("sha256:abc"), &[("data", true)]),
+        )
+        .unwrap();
         assert_eq!(m.runtime, Some(PathBuf::from("/rt/trees/abc")));
         assert_eq!(env.unwrap()["PYTHONUNBUFFERED"], "1");
         assert_eq!(

@@ -27,7 +27,11 @@ pub(super) fn check_values(cfg: &Config) -> Result<(), (String, String)> {
         ));
     }
     for (key, dir, example) in [
-        ("runtimes.dir", &cfg.runtimes.dir, "/var/lib/joblet/runtimes"),
+        (
+            "runtimes.dir",
+            &cfg.runtimes.dir,
+            "/var/lib/joblet/runtimes",
+        ),
         ("volumes.dir", &cfg.volumes.dir, "/var/lib/joblet/volumes"),
     ] {
         if let Some(d) = dir.as_ref().filter(|d| d.is_relative()) {

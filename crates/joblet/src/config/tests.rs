@@ -271,7 +271,13 @@ fn runtime_and_volume_dirs_default_under_the_state_dir_and_must_be_absolute() {
     let cfg = parse("runtimes:\n  dir: /opt/joblet/runtimes\n").unwrap();
     assert_eq!(cfg.runtimes_dir(), PathBuf::from("/opt/joblet/runtimes"));
     let err = parse("volumes:\n  dir: vols\n").unwrap_err().to_string();
-    assert!(err.contains("volumes.dir") && err.contains("absolute"), "{err}");
+    assert!(
+        err.contains("volumes.dir") && err.contains("absolute"),
+        "{err}"
+    );
     let err = parse("runtimes:\n  path: /x\n").unwrap_err().to_string();
-    assert!(err.contains("runtimes") && err.contains("unknown field"), "{err}");
+    assert!(
+        err.contains("runtimes") && err.contains("unknown field"),
+        "{err}"
+    );
 }

@@ -58,7 +58,10 @@ impl VolumeService for VolumeApi {
         }))
     }
 
-    async fn get_volume(&self, req: Request<pb::VolumeRef>) -> Result<Response<pb::Volume>, Status> {
+    async fn get_volume(
+        &self,
+        req: Request<pb::VolumeRef>,
+    ) -> Result<Response<pb::Volume>, Status> {
         let who = caller(&req)?;
         let v = self.volumes.get(&who, &req.get_ref().name)?;
         Ok(Response::new(volume_pb(v)))

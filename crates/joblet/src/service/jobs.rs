@@ -14,8 +14,8 @@ use super::admission::{self, Admission};
 use super::logs::{self, LogStream};
 use super::{store_error, Access, ApiError, Caller};
 use crate::engine::EngineHandle;
-use crate::storage::NodeStorage;
 use crate::state_dir::StateDir;
+use crate::storage::NodeStorage;
 use crate::uploads::{self, UploadData};
 
 /// The job operations of one node.

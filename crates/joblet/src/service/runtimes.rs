@@ -177,17 +177,15 @@ impl Runtimes {
     pub fn list(&self, caller: &Caller, available: bool) -> Result<Vec<RuntimeInfo>, ApiError> {
         caller.check(Access::Read)?;
         let storage = self.storage()?;
-        let installed = storage
-            .runtimes
-            .list()
-            .map_err(|e| op_error(e.into()))?;
+        let installed = storage.runtimes.list().map_err(|e| op_error(e.into()))?;
         let mut out = Vec::new();
         for i in installed {
             out.push(self.info(i)?);
         }
         if available {
             for m in storage.runtimes.catalog() {
-                let same = |r: &RuntimeInfo| r.name == m.name.as_str() && r.version == m.version.as_str();
+                let same =
+                    |r: &RuntimeInfo| r.name == m.name.as_str() && r.version == m.version.as_str();
                 if !out.iter().any(same) {
                     out.push(RuntimeInfo::available(&m));
                 }
@@ -234,7 +232,10 @@ impl Runtimes {
         caller.check(Access::Admin("install runtimes"))?;
         check_reference(reference)?;
         let storage = self.storage()?;
-        let files = storage.runtimes.catalog_files(reference).map_err(op_error)?;
+        let files = storage
+            .runtimes
+            .catalog_files(reference)
+            .map_err(op_error)?;
         storage
             .runtimes
             .build(files, extras, rebuild)

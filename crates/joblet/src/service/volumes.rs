@@ -271,10 +271,7 @@ impl Volumes {
             .record(name)
             .map_err(op_error)?
             .ok_or_else(|| not_found(name))?;
-        let rec = storage
-            .volumes
-            .set_shared(name, shared)
-            .map_err(op_error)?;
+        let rec = storage.volumes.set_shared(name, shared).map_err(op_error)?;
         self.info(storage.volumes.state(rec))
     }
 }

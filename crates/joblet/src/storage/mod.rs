@@ -43,9 +43,11 @@ impl NodeMounts for NodeStorage {
     }
 
     fn volume_dir(&self, name: &str) -> Result<PathBuf, MountError> {
-        self.volumes.job_dir(name).map_err(|why| MountError::Volume {
-            name: name.to_owned(),
-            why,
-        })
+        self.volumes
+            .job_dir(name)
+            .map_err(|why| MountError::Volume {
+                name: name.to_owned(),
+                why,
+            })
     }
 }

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use joblet_runtime::{
-    catalog, BuildError, BuildOptions, Installed, Manifest, ManifestError, Progress,
-    RuntimeStore, StoreError,
+    catalog, BuildError, BuildOptions, Installed, Manifest, ManifestError, Progress, RuntimeStore,
+    StoreError,
 };
 use tokio::sync::mpsc;
 
@@ -169,7 +169,9 @@ impl NodeRuntimes {
                 Ok(i) => {
                     tracing::info!(runtime = %i.name, version = %i.version, digest = %i.digest, "runtime installed")
                 }
-                Err(e) => tracing::warn!(runtime = %manifest.name, error = %e, "runtime build failed"),
+                Err(e) => {
+                    tracing::warn!(runtime = %manifest.name, error = %e, "runtime build failed")
+                }
             }
             drop(staging);
             let _ = tx.blocking_send(BuildEvent::Done(done));
