@@ -14,6 +14,8 @@
 
 pub mod lock;
 pub mod manifest;
+pub mod store;
 pub mod version;
 
 pub use manifest::{Manifest, ManifestError};
+pub use store::{DiskUsage, Installed, RuntimeStore, StoreError};
