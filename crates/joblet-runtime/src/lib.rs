@@ -12,10 +12,12 @@
 //! as the job's root filesystem. This crate runs the build tools and writes the store; it
 //! does not mount anything, and it must not depend on the daemon, the scheduler or the API.
 
+pub mod build;
 pub mod lock;
 pub mod manifest;
 pub mod store;
 pub mod version;
 
+pub use build::{build, BuildError, BuildOptions, Phase, Progress};
 pub use manifest::{Manifest, ManifestError};
 pub use store::{DiskUsage, Installed, RuntimeStore, StoreError};
