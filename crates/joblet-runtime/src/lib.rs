@@ -13,6 +13,7 @@
 //! does not mount anything, and it must not depend on the daemon, the scheduler or the API.
 
 pub mod build;
+pub mod catalog;
 pub mod lock;
 pub mod manifest;
 pub mod store;
