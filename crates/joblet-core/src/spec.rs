@@ -427,7 +427,10 @@ impl JobRequest {
             if volumes.iter().any(|m| m.name == mount.name) {
                 return Err(FieldError::new(
                     format!("volumes[{i}]"),
-                    format!("volume {} is given twice: mount each volume once", mount.name),
+                    format!(
+                        "volume {} is given twice: mount each volume once",
+                        mount.name
+                    ),
                 ));
             }
             volumes.push(mount);

@@ -11,7 +11,7 @@ use joblet_core::record::{
     AuditRecord, GpuEventRecord, JobDetails, JobGpus, JobRecord, TransitionRecord,
 };
 use joblet_core::{
-    JobId, JobRequest, JobSpec, JobState, Network, Resources, VolumeMount, UploadEntry, UploadKind,
+    JobId, JobRequest, JobSpec, JobState, Network, Resources, UploadEntry, UploadKind, VolumeMount,
 };
 use joblet_proto::*;
 use proptest::collection::{btree_map, btree_set, vec};

@@ -139,7 +139,10 @@ fn a_missing_runtime_tree_fails_the_start() {
     let e = match r {
         Ok(pid) => {
             let status = wait(pid);
-            panic!("started without its tree (status {status:#x}): {}", logs.stderr())
+            panic!(
+                "started without its tree (status {status:#x}): {}",
+                logs.stderr()
+            )
         }
         Err(e) => e.to_string(),
     };

@@ -180,7 +180,11 @@ pub(crate) fn bind_writable(source: &Path, target: &Path, stage: Stage) -> Resul
 
 /// Makes the bind of `source` at `target` (and the mounts below it)
 /// nosuid, nodev, leaving it writable.
-pub(crate) fn set_no_suid_dev(target: &Path, source: &Path, stage: Stage) -> Result<(), SetupError> {
+pub(crate) fn set_no_suid_dev(
+    target: &Path,
+    source: &Path,
+    stage: Stage,
+) -> Result<(), SetupError> {
     set_flags(
         target,
         source,
