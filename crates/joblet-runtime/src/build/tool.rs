@@ -79,6 +79,16 @@ pub(crate) fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // A tool outlives no build: if the thread that runs it (the daemon)
+    // dies, the kernel kills it.
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls prctl(2), which is async-signal-safe and touches no memory of
+    // the parent's.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+        });
+    }
     tracing::debug!(tool = tool.name, command = ?cmd, "running build tool");
     let mut child = cmd.spawn().map_err(|source| BuildError::Spawn {
         tool: tool.name,

@@ -117,7 +117,12 @@ impl RuntimeStore {
             fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
         }
         if let Some(lock) = store.try_lock()? {
-            store.clear_tmp(&lock)?;
+            // Leftovers are garbage, not state: one that cannot be removed
+            // now (a build tool of a killed daemon still writing there) is
+            // removed at the next open.
+            if let Err(e) = store.clear_tmp(&lock) {
+                tracing::warn!(store = %root.display(), error = %e, "cannot remove all leftovers of interrupted builds; trying again at the next start");
+            }
         }
         Ok(store)
     }

@@ -68,14 +68,16 @@ fn progress(mut rx: tokio::sync::mpsc::Receiver<BuildEvent>) -> ProgressStream {
                     message: p.message,
                     installed: None,
                 }),
-                BuildEvent::Done(Ok(i)) => Ok(pb::RuntimeProgress {
-                    phase: "done".into(),
-                    done: 1,
-                    total: 1,
-                    message: format!("installed {}@{} {}", i.name, i.version, i.digest),
-                    installed: Some(runtime_pb(RuntimeInfo::from_installed(i))),
-                }),
-                BuildEvent::Done(Err(e)) => Err(Status::from(ApiError::NodeCannot(e.to_string()))),
+                BuildEvent::Done(done) => match *done {
+                    Ok(i) => Ok(pb::RuntimeProgress {
+                        phase: "done".into(),
+                        done: 1,
+                        total: 1,
+                        message: format!("installed {}@{} {}", i.name, i.version, i.digest),
+                        installed: Some(runtime_pb(RuntimeInfo::from_installed(i))),
+                    }),
+                    Err(e) => Err(Status::from(ApiError::NodeCannot(e.to_string()))),
+                },
             };
             if tx.send(item).await.is_err() {
                 // The client went away: dropping `rx` cancels the build.

@@ -36,24 +36,28 @@ fn no_sandbox() -> ApiError {
 
 fn op_error(e: VolumeOpError) -> ApiError {
     match e {
-        VolumeOpError::Store(StoreError::VolumeExists(n))
-        | VolumeOpError::Host(VolumeError::AlreadyExists { name: n, .. }) => {
-            ApiError::AlreadyExists(format!(
-                "a volume named {n} already exists on this node (`rnx volume list`); pick another name, or remove it first"
-            ))
-        }
-        VolumeOpError::Store(StoreError::VolumeNotFound(n)) => not_found(&n),
-        VolumeOpError::Host(e @ (VolumeError::InvalidName { .. } | VolumeError::InvalidSize { .. })) => {
-            let field = if matches!(e, VolumeError::InvalidName { .. }) {
-                "name"
-            } else {
-                "size_bytes"
-            };
-            FieldError::new(field, e.to_string()).into()
-        }
-        VolumeOpError::Host(e @ VolumeError::InUse { .. }) => ApiError::InUse(e.to_string()),
+        VolumeOpError::Store(e) => match *e {
+            StoreError::VolumeExists(n) => exists(&n),
+            StoreError::VolumeNotFound(n) => not_found(&n),
+            other => ApiError::NodeCannot(other.to_string()),
+        },
+        VolumeOpError::Host(e) => match *e {
+            VolumeError::AlreadyExists { name, .. } => exists(&name),
+            e @ VolumeError::InvalidName { .. } => FieldError::new("name", e.to_string()).into(),
+            e @ VolumeError::InvalidSize { .. } => {
+                FieldError::new("size_bytes", e.to_string()).into()
+            }
+            e @ VolumeError::InUse { .. } => ApiError::InUse(e.to_string()),
+            other => ApiError::NodeCannot(other.to_string()),
+        },
         other => ApiError::NodeCannot(other.to_string()),
     }
+}
+
+fn exists(name: &str) -> ApiError {
+    ApiError::AlreadyExists(format!(
+        "a volume named {name} already exists on this node (`rnx volume list`); pick another name, or remove it first"
+    ))
 }
 
 fn not_found(name: &str) -> ApiError {

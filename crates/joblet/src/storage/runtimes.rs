@@ -41,7 +41,7 @@ pub enum RuntimeOpError {
 #[derive(Debug)]
 pub enum BuildEvent {
     Progress(Progress),
-    Done(Result<Installed, RuntimeOpError>),
+    Done(Box<Result<Installed, RuntimeOpError>>),
 }
 
 /// The node's runtimes.
@@ -174,7 +174,7 @@ impl NodeRuntimes {
                 }
             }
             drop(staging);
-            let _ = tx.blocking_send(BuildEvent::Done(done));
+            let _ = tx.blocking_send(BuildEvent::Done(Box::new(done)));
         });
         Ok(rx)
     }

@@ -12,15 +12,28 @@ use joblet_core::UnixMillis;
 use joblet_store::{Store, StoreError, VolumeRecord};
 use joblet_volume::{Attach, Tools, Usage, VolumeError, VolumeHost, VolumeKind};
 
-/// Why a volume operation failed.
+/// Why a volume operation failed (boxed: the errors are large, the
+/// results common).
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeOpError {
     #[error(transparent)]
-    Host(#[from] VolumeError),
+    Host(Box<VolumeError>),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(Box<StoreError>),
     #[error("volume {0} was made, but could not be recorded ({1}); it was removed again")]
-    NotRecorded(String, StoreError),
+    NotRecorded(String, Box<StoreError>),
+}
+
+impl From<VolumeError> for VolumeOpError {
+    fn from(e: VolumeError) -> Self {
+        VolumeOpError::Host(Box::new(e))
+    }
+}
+
+impl From<StoreError> for VolumeOpError {
+    fn from(e: StoreError) -> Self {
+        VolumeOpError::Store(Box::new(e))
+    }
 }
 
 /// The node's volumes.
@@ -140,7 +153,7 @@ impl NodeVolumes {
             if let Err(undo) = self.host.remove(name) {
                 tracing::error!(volume = name, error = %undo, "cannot remove a volume that could not be recorded");
             }
-            return Err(VolumeOpError::NotRecorded(name.to_owned(), e));
+            return Err(VolumeOpError::NotRecorded(name.to_owned(), Box::new(e)));
         }
         Ok(rec)
     }
