@@ -44,12 +44,20 @@ server:
   state_dir: "$STATE/state"
 jobs:
   max_running: 4
+runtimes:
+  dir: /var/tmp/joblet-demo-runtimes   # kept between demos: the first one builds python-3.11 (about a minute)
 $GPU_YAML
 YAML
 
 "$BIN/joblet" server --config "$CONFIG" >"$STATE/joblet.log" 2>&1 &
 DAEMON=$!
-cleanup() { kill "$DAEMON" 2>/dev/null || true; wait "$DAEMON" 2>/dev/null || true; }
+# The demo's volumes go with it: unmounted (their loop devices detach
+# themselves) once the daemon is gone.
+cleanup() {
+  kill "$DAEMON" 2>/dev/null || true
+  wait "$DAEMON" 2>/dev/null || true
+  findmnt -rno TARGET | grep "^$STATE/state/volumes/" | while read -r m; do umount "$m" || true; done
+}
 trap cleanup EXIT
 for _ in $(seq 1 300); do [ -s "$STATE/state/server.json" ] && break; sleep 0.05; done
 [ -s "$STATE/state/server.json" ] || { cat "$STATE/joblet.log"; exit 1; }
@@ -92,5 +100,24 @@ say rnx job run --gpu=9 -- true
 if rnx job run --gpu=9 -- true; then echo "unexpected: a 9-GPU job accepted on an 8-GPU node"; exit 1; fi
 sleep 2   # the release check waits for a GPU reading taken after the job ended
 say rnx audit;                                    rnx audit
+printf '\nA volume: an ext4 image of 64 MB that outlives jobs (writes past its size get ENOSPC)\n'
+say rnx volume create data-lake --size=64MB;     rnx volume create data-lake --size=64MB
+say "rnx job run -f --volume=data-lake -- sh -c 'date > /volumes/data-lake/stamp'"
+rnx job run -f --volume=data-lake -- sh -c 'date > /volumes/data-lake/stamp; echo wrote /volumes/data-lake/stamp'
+say "rnx job run -f --volume=data-lake:ro -- sh -c 'cat /volumes/data-lake/stamp; touch /volumes/data-lake/x'"
+rnx job run -f --volume=data-lake:ro -- sh -c 'cat /volumes/data-lake/stamp; touch /volumes/data-lake/x' || true
+say rnx volume list;                              rnx volume list
+printf '\nA runtime: Debian bookworm with Python 3.11, built on this node (mmdebstrap + uv), the job'"'"'s root instead of the host'"'"'s\n'
+say rnx runtime install python-3.11;              rnx runtime install python-3.11
+say "rnx job run -f --gpu=1 --volume=data-lake --runtime=python-3.11 python -c '<where am I?>'"
+rnx job run -f --gpu=1 --volume=data-lake --runtime=python-3.11 python -c '
+import os, sys, platform
+print("python", sys.version.split()[0], "from", sys.executable, "on", open("/etc/debian_version").read().strip())
+print("GPUs:", os.environ.get("CUDA_VISIBLE_DEVICES"), " volume:", open("/volumes/data-lake/stamp").read().strip())
+try:
+    open("/usr/evil", "w")
+except OSError as e:
+    print("writing the runtime:", e.strerror)'
+say rnx runtime list;                             rnx runtime list
 say rnx job list;                                 rnx job list
 printf '\nDemo done. Daemon log: %s/joblet.log, state: %s\n' "$STATE" "$STATE/state"

@@ -144,6 +144,17 @@ fn a_filesystem_volume_keeps_its_data_and_its_size_across_jobs_restarts_and_a_de
 #[test]
 fn a_job_naming_a_missing_volume_is_refused_before_it_is_recorded() {
     let node = Node::start().expect("node");
+    let who = node.rnx_json(&["whoami"]);
+    let supported: Vec<&str> = who["supported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(
+        supported.contains(&"runtime") && supported.contains(&"volume"),
+        "{who}"
+    );
     let out = node.rnx(&["job", "run", "--volume=nope", "--", "true"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
