@@ -319,7 +319,21 @@ pub fn write_status(
         writeln!(o, "Reason: {reason}")?;
     }
     if let Some(runtime) = &job.runtime {
-        writeln!(o, "Runtime: {runtime}")?;
+        match &job.runtime_digest {
+            Some(d) => writeln!(o, "Runtime: {runtime} ({})", d.get(..19).unwrap_or(d))?,
+            None => writeln!(o, "Runtime: {runtime}")?,
+        }
+    }
+    if !job.volumes.is_empty() {
+        let at: Vec<String> = job
+            .volumes
+            .iter()
+            .map(|v| match v.strip_suffix(":ro") {
+                Some(name) => format!("{name} at /volumes/{name} (read-only)"),
+                None => format!("{v} at /volumes/{v}"),
+            })
+            .collect();
+        writeln!(o, "Volumes: {}", at.join(", "))?;
     }
     if job.network == "host" {
         writeln!(o, "Network: host")?;
@@ -571,7 +585,7 @@ mod tests {
             ended_unix_ms: T0 + 1_500 + 330_000,
             timeout_seconds: 3600,
             timeout_ms: 3_600_000,
-            runtime: "python-3.11-ml".into(),
+            runtime: "python-3.11-ml@1.0".into(),
             network: "none".into(),
             transitions: vec![
                 transition(Unspecified, Pending, T0, "submitted"),
@@ -580,8 +594,8 @@ mod tests {
                 transition(Running, Completed, T0 + 331_500, "exited with code 0"),
             ],
             log_bytes: 1234,
-            volumes: Vec::new(),
-            runtime_digest: String::new(),
+            volumes: vec!["data-lake".into(), "images:ro".into()],
+            runtime_digest: "sha256:0123456789abcdef0123456789abcdef".into(),
         }
     }
 

@@ -33,7 +33,12 @@ pub struct JobView {
     /// The time limit that applies, in milliseconds; `null` = no time
     /// limit.
     pub timeout_ms: Option<i64>,
+    /// `name@version` of the runtime the job runs in.
     pub runtime: Option<String>,
+    /// `sha256:…` of the runtime's tree it was admitted with.
+    pub runtime_digest: Option<String>,
+    /// Volumes it mounts at `/volumes/NAME`: `NAME` or `NAME:ro`.
+    pub volumes: Vec<String>,
     /// `none` (loopback only) or `host`.
     pub network: String,
     pub resources: ResourcesView,
@@ -185,6 +190,8 @@ impl From<&pb::Job> for JobView {
             timeout_ms: positive(j.timeout_ms)
                 .or_else(|| positive(j.timeout_seconds).map(|s| s.saturating_mul(1000))),
             runtime: non_empty(&j.runtime),
+            runtime_digest: non_empty(&j.runtime_digest),
+            volumes: j.volumes.clone(),
             network: if j.network.is_empty() {
                 "none".to_owned()
             } else {
