@@ -27,6 +27,13 @@
 //! beside it, which would wait for it. A flavour with none left, or a
 //! burst of submissions, is refilled at once ([`WarmPool::refill_now`]).
 //!
+//! A job in a runtime (`--runtime`) needs its sandbox's read-only tree
+//! from the runtime, so it takes a third flavour: sandboxes built on the
+//! tree of the runtime jobs last asked for (the pool's *hot* runtime,
+//! [`WarmPool::heat`]), as many as CPU ones. The first job in a runtime
+//! starts cold and makes it hot; a job in another runtime moves the heat
+//! there, and the sandboxes built for the old one are discarded.
+//!
 //! Sandboxes are built one at a time: two builds at once share the CPU left
 //! over by the jobs (warm shims run in `SCHED_IDLE`), so both finish late,
 //! and back-to-back jobs then wait for one, every other job. A job takes a
@@ -35,7 +42,7 @@
 //! under way is then its own start's first part).
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use joblet_core::JobId;
@@ -51,9 +58,9 @@ pub(crate) const WARM_REFILL_QUIET: Duration = Duration::from_millis(20);
 
 /// What the threads that launch warm shims report.
 pub(crate) enum WarmReport {
-    /// A warm shim's launch of that flavour ended (`None`: it failed, and
-    /// was logged).
-    Landed(Flavour, Option<(JobId, WarmShim)>),
+    /// A warm shim's launch of that flavour (on that runtime tree) ended
+    /// (`None`: it failed, and was logged).
+    Landed(Flavour, Option<PathBuf>, Option<(JobId, WarmShim)>),
     /// The build of the warm shim launched for that job id is over: its
     /// sandbox is built (`true`), or it could not be, or the shim died, or
     /// the build is past [`BUILD_WAIT`] (`false`).
@@ -80,13 +87,19 @@ pub(crate) enum Flavour {
     /// control nodes (`nvidiactl`, `nvidia-uvm`), bound and allowed ahead;
     /// a GPU job adds its own GPUs' nodes. Never given to a CPU job.
     Gpu,
+    /// A CPU job's, on the hot runtime's tree: for jobs in that runtime
+    /// (CPU or GPU) only.
+    Runtime,
 }
 
 impl Flavour {
+    const ALL: [Flavour; 3] = [Flavour::Cpu, Flavour::Gpu, Flavour::Runtime];
+
     fn index(self) -> usize {
         match self {
             Flavour::Cpu => 0,
             Flavour::Gpu => 1,
+            Flavour::Runtime => 2,
         }
     }
 }
@@ -95,6 +108,8 @@ impl Flavour {
 struct Idle<S> {
     id: JobId,
     flavour: Flavour,
+    /// The runtime tree a [`Flavour::Runtime`] sandbox was built on.
+    root: Option<PathBuf>,
     shim: S,
     build: Build,
 }
@@ -114,14 +129,17 @@ enum Build {
 /// The warm shims of one daemon (`S`: a [`WarmShim`]; tests use another
 /// type).
 pub(crate) struct WarmPool<S = WarmShim> {
-    /// How many idle warm shims of each flavour to keep.
-    target: [usize; 2],
+    /// How many idle warm shims of each flavour to keep (runtime ones
+    /// only while a runtime is hot).
+    target: [usize; 3],
+    /// The runtime tree [`Flavour::Runtime`] sandboxes are built on.
+    hot: Option<PathBuf>,
     /// Launched and not yet given to a job.
     idle: VecDeque<Idle<S>>,
     /// Given to a job that has not started yet.
     reserved: HashMap<JobId, S>,
     /// Launches under way, by flavour.
-    launching: [usize; 2],
+    launching: [usize; 3],
     /// Sandboxes being built: launches under way, and launched shims that
     /// have not said their sandbox is built.
     building: usize,
@@ -133,13 +151,15 @@ pub(crate) struct WarmPool<S = WarmShim> {
 }
 
 impl<S> WarmPool<S> {
-    /// `cpu` CPU and `gpu` GPU-ready warm shims.
+    /// `cpu` CPU and `gpu` GPU-ready warm shims, and `cpu` on the hot
+    /// runtime's tree once one is hot.
     pub(crate) fn new(cpu: usize, gpu: usize) -> Self {
         WarmPool {
-            target: [cpu, gpu],
+            target: [cpu, gpu, cpu],
+            hot: None,
             idle: VecDeque::new(),
             reserved: HashMap::new(),
-            launching: [0, 0],
+            launching: [0, 0, 0],
             building: 0,
             last_submit: None,
             burst: false,
@@ -162,6 +182,8 @@ impl<S> WarmPool<S> {
         let fits: &[Flavour] = match flavour {
             Flavour::Cpu => &[Flavour::Cpu],
             Flavour::Gpu => &[Flavour::Gpu, Flavour::Cpu],
+            // Only with its tree: see `reserve_runtime`.
+            Flavour::Runtime => return None,
         };
         let pos = [Build::Done, Build::Going, Build::Failed]
             .into_iter()
@@ -175,6 +197,52 @@ impl<S> WarmPool<S> {
         let Idle { id, shim, .. } = self.idle.remove(pos)?;
         self.reserved.insert(id.clone(), shim);
         Some(id)
+    }
+
+    /// The id for a new job in the runtime whose tree is `tree`: an idle
+    /// warm shim's built on that tree, reserved for it, when there is one
+    /// (built before being built before failed, as [`WarmPool::reserve`]).
+    /// Makes the runtime hot first ([`WarmPool::heat`]); returns the
+    /// shims that takes out of the pool, to discard.
+    pub(crate) fn reserve_runtime(&mut self, tree: &Path) -> (Option<JobId>, Vec<S>) {
+        let cold = self.heat(tree);
+        if self.reserved.len() >= self.target.iter().sum::<usize>() {
+            return (None, cold);
+        }
+        let pos = [Build::Done, Build::Going, Build::Failed]
+            .into_iter()
+            .find_map(|build| {
+                self.idle.iter().position(|i| {
+                    i.flavour == Flavour::Runtime
+                        && i.build == build
+                        && i.root.as_deref() == Some(tree)
+                })
+            });
+        let Some(Idle { id, shim, .. }) = pos.and_then(|p| self.idle.remove(p)) else {
+            return (None, cold);
+        };
+        self.reserved.insert(id.clone(), shim);
+        (Some(id), cold)
+    }
+
+    /// Makes `tree` the runtime whose sandboxes the pool keeps; the idle
+    /// ones built on another tree are returned, to discard.
+    pub(crate) fn heat(&mut self, tree: &Path) -> Vec<S> {
+        if self.hot.as_deref() == Some(tree) {
+            return Vec::new();
+        }
+        self.hot = Some(tree.to_owned());
+        let (cold, keep): (VecDeque<Idle<S>>, VecDeque<Idle<S>>) = self
+            .idle
+            .drain(..)
+            .partition(|i| i.flavour == Flavour::Runtime && i.root.as_deref() != Some(tree));
+        self.idle = keep;
+        cold.into_iter().map(|i| i.shim).collect()
+    }
+
+    /// The runtime tree warm runtime sandboxes are built on now.
+    pub(crate) fn hot(&self) -> Option<&Path> {
+        self.hot.as_deref()
     }
 
     /// The warm shim reserved for job `id`, to start it in.
@@ -191,9 +259,11 @@ impl<S> WarmPool<S> {
     /// Whether an idle warm shim (or one being launched) of every flavour
     /// the pool keeps is there for the next job.
     pub(crate) fn has_idle(&self) -> bool {
-        [Flavour::Cpu, Flavour::Gpu].into_iter().all(|f| {
+        Flavour::ALL.into_iter().all(|f| {
             let i = f.index();
-            self.target[i] == 0 || self.launching[i] > 0 || self.idle.iter().any(|s| s.flavour == f)
+            self.target_of(f) == 0
+                || self.launching[i] > 0
+                || self.idle.iter().any(|s| s.flavour == f)
         })
     }
 
@@ -201,12 +271,21 @@ impl<S> WarmPool<S> {
     /// target of idle shims.
     pub(crate) fn wanted_of(&self, flavour: Flavour) -> usize {
         let idle = self.idle.iter().filter(|i| i.flavour == flavour).count();
-        self.target[flavour.index()].saturating_sub(idle + self.launching[flavour.index()])
+        self.target_of(flavour)
+            .saturating_sub(idle + self.launching[flavour.index()])
+    }
+
+    /// How many idle shims of `flavour` to keep now.
+    fn target_of(&self, flavour: Flavour) -> usize {
+        match flavour {
+            Flavour::Runtime if self.hot.is_none() => 0,
+            f => self.target[f.index()],
+        }
     }
 
     /// How many launches, of any flavour, to begin now.
     pub(crate) fn wanted(&self) -> usize {
-        self.wanted_of(Flavour::Cpu) + self.wanted_of(Flavour::Gpu)
+        Flavour::ALL.into_iter().map(|f| self.wanted_of(f)).sum()
     }
 
     /// Keeps no more warm shims of `flavour` (they cannot be built).
@@ -222,10 +301,16 @@ impl<S> WarmPool<S> {
         self.building += 1;
     }
 
-    /// A launch of `flavour` ended: with a shim, it joins the idle ones,
-    /// not built yet (or is returned for discarding when the pool is
-    /// already full); without, its build is over.
-    pub(crate) fn landed(&mut self, flavour: Flavour, shim: Option<(JobId, S)>) -> Option<S> {
+    /// A launch of `flavour` (on runtime tree `root`) ended: with a shim,
+    /// it joins the idle ones, not built yet (or is returned for
+    /// discarding when the pool is already full, or its runtime is no
+    /// longer hot); without, its build is over.
+    pub(crate) fn landed(
+        &mut self,
+        flavour: Flavour,
+        root: Option<PathBuf>,
+        shim: Option<(JobId, S)>,
+    ) -> Option<S> {
         let i = flavour.index();
         self.launching[i] = self.launching[i].saturating_sub(1);
         let Some((id, shim)) = shim else {
@@ -233,12 +318,14 @@ impl<S> WarmPool<S> {
             return None;
         };
         let idle = self.idle.iter().filter(|i| i.flavour == flavour).count();
-        if idle >= self.target[i] {
+        let stale = flavour == Flavour::Runtime && root.as_deref() != self.hot.as_deref();
+        if idle >= self.target_of(flavour) || stale {
             return Some(shim);
         }
         self.idle.push_back(Idle {
             id,
             flavour,
+            root,
             shim,
             build: Build::Going,
         });
@@ -280,7 +367,7 @@ impl<S> WarmPool<S> {
         if self.building > 0 {
             return Vec::new();
         }
-        [Flavour::Gpu, Flavour::Cpu]
+        [Flavour::Gpu, Flavour::Cpu, Flavour::Runtime]
             .into_iter()
             .filter(|f| self.wanted_of(*f) > 0)
             .collect()
@@ -292,7 +379,7 @@ impl<S> WarmPool<S> {
     /// Every shim, each with whether no job took its id (its directory
     /// can go with it).
     pub(crate) fn close(&mut self) -> Vec<(S, bool)> {
-        self.target = [0, 0];
+        self.target = [0, 0, 0];
         let idle = self.idle.drain(..).map(|i| (i.shim, true));
         idle.chain(self.reserved.drain().map(|(_, s)| (s, false)))
             .collect()
@@ -313,8 +400,8 @@ impl LocalAgent {
     /// A warm shim's launch or build report.
     pub(super) fn on_warm(&mut self, report: WarmReport) {
         match report {
-            WarmReport::Landed(flavour, shim) => {
-                if let Some(extra) = self.warm.landed(flavour, shim) {
+            WarmReport::Landed(flavour, root, shim) => {
+                if let Some(extra) = self.warm.landed(flavour, root, shim) {
                     reap(extra.discard(), true);
                 }
             }
@@ -371,10 +458,10 @@ impl LocalAgent {
             .collect();
         while self.warm.is_launching() {
             match tokio::time::timeout_at(deadline, self.warm_rx.recv()).await {
-                Ok(Some(WarmReport::Landed(flavour, landed))) => {
+                Ok(Some(WarmReport::Landed(flavour, root, landed))) => {
                     shims.extend(
                         self.warm
-                            .landed(flavour, landed)
+                            .landed(flavour, root, landed)
                             .map(|s| (s.discard(), true)),
                     );
                 }
@@ -422,8 +509,15 @@ impl LocalAgent {
             return false;
         };
         let dir = self.dirs.job(&id);
+        let root = match flavour {
+            Flavour::Runtime => match self.warm.hot() {
+                Some(tree) => Some(tree.to_owned()),
+                None => return false,
+            },
+            _ => None,
+        };
         let gpu_part = match (&self.gpus, flavour) {
-            (Some(g), Flavour::Cpu) => crate::gpu::edits::cpu_job(&g.settings),
+            (Some(g), Flavour::Cpu | Flavour::Runtime) => crate::gpu::edits::cpu_job(&g.settings),
             (Some(g), Flavour::Gpu) => {
                 // Its driver parameters overlay is written there.
                 let ready = std::fs::create_dir_all(&dir)
@@ -447,11 +541,15 @@ impl LocalAgent {
                     }
                 }
             }
-            (None, Flavour::Cpu) => Default::default(),
+            (None, Flavour::Cpu | Flavour::Runtime) => Default::default(),
             (None, Flavour::Gpu) => return false,
         };
         let job_dir = JobDir::new(dir.clone());
-        let settings = sb.warm(&id, &job_dir.work_path(), gpu_part);
+        let mut settings = sb.warm(&id, &job_dir.work_path(), gpu_part);
+        if let Some(tree) = &root {
+            settings.init.ro_mounts = crate::sandbox::runtime_entries(tree);
+            settings.init.root = Some(tree.clone());
+        }
         let runner = match serde_json::to_value(&settings) {
             Ok(v) => v,
             Err(e) => {
@@ -485,7 +583,7 @@ impl LocalAgent {
                 }
             };
             let launched = landed.is_some();
-            if let Err(e) = tx.send(WarmReport::Landed(flavour, landed)) {
+            if let Err(e) = tx.send(WarmReport::Landed(flavour, root, landed)) {
                 // The agent is gone: dropping the shim discards it.
                 drop(e);
                 return;
