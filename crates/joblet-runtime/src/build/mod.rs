@@ -217,16 +217,18 @@ pub fn build(
 
     let existing = store.resolve(&name, Some(&version))?;
     if let Some(existing) = &existing {
-        if !opts.rebuild {
-            if existing.inputs_digest == inputs && existing.root.is_dir() {
-                report(
-                    Phase::Done,
-                    1,
-                    1,
-                    &format!("{name}@{version} is already installed"),
-                );
-                return Ok(existing.clone());
-            }
+        // Same inputs but the tree gone (removed by hand): built again below.
+        let same_inputs = existing.inputs_digest == inputs;
+        if same_inputs && existing.root.is_dir() && !opts.rebuild {
+            report(
+                Phase::Done,
+                1,
+                1,
+                &format!("{name}@{version} is already installed"),
+            );
+            return Ok(existing.clone());
+        }
+        if !same_inputs && !opts.rebuild {
             return Err(BuildError::VersionConflict {
                 name,
                 version,
@@ -313,7 +315,7 @@ pub fn build(
     if existing.is_some_and(|old| old.digest != record.digest) {
         store.collect(&lock)?;
     }
-    record.root = store.root().join("trees").join(record.digest_hex());
+    record.root = store.tree_path(&record.digest);
     tracing::info!(digest = %record.digest, size_bytes = record.size_bytes, files = record.files, "runtime installed");
     report(
         Phase::Done,
