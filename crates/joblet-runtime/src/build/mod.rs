@@ -10,8 +10,9 @@
 //!    index record is written last.
 //!
 //! The store's lock is held throughout, so a second build of the same runtime waits, then
-//! finds it installed. A build whose inputs ([`inputs`]) match an installed tree reuses it
-//! without running any tool (unless [`BuildOptions::rebuild`]).
+//! finds it installed. A build whose inputs (suite, variant, packages, architecture, lock
+//! contents, extras chosen) match an installed tree reuses it without running any tool
+//! (unless [`BuildOptions::rebuild`]).
 
 mod debian;
 mod inputs;
