@@ -10,8 +10,9 @@
 //!    index record is written last.
 //!
 //! The store's lock is held throughout, so a second build of the same runtime waits, then
-//! finds it installed. A build whose inputs ([`inputs`]) match an installed tree reuses it
-//! without running any tool (unless [`BuildOptions::rebuild`]).
+//! finds it installed. A build whose inputs (suite, variant, packages, architecture, lock
+//! contents, extras chosen) match an installed tree reuses it without running any tool
+//! (unless [`BuildOptions::rebuild`]).
 
 mod debian;
 mod inputs;
@@ -217,16 +218,18 @@ pub fn build(
 
     let existing = store.resolve(&name, Some(&version))?;
     if let Some(existing) = &existing {
-        if !opts.rebuild {
-            if existing.inputs_digest == inputs && existing.root.is_dir() {
-                report(
-                    Phase::Done,
-                    1,
-                    1,
-                    &format!("{name}@{version} is already installed"),
-                );
-                return Ok(existing.clone());
-            }
+        // Same inputs but the tree gone (removed by hand): built again below.
+        let same_inputs = existing.inputs_digest == inputs;
+        if same_inputs && existing.root.is_dir() && !opts.rebuild {
+            report(
+                Phase::Done,
+                1,
+                1,
+                &format!("{name}@{version} is already installed"),
+            );
+            return Ok(existing.clone());
+        }
+        if !same_inputs && !opts.rebuild {
             return Err(BuildError::VersionConflict {
                 name,
                 version,
@@ -313,7 +316,7 @@ pub fn build(
     if existing.is_some_and(|old| old.digest != record.digest) {
         store.collect(&lock)?;
     }
-    record.root = store.root().join("trees").join(record.digest_hex());
+    record.root = store.tree_path(&record.digest);
     tracing::info!(digest = %record.digest, size_bytes = record.size_bytes, files = record.files, "runtime installed");
     report(
         Phase::Done,

@@ -152,7 +152,7 @@ impl Manifest {
         })?;
         let get = |rel: &Path| files.get(rel.to_str()?).cloned();
         let is_dir = |rel: &Path| {
-            let prefix = format!("{}/", rel.display());
+            let prefix = format!("{}/", rel.display().to_string().trim_end_matches('/'));
             files.keys().any(|k| k.starts_with(&prefix))
         };
         Self::parse(Path::new(MANIFEST_FILE), text, &mut { get }, &is_dir)

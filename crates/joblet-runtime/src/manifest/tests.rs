@@ -235,6 +235,14 @@ fn cuda_wheels_need_cuda_declared() {
 }
 
 #[test]
+fn find_links_with_a_trailing_slash() {
+    let mut f = full_files();
+    let text = FULL.replace("find_links: wheels", "find_links: wheels/");
+    f.insert(MANIFEST_FILE.to_string(), text.into_bytes());
+    assert!(Manifest::from_files(&f).is_ok());
+}
+
+#[test]
 fn relative_find_links_must_be_uploaded() {
     let mut f = full_files();
     f.remove("wheels/x.whl");

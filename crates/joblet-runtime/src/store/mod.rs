@@ -147,6 +147,12 @@ impl RuntimeStore {
         &self.root
     }
 
+    /// Where the tree with `digest` (`sha256:<hex>` or `<hex>`) is, or would be.
+    pub fn tree_path(&self, digest: &str) -> PathBuf {
+        self.trees()
+            .join(digest.strip_prefix("sha256:").unwrap_or(digest))
+    }
+
     fn objects(&self) -> PathBuf {
         self.root.join("objects")
     }
