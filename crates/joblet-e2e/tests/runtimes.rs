@@ -398,3 +398,72 @@ fn a_runtime_needing_a_newer_cuda_than_the_driver_is_refused_for_gpu_jobs() {
     assert_eq!(code, 0, "{err}");
     node.rnx_ok(&["runtime", "remove", &name]);
 }
+
+/// Seed 001's lines in the real `python-3.11-ml` (numpy, pandas,
+/// scikit-learn, PyTorch): a store where it is installed, named by
+/// `JOBLET_ML_STORE` (`rnx runtime install python-3.11-ml` into it takes
+/// about 4 minutes and 6 GiB). Not in CI: run it with
+/// `JOBLET_ML_STORE=/var/tmp/joblet-rt-measure cargo test -p joblet-e2e --test runtimes -- --ignored`.
+#[test]
+#[ignore = "needs the full python-3.11-ml runtime (JOBLET_ML_STORE)"]
+fn seed_001_lines_in_the_real_python_3_11_ml() {
+    let store =
+        std::env::var("JOBLET_ML_STORE").expect("JOBLET_ML_STORE: a store with python-3.11-ml");
+    let node =
+        SimGpuNode::start(8, "", &format!("runtimes:\n  dir: \"{store}\"\n")).expect("GPU node");
+    let info = node.rnx_json(&["runtime", "info", "python-3.11-ml"]);
+    assert_eq!(info["installed"], true, "{info}");
+    node.rnx_ok(&["volume", "create", "data-lake", "--size=64MB"]);
+    let scripts = tempfile::tempdir().unwrap();
+    let ml = "import os, sys, numpy, pandas, sklearn, torch\n\
+print(os.path.basename(sys.argv[0]), 'gpus', os.environ.get('CUDA_VISIBLE_DEVICES'), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__)\n";
+    std::fs::write(scripts.path().join("distributed_training.py"), ml).unwrap();
+    std::fs::write(
+        scripts.path().join("rapids_etl.py"),
+        format!("{ml}df = pandas.DataFrame({{'a': [1, 2, 3]}}); df.to_csv('/volumes/data-lake/etl.csv', index=False)\nprint('rows', len(pandas.read_csv('/volumes/data-lake/etl.csv')))\n"),
+    )
+    .unwrap();
+    for line in [
+        &[
+            "--gpu=2",
+            "--runtime=python-3.11-ml",
+            "python",
+            "distributed_training.py",
+        ][..],
+        &[
+            "--gpu=1",
+            "--gpu-memory=12GB",
+            "--volume=data-lake",
+            "--runtime=python-3.11-ml",
+            "python",
+            "rapids_etl.py",
+        ],
+    ] {
+        let script = line.iter().find(|a| a.ends_with(".py")).unwrap();
+        let upload = format!("--upload={}", scripts.path().join(script).display());
+        let mut args = vec![upload.as_str()];
+        args.extend_from_slice(line);
+        let (code, out, err) = follow(&node, &args);
+        println!("{line:?}:\n{out}{err}");
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains("torch 2.6.0+cu124 cuda 12.4"), "{out}");
+    }
+    // The task's own check, and the host's Python packages out of sight
+    // (the host has none of these; the runtime's are its own).
+    let (code, out, err) = follow(
+        &node,
+        &["--runtime=python-3.11-ml", "python3", "-c", "import numpy, pandas, sklearn, torch; print(torch.__version__); import sys; print(sys.path)"],
+    );
+    println!("{out}{err}");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("2.6.0+cu124"), "{out}");
+    assert!(!out.contains("pyenv") && !out.contains("/root/"), "{out}");
+    let test = node.rnx(&["runtime", "test", "python-3.11-ml"]);
+    println!("{}", String::from_utf8_lossy(&test.stdout));
+    assert!(
+        test.status.success(),
+        "{}",
+        String::from_utf8_lossy(&test.stderr)
+    );
+    node.rnx_ok(&["volume", "remove", "data-lake"]);
+}

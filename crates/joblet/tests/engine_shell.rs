@@ -67,7 +67,7 @@ impl NodeAgent for Recording {
             },
         }
     }
-    fn reserve_id(&mut self, _gpu: bool) -> Option<JobId> {
+    fn reserve_id(&mut self, _spec: &JobSpec) -> Option<JobId> {
         None
     }
     fn abandon(&mut self, _id: &JobId) {}

@@ -68,6 +68,8 @@ pub struct LocalAgent {
     /// Finished jobs' work directories, removed after the retention.
     pub(super) work: super::retention::WorkRetention,
     pub(super) mounts: Option<std::sync::Arc<dyn super::mounts::NodeMounts>>,
+    /// The device and inode of the hot runtime's tree (see `reserve_id`).
+    hot_ino: Option<(u64, u64)>,
 }
 
 impl LocalAgent {
@@ -102,6 +104,7 @@ impl LocalAgent {
             refill_at: None,
             work: super::retention::WorkRetention::new(cfg.work_retention),
             mounts: cfg.mounts,
+            hot_ino: None,
         }
     }
 
@@ -152,10 +155,35 @@ impl NodeAgent for LocalAgent {
         }
     }
 
-    fn reserve_id(&mut self, gpu: bool) -> Option<JobId> {
-        let flavour = if gpu { Flavour::Gpu } else { Flavour::Cpu };
-        let id = self.warm.reserve(flavour);
+    fn reserve_id(&mut self, spec: &JobSpec) -> Option<JobId> {
         self.warm.submitted(std::time::Instant::now());
+        let Some(reference) = &spec.runtime else {
+            let gpu = spec.resources.gpu_count > 0;
+            let flavour = if gpu { Flavour::Gpu } else { Flavour::Cpu };
+            return self.warm.reserve(flavour);
+        };
+        // Its sandbox needs the runtime's tree: a warm one built on it, or
+        // none (its start then makes the runtime hot for the next).
+        let tree = self
+            .mounts
+            .as_ref()
+            .and_then(|m| m.runtime(reference).ok().flatten())
+            .map(|r| r.tree)?;
+        // A tree removed and built again at the same path (its digest) is
+        // another directory: sandboxes built on the old one see nothing.
+        let ino = std::fs::metadata(&tree).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        });
+        let mut cold = Vec::new();
+        if self.warm.hot() == Some(tree.as_path()) && self.hot_ino != ino {
+            cold = self.warm.cool();
+        }
+        self.hot_ino = ino;
+        let (id, more) = self.warm.reserve_runtime(&tree);
+        for shim in cold.into_iter().chain(more) {
+            warm::reap(shim.discard(), true);
+        }
         id
     }
 

@@ -134,9 +134,10 @@ pub trait NodeAgent: Send + 'static {
     /// The node's GPUs as the scheduler sees them, and its capacity.
     fn node(&self) -> joblet_sched::model::NodeSpec;
 
-    /// A job id for the next job (`gpu`: one with GPUs): a warm sandbox's,
-    /// so that the job starts in it; `None` when none is ready.
-    fn reserve_id(&mut self, gpu: bool) -> Option<JobId>;
+    /// A job id for the next job, `spec`: a warm sandbox's that fits it
+    /// (GPU-ready for a GPU job, on its runtime's tree for a job in a
+    /// runtime), so that the job starts in it; `None` when none is ready.
+    fn reserve_id(&mut self, spec: &JobSpec) -> Option<JobId>;
 
     /// A submission that got `id` was not recorded after all: its warm
     /// sandbox and uploads go.

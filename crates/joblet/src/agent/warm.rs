@@ -240,6 +240,18 @@ impl<S> WarmPool<S> {
         cold.into_iter().map(|i| i.shim).collect()
     }
 
+    /// No runtime is hot any more (its tree was removed, or replaced at the
+    /// same path): the idle runtime sandboxes are returned, to discard.
+    pub(crate) fn cool(&mut self) -> Vec<S> {
+        self.hot = None;
+        let (cold, keep): (VecDeque<Idle<S>>, VecDeque<Idle<S>>) = self
+            .idle
+            .drain(..)
+            .partition(|i| i.flavour == Flavour::Runtime);
+        self.idle = keep;
+        cold.into_iter().map(|i| i.shim).collect()
+    }
+
     /// The runtime tree warm runtime sandboxes are built on now.
     pub(crate) fn hot(&self) -> Option<&Path> {
         self.hot.as_deref()
@@ -663,7 +675,50 @@ mod tests {
     /// A launch of `flavour` that lands as idle shim `n` (the pool has room).
     fn add_idle(pool: &mut WarmPool<u8>, flavour: Flavour, n: u8) {
         pool.launching(flavour);
-        assert_eq!(pool.landed(flavour, Some((id(n), n))), None);
+        assert_eq!(pool.landed(flavour, None, Some((id(n), n))), None);
+    }
+
+    #[test]
+    fn runtime_sandboxes_are_kept_for_the_hot_runtime_only() {
+        let (a, b) = (Path::new("/rt/trees/a"), Path::new("/rt/trees/b"));
+        let mut pool = WarmPool::<u8>::new(1, 0);
+        // Nothing is hot: no runtime sandbox is wanted.
+        assert_eq!(pool.wanted_of(Flavour::Runtime), 0);
+        add_idle(&mut pool, Flavour::Cpu, 1);
+        // A job in runtime a finds none (it starts cold) and makes a hot.
+        assert_eq!(pool.reserve_runtime(a), (None, vec![]));
+        assert_eq!(pool.wanted_of(Flavour::Runtime), 1);
+        pool.launching(Flavour::Runtime);
+        assert_eq!(
+            pool.landed(Flavour::Runtime, Some(a.to_owned()), Some((id(2), 2))),
+            None
+        );
+        pool.built(&id(2), true);
+        // A CPU job never takes it; a job in runtime a does.
+        assert_eq!(pool.reserve(Flavour::Gpu), Some(id(1)));
+        assert_eq!(pool.reserve(Flavour::Cpu), None);
+        assert_eq!(pool.reserve_runtime(a), (Some(id(2)), vec![]));
+        // Another runtime moves the heat; what was built for a goes.
+        pool.launching(Flavour::Runtime);
+        assert_eq!(
+            pool.landed(Flavour::Runtime, Some(a.to_owned()), Some((id(3), 3))),
+            None
+        );
+        assert_eq!(pool.reserve_runtime(b), (None, vec![3]));
+        // A launch for a that lands after the heat moved is discarded.
+        pool.launching(Flavour::Runtime);
+        assert_eq!(
+            pool.landed(Flavour::Runtime, Some(a.to_owned()), Some((id(4), 4))),
+            Some(4)
+        );
+        assert_eq!(pool.hot(), Some(b));
+        pool.launching(Flavour::Runtime);
+        assert_eq!(
+            pool.landed(Flavour::Runtime, Some(b.to_owned()), Some((id(5), 5))),
+            None
+        );
+        assert_eq!(pool.cool(), vec![5]);
+        assert_eq!(pool.wanted_of(Flavour::Runtime), 0);
     }
 
     #[test]
@@ -674,7 +729,7 @@ mod tests {
         assert_eq!(pool.wanted_of(Flavour::Cpu), 1);
         assert_eq!(pool.wanted_of(Flavour::Gpu), 1);
         assert_eq!(pool.reserve(Flavour::Cpu), None);
-        assert!(pool.landed(Flavour::Cpu, None).is_none());
+        assert!(pool.landed(Flavour::Cpu, None, None).is_none());
         assert_eq!(pool.wanted(), 3);
         assert_eq!(pool.idle(), 0);
     }
@@ -686,18 +741,18 @@ mod tests {
         pool.launching(Flavour::Gpu);
         assert_eq!(pool.to_build(), [], "one build at a time");
         // Launched, not built yet: still building, and idle.
-        assert_eq!(pool.landed(Flavour::Gpu, Some((id(1), 1))), None);
+        assert_eq!(pool.landed(Flavour::Gpu, None, Some((id(1), 1))), None);
         assert_eq!(pool.to_build(), []);
         pool.built(&id(1), true);
         // The GPU-ready one is there: a CPU one is next.
         assert_eq!(pool.to_build(), [Flavour::Cpu]);
         // A launch that failed ends its build with it.
         pool.launching(Flavour::Cpu);
-        assert_eq!(pool.landed(Flavour::Cpu, None), None);
+        assert_eq!(pool.landed(Flavour::Cpu, None, None), None);
         assert_eq!(pool.to_build(), [Flavour::Cpu]);
         // A shim the full pool discards still says when its build ends.
         pool.launching(Flavour::Gpu);
-        assert_eq!(pool.landed(Flavour::Gpu, Some((id(2), 2))), Some(2));
+        assert_eq!(pool.landed(Flavour::Gpu, None, Some((id(2), 2))), Some(2));
         assert_eq!(pool.to_build(), []);
         pool.built(&id(2), true);
         assert_eq!(pool.to_build(), [Flavour::Cpu]);
@@ -774,7 +829,7 @@ mod tests {
         assert_eq!(pool.reserve(Flavour::Cpu), None);
         add_idle(&mut pool, Flavour::Cpu, 2);
         // Full: another of a flavour is handed back to be discarded.
-        assert_eq!(pool.landed(Flavour::Cpu, Some((id(3), 3))), Some(3));
+        assert_eq!(pool.landed(Flavour::Cpu, None, Some((id(3), 3))), Some(3));
         assert!(pool.has_idle());
         assert_eq!(pool.reserve(Flavour::Gpu), Some(id(1)));
         assert_eq!(pool.wanted_of(Flavour::Gpu), 1);
@@ -805,7 +860,7 @@ mod tests {
         );
         assert!(pool.is_launching());
         // The launch under way lands after: handed back, not kept.
-        assert_eq!(pool.landed(Flavour::Cpu, Some((id(4), 4))), Some(4));
+        assert_eq!(pool.landed(Flavour::Cpu, None, Some((id(4), 4))), Some(4));
         assert!(!pool.is_launching());
         assert_eq!(pool.wanted(), 0);
         assert_eq!(pool.reserve(Flavour::Cpu), None);

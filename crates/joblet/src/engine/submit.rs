@@ -34,8 +34,7 @@ impl<A: NodeAgent> Engine<A> {
             }
             return Err(full.into());
         }
-        let gpu = spec.resources.gpu_count > 0;
-        let id = match self.agent.reserve_id(gpu) {
+        let id = match self.agent.reserve_id(&spec) {
             Some(id) => id,
             None => JobId::parse(&uuid::Uuid::new_v4().to_string())?,
         };

@@ -291,10 +291,15 @@ impl Runtimes {
             )));
         }
         let pinned = format!("{}@{}", i.name, i.version);
-        let removed = storage
-            .runtimes
-            .remove(&pinned)
+        // Deleting a large tree takes a while (minutes for the ML
+        // runtime's 38k files on a disk mounted with `discard`): off the
+        // async workers, with the gate held until its record is gone.
+        let store = self.storage.clone().ok_or_else(no_sandbox)?;
+        let removed = tokio::task::spawn_blocking(move || store.runtimes.remove(&pinned))
+            .await
+            .map_err(|e| ApiError::Internal(format!("runtime remove task: {e}")))?
             .map_err(|e| op_error(e.into()))?;
+        tracing::info!(runtime = %removed.name, version = %removed.version, digest = %removed.digest, "runtime removed");
         Ok(RuntimeInfo::installed(removed, Vec::new()))
     }
 
