@@ -467,3 +467,52 @@ print(os.path.basename(sys.argv[0]), 'gpus', os.environ.get('CUDA_VISIBLE_DEVICE
     );
     node.rnx_ok(&["volume", "remove", "data-lake"]);
 }
+
+#[test]
+fn jobs_in_a_runtime_start_in_sandboxes_built_ahead_on_its_tree() {
+    let node = node();
+    install_test_python(&node);
+    let started = |id: &str| {
+        node.daemon_log()
+            .lines()
+            .find(|l| l.contains("job started") && l.contains(id))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // The first job in the runtime starts cold and makes it hot.
+    let first = node.run(&["--runtime=test-python", "--", "true"]);
+    node.wait_done(&first, Duration::from_secs(30));
+    assert!(started(&first).contains("cold"), "{}", started(&first));
+    // The next ones take sandboxes built on its tree, and run right.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut warm = 0;
+    while warm < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        let (code, out, err) = follow(
+            &node,
+            &[
+                "--runtime=test-python",
+                "--",
+                "python",
+                "-c",
+                "import probe; print(probe.hello())",
+            ],
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        let jobs = node.rnx_json(&["job", "list"]);
+        let id = jobs.as_array().unwrap()[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if started(&id).contains("warm") {
+            warm += 1;
+        }
+    }
+    assert_eq!(warm, 2, "{}", node.daemon_log_tail(40));
+    // A host-root job is not given one of them.
+    let (code, out, _) = follow(
+        &node,
+        &["--", "sh", "-c", "test -e /usr/bin/gcc && echo host"],
+    );
+    assert_eq!((code, out.trim()), (0, "host"));
+}
