@@ -248,7 +248,7 @@ fn every_rpc_field_is_checked_by_the_server() {
                 ..base()
             },
             "volumes[0]",
-            "volume name",
+            "expected NAME or NAME:ro",
         ),
         (
             pb::RunJobRequest {
@@ -256,7 +256,7 @@ fn every_rpc_field_is_checked_by_the_server() {
                 ..base()
             },
             "runtime",
-            "runtime name",
+            "expected NAME or NAME@VERSION",
         ),
         (
             pb::RunJobRequest {

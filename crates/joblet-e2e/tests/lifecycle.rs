@@ -227,8 +227,6 @@ fn what_the_node_cannot_enforce_is_refused_and_nothing_is_recorded() {
         &[
             &["--gpu=1"],
             &["--gpu=2", "--gpu-memory=8GB"],
-            &["--runtime=python-3.11-ml"],
-            &["--volume=data-lake"],
         ],
     );
     // Without the sandbox no limit can be enforced, so none is accepted.
@@ -244,6 +242,9 @@ fn what_the_node_cannot_enforce_is_refused_and_nothing_is_recorded() {
             &["--max-cpu=50"],
             &["--cpu-cores=0"],
             &["--max-iobps=1000000"],
+            // Runtimes and volumes are mounts in the sandbox.
+            &["--runtime=python-3.11-ml"],
+            &["--volume=data-lake"],
         ],
     );
     let who = bare.rnx_ok(&["whoami"]);
