@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted $vars are meant for the job's shell
+# Runtimes and volumes on a machine with a real NVIDIA GPU (what CI cannot
+# show): a GPU job in a runtime runs CUDA through the driver files the
+# daemon injects, and writes into a filesystem volume that a later job
+# reads back. Run as root; writes OUT_DIR/report.md.
+#
+# The runtime: RUNTIME_STORE, a runtime store holding RUNTIME (default
+# python-3.11-ml; `rnx runtime install` fills one where Debian and PyPI are
+# reachable). Without it, the script makes a stand-in runtime from this
+# host's own userland (its /usr, /etc and /opt bound into a tree,
+# recorded as runtime `host-userland`), which is enough to show the GPU
+# path through a runtime's tree on a machine that cannot download one.
+#
+# Usage: bench/real-gpu-storage.sh OUT_DIR   (as root)
+#   BIN     (default target/release) joblet, joblet-shim, rnx
+#   PYTHON  the interpreter with torch, as the job sees it (default: the
+#           first python3 with torch on PATH or /opt/*/.venv)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT="${1:?usage: bench/real-gpu-storage.sh OUT_DIR}"
+BIN="$(realpath "${BIN:-target/release}")"
+mkdir -p "$OUT"; OUT="$(realpath "$OUT")"
+REPORT="$OUT/report.md"; : >"$REPORT"
+[ "$(id -u)" = 0 ] || { echo "real-gpu-storage: run as root" >&2; exit 1; }
+SCRATCH="$(mktemp -d /var/tmp/joblet-gpu-storage.XXXXXX)"
+DAEMON=""
+cleanup() {
+  [ -n "$DAEMON" ] && { kill "$DAEMON"; wait "$DAEMON"; }
+  findmnt -rno TARGET | grep "^$SCRATCH/" | sort -r | while read -r m; do umount "$m"; done
+  rm -rf "$SCRATCH"
+}
+trap cleanup EXIT
+step() {
+  local title="$1"; shift
+  printf '\n### %s\n\n```\n$ %s\n' "$title" "$*" >>"$REPORT"
+  timeout 120 bash -c "$*" >>"$REPORT" 2>&1
+  local rc=$?
+  printf '[exit %s]\n```\n' "$rc" >>"$REPORT"
+  echo "real-gpu-storage: $title: exit $rc" >&2
+}
+printf '# Runtimes and volumes on a real GPU\n\n%s, %s\n' "$(date -u +%FT%TZ)" "$(uname -srm)" >>"$REPORT"
+step "GPU" 'nvidia-smi -L; stat -fc %T /sys/fs/cgroup; losetup --version | head -1; command -v mkfs.ext4'
+
+PYTHON="${PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for p in "$(command -v python3)" /opt/*/.venv/bin/python3; do
+    [ -x "$p" ] && "$p" -c 'import torch' 2>/dev/null && { PYTHON="$p"; break; }
+  done
+fi
+STORE="${RUNTIME_STORE:-}"
+RUNTIME="${RUNTIME:-python-3.11-ml}"
+if [ -z "$STORE" ]; then
+  # The stand-in: this host's userland, bound (no copy) into a tree.
+  STORE="$SCRATCH/runtimes"; RUNTIME=host-userland
+  tree="$STORE/trees/0000000000000000000000000000000000000000000000000000000000000000"
+  mkdir -p "$tree" "$STORE/installed" "$STORE/objects" "$STORE/tmp" "$STORE/cache/uv"
+  for d in usr etc opt; do
+    [ -d "/$d" ] && mkdir -p "$tree/$d" && mount --bind -o ro "/$d" "$tree/$d"
+  done
+  for l in bin sbin lib lib64; do [ -L "/$l" ] && cp -P "/$l" "$tree/$l"; done
+  cat >"$STORE/installed/host-userland@0.json" <<JSON
+{"name":"host-userland","version":"0","description":"this host's /usr, /etc and /opt, bound in (a stand-in)","digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000","size_bytes":0,"files":0,"installed_at":0,"environment":{"PATH":"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},"cuda":null,"self_check":["true"],"python_packages":[],"debian_packages":[],"extras":[],"inputs_digest":"sha256:stand-in"}
+JSON
+  PYTHON="${PYTHON:-python3}"
+else
+  PYTHON=python3
+fi
+echo "real-gpu-storage: runtime $RUNTIME from $STORE, python $PYTHON" >&2
+
+cat >"$SCRATCH/joblet-config.yml" <<YAML
+server:
+  address: "127.0.0.1:0"
+  state_dir: "$SCRATCH/state"
+sandbox:
+  cgroup_base: joblet-gpustorage
+runtimes:
+  dir: "$STORE"
+gpu:
+  enabled: true
+YAML
+"$BIN/joblet" server --config "$SCRATCH/joblet-config.yml" >"$OUT/daemon.log" 2>&1 &
+DAEMON=$!
+for _ in $(seq 1 400); do [ -s "$SCRATCH/state/server.json" ] && break; sleep 0.05; done
+export RNX_CONFIG="$SCRATCH/state/rnx-config.yml"
+R="$BIN/rnx"
+step "whoami and runtimes" "$R whoami; $R runtime list"
+step "a 64 MB volume" "$R volume create results --size=64MB && $R volume list"
+step "a GPU job in the runtime, writing to the volume" "$R job run --follow --gpu=1 --volume=results --runtime=$RUNTIME -- $PYTHON -c '
+import os, sys, torch
+print(\"python\", sys.executable, \"torch\", torch.__version__, \"cuda available\", torch.cuda.is_available())
+x = torch.randn(4096, 4096, device=\"cuda\", dtype=torch.bfloat16)
+y = (x @ x).float().sum().item()
+print(\"device\", torch.cuda.get_device_name(0), \"matmul ok\", y == y)
+open(\"/volumes/results/out.txt\", \"w\").write(torch.cuda.get_device_name(0))
+print(\"visible\", os.environ.get(\"CUDA_VISIBLE_DEVICES\"), \"driver libs\", len(os.listdir(\"/run/nvidia/driver/lib\")))
+try:
+    open(\"/usr/evil\", \"w\")
+except OSError as e:
+    print(\"the runtime tree:\", e.strerror)'"
+step "a later CPU job reads the volume, read-only" "$R job run --follow --volume=results:ro --runtime=$RUNTIME -- sh -c 'cat /volumes/results/out.txt; echo; touch /volumes/results/x 2>&1; ls /dev | grep -c nvidia'"
+step "status" "$R --json job list | head -c 2000; $R volume list; $R gpu status"
+step "remove the volume" "$R volume remove results"
+echo "real-gpu-storage: report in $REPORT" >&2
