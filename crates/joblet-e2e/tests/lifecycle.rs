@@ -222,13 +222,7 @@ fn assert_refused(node: &Node, flag_sets: &[&[&str]]) {
 #[test]
 fn what_the_node_cannot_enforce_is_refused_and_nothing_is_recorded() {
     let node = Node::start().unwrap();
-    assert_refused(
-        &node,
-        &[
-            &["--gpu=1"],
-            &["--gpu=2", "--gpu-memory=8GB"],
-        ],
-    );
+    assert_refused(&node, &[&["--gpu=1"], &["--gpu=2", "--gpu-memory=8GB"]]);
     // Without the sandbox no limit can be enforced, so none is accepted.
     let bare = Node::start_with(NodeOptions {
         extra_config: "sandbox:\n  enabled: false\n".into(),
