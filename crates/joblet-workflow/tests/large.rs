@@ -90,3 +90,61 @@ fn a_clash_at_the_far_end_is_found() {
     assert_eq!(job, "extra");
     assert_eq!(t, &target);
 }
+
+/// The core runs the same 10,000 jobs to the end, every job completing:
+/// the alerts (they need a FAILED job) are canceled, the jobs that follow
+/// them with ANY still run.
+#[test]
+fn ten_thousand_jobs_run_through_the_core() {
+    use joblet_core::JobId;
+    use joblet_workflow::{Action, EndState, Event, Outcome, WorkflowCore, WorkflowState};
+
+    let wf = Workflow::parse(&big::dag(N), "big.yaml", &limits()).unwrap();
+    let mut core = WorkflowCore::new(&wf);
+    let start = Instant::now();
+    let mut todo: Vec<Action> = core.handle(Event::Started, 0);
+    let (mut ids, mut canceled, mut finished) = (0u64, 0, None);
+    while let Some(action) = todo.pop() {
+        match action {
+            Action::Submit { job, attempt } => {
+                ids += 1;
+                let job_id = JobId::parse(&format!("00000000-0000-0000-0000-{ids:012x}")).unwrap();
+                let ended = Event::JobEnded {
+                    job: job.clone(),
+                    attempt,
+                    job_id: job_id.clone(),
+                    state: EndState::Completed,
+                    at: 1,
+                };
+                let submitted = Event::JobSubmitted {
+                    job,
+                    attempt,
+                    job_id,
+                };
+                assert_eq!(core.handle(submitted, 1), vec![]);
+                todo.extend(core.handle(ended, 1));
+            }
+            Action::Cancel { .. } => canceled += 1,
+            Action::Finished { state, outcome } => finished = Some((state, outcome)),
+            Action::StopJob { .. } => panic!("nothing was stopped"),
+        }
+    }
+    eprintln!(
+        "{N} jobs run through the core in {:?} (unoptimised build)",
+        start.elapsed()
+    );
+    let alerts = (N - 1) / 10;
+    assert_eq!(canceled, alerts);
+    assert_eq!(ids as usize, N - alerts);
+    assert_eq!(
+        finished,
+        Some((
+            WorkflowState::Completed,
+            Outcome::Completed {
+                completed: N - alerts,
+                canceled: alerts,
+                handled: 0
+            }
+        ))
+    );
+}

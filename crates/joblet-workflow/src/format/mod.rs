@@ -143,4 +143,8 @@ impl Workflow {
     pub fn job(&self, name: &str) -> Option<&Job> {
         self.index.get(name).map(|&i| &self.jobs[i])
     }
+
+    pub(crate) fn graph(&self) -> &Graph {
+        &self.graph
+    }
 }
