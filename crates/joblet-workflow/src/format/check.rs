@@ -2,7 +2,7 @@
 //! checks that span keys and jobs run in file order, job by job, then over
 //! the whole graph. The first problem found is the error.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use joblet_core::FieldError;
 
@@ -87,7 +87,7 @@ pub(super) fn workflow(text: &str, file: &str, limits: &Limits) -> Result<Workfl
     if defaults.max_iobps.is_some() && defaults.max_io_bps.is_some() {
         return Err(places.at(&[key("resources"), key("max_io_bps")], Problem::IoAliases));
     }
-    let raw_jobs = raw.jobs.0;
+    let (raw_jobs, index) = (raw.jobs.entries, raw.jobs.index);
     if raw_jobs.is_empty() {
         return Err(places.at(&[key("jobs")], Problem::NoJobs));
     }
@@ -100,14 +100,11 @@ pub(super) fn workflow(text: &str, file: &str, limits: &Limits) -> Result<Workfl
             },
         ));
     }
-    let index: HashMap<String, usize> = raw_jobs
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| (name.clone(), i))
-        .collect();
     let workflow_retries = raw.retries.map_or(0, |r| r.0);
     let workflow_backoff = raw.retry_backoff.map_or(DEFAULT_RETRY_BACKOFF, |b| b.0);
 
+    // required_by[x]: the last job found to require x (repeats are refused).
+    let mut required_by = vec![usize::MAX; raw_jobs.len()];
     let mut jobs = Vec::with_capacity(raw_jobs.len());
     let mut requires = Vec::with_capacity(raw_jobs.len());
     for (name, raw_job) in raw_jobs {
@@ -115,7 +112,13 @@ pub(super) fn workflow(text: &str, file: &str, limits: &Limits) -> Result<Workfl
         if !is_job_name(&name) {
             return Err(places.at(&job_path(&name, []), Problem::JobName { name }));
         }
-        requires.push(requirements(&places, &name, &raw_job, &index)?);
+        requires.push(requirements(
+            &places,
+            &name,
+            &raw_job,
+            &index,
+            &mut required_by,
+        )?);
         if own.is_some_and(|r| r.max_iobps.is_some() && r.max_io_bps.is_some()) {
             return Err(places.at(
                 &job_path(&name, [key("resources"), key("max_io_bps")]),
@@ -126,9 +129,9 @@ pub(super) fn workflow(text: &str, file: &str, limits: &Limits) -> Result<Workfl
         let job = Job {
             requires: raw_job
                 .requires
-                .iter()
+                .into_iter()
                 .map(|r| Requirement {
-                    job: r.job.clone(),
+                    job: r.job,
                     need: r.need,
                 })
                 .collect(),
@@ -139,8 +142,8 @@ pub(super) fn workflow(text: &str, file: &str, limits: &Limits) -> Result<Workfl
             uploads: raw_job.uploads,
             volumes: raw_job.volumes,
             network: raw_job.network,
-            environment: raw_job.environment.0,
-            secret_environment: raw_job.secret_environment.0,
+            environment: raw_job.environment.entries,
+            secret_environment: raw_job.secret_environment.entries,
             timeout: raw_job.timeout.map(|t| t.0),
             retries: raw_job.retries.map_or(workflow_retries, |r| r.0),
             retry_backoff: raw_job.retry_backoff.map_or(workflow_backoff, |b| b.0),
@@ -206,8 +209,9 @@ fn requirements(
     name: &str,
     raw: &RawJob,
     index: &HashMap<String, usize>,
+    required_by: &mut [usize],
 ) -> Result<Vec<(usize, crate::need::Need)>, FormatError> {
-    let mut seen = HashSet::new();
+    let me = index.get(name).copied().unwrap_or(usize::MAX);
     let mut out = Vec::with_capacity(raw.requires.len());
     for (k, r) in raw.requires.iter().enumerate() {
         let at = || requirement_path(name, k);
@@ -228,7 +232,7 @@ fn requirements(
                 },
             ));
         };
-        if !seen.insert(x) {
+        if std::mem::replace(&mut required_by[x], me) == me {
             return Err(places.at(
                 &at(),
                 Problem::RepeatedRequirement {

@@ -3,7 +3,7 @@
 //! value with its own line, column and key path, followed by the form that
 //! is accepted.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -24,11 +24,18 @@ pub const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(24 * 3600);
 /// A mapping read in file order; a key given twice is refused at the
 /// second one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Ordered<T>(pub Vec<(String, T)>);
+pub(crate) struct Ordered<T> {
+    pub entries: Vec<(String, T)>,
+    /// Each key's place in `entries`.
+    pub index: HashMap<String, usize>,
+}
 
 impl<T> Default for Ordered<T> {
     fn default() -> Self {
-        Ordered(Vec::new())
+        Ordered {
+            entries: Vec::new(),
+            index: HashMap::new(),
+        }
     }
 }
 
@@ -41,14 +48,13 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Ordered<T> {
                 f.write_str("a mapping of names to values")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered<T>, A::Error> {
-                let mut seen = HashSet::new();
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0));
-                while let Some(key) = map.next_key_seed(UniqueKey { seen: &seen })? {
+                let mut out = Ordered::default();
+                while let Some(key) = map.next_key_seed(UniqueKey { seen: &out.index })? {
                     let value = map.next_value()?;
-                    seen.insert(key.clone());
-                    out.push((key, value));
+                    out.index.insert(key.clone(), out.entries.len());
+                    out.entries.push((key, value));
                 }
-                Ok(Ordered(out))
+                Ok(out)
             }
         }
         d.deserialize_map(V(PhantomData))
@@ -57,7 +63,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Ordered<T> {
 
 /// A mapping key not seen before in its mapping.
 struct UniqueKey<'a> {
-    seen: &'a HashSet<String>,
+    seen: &'a HashMap<String, usize>,
 }
 
 impl<'de> DeserializeSeed<'de> for UniqueKey<'_> {
@@ -73,7 +79,7 @@ impl Visitor<'_> for UniqueKey<'_> {
         f.write_str("a name")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
-        if self.seen.contains(v) {
+        if self.seen.contains_key(v) {
             return Err(E::custom(format_args!(
                 "`{}` is given twice: give each name once in a mapping",
                 clip(v)
