@@ -641,11 +641,32 @@ impl Drop for Node {
         self.kill_daemon();
         self.kill_jobs();
         self.wait_for_shims();
+        // The node's volumes outlive its daemon by design; the test's go
+        // with it (their loop devices detach themselves once unmounted).
+        for m in mounts_under(self.dir.path()) {
+            let _ = nix::mount::umount2(&m, nix::mount::MntFlags::MNT_DETACH);
+        }
         if self.state_tmpfs {
             let _ = nix::mount::umount2(&self.state_dir(), nix::mount::MntFlags::MNT_DETACH);
         }
         // Then the fields drop: `_cgroup_base` removes the node's cgroups.
     }
+}
+
+/// Mount points at or below `dir`, deepest first (`/proc/self/mountinfo`;
+/// octal escapes such as `\040` are left as they are, as no test path
+/// holds one).
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(PathBuf::from)
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    found.dedup();
+    found
 }
 
 /// The uvm nodes' major in a simulated node's device dir: no driver owns it.
