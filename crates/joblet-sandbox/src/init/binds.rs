@@ -30,8 +30,7 @@ use super::error::Stage;
 use super::hostfds::{fd_path, unopenable, Host, Source};
 use super::report::{Context, SetupError};
 use super::rootfs::{
-    attach, bind_readonly, bind_writable, host, mkdir_p, set_no_suid_dev, set_read_only, tmpfs,
-    touch, OLD_ROOT,
+    attach, bind_readonly, bind_recursive, host, mkdir_p, set_bind_flags, tmpfs, touch, OLD_ROOT,
 };
 
 /// The empty read-only regular file bound over masked files.
@@ -119,12 +118,8 @@ fn bind(index: usize, b: &Bind, host: &Host) -> Result<(), SetupError> {
     // The descriptor stands for the host file; the magic link binds exactly
     // it, with no second path lookup.
     let source = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-    let bound = if b.writable {
-        bind_writable(&source, &b.target, Stage::Binds)
-    } else {
-        bind_readonly(&source, &b.target, Stage::Binds)
-    };
-    bound.map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
+    bind_recursive(&source, &b.target, b.writable, Stage::Binds)
+        .map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
 }
 
 /// Attaches the detached copy of a bind's source the shim made (a warm
@@ -138,12 +133,8 @@ fn bind_tree(tree: &OwnedFd, b: &Bind, name: &dyn Fn() -> String) -> Result<(), 
         .map_err(|m| SetupError::new(Stage::Binds, format!("{}: {m}", name())))?;
     attach(&Source::Tree(tree), &b.target, true)
         .stage(Stage::Binds, || format!("{}: attaching the source", name()))?;
-    let flagged = if b.writable {
-        set_no_suid_dev(&b.target, &fd_path(tree), Stage::Binds)
-    } else {
-        set_read_only(&b.target, &fd_path(tree), Stage::Binds)
-    };
-    flagged.map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
+    set_bind_flags(&b.target, &fd_path(tree), b.writable, Stage::Binds)
+        .map_err(|e| SetupError::new(e.stage, format!("{}: {}", name(), e.message)))
 }
 
 /// An `O_PATH` descriptor of the host path `source`, every symlink on the

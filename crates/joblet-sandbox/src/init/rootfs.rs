@@ -149,22 +149,17 @@ pub(crate) fn attach(source: &Source<'_>, target: &Path, recursive: bool) -> io:
 
 /// Binds `source` (recursively) on `target` read-only, nosuid, nodev.
 pub(crate) fn bind_readonly(source: &Path, target: &Path, stage: Stage) -> Result<(), SetupError> {
-    mnt(
-        Some(source),
-        target,
-        None,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None,
-    )
-    .stage(stage, || {
-        format!("binding {} on {}", source.display(), target.display())
-    })?;
-    set_read_only(target, source, stage)
+    bind_recursive(source, target, false, stage)
 }
 
-/// Binds `source` (recursively) on `target` read-write, nosuid, nodev (a
-/// volume).
-pub(crate) fn bind_writable(source: &Path, target: &Path, stage: Stage) -> Result<(), SetupError> {
+/// Binds `source` (recursively) on `target`, nosuid, nodev, and read-only
+/// unless `writable` (a volume).
+pub(crate) fn bind_recursive(
+    source: &Path,
+    target: &Path,
+    writable: bool,
+    stage: Stage,
+) -> Result<(), SetupError> {
     mnt(
         Some(source),
         target,
@@ -175,7 +170,21 @@ pub(crate) fn bind_writable(source: &Path, target: &Path, stage: Stage) -> Resul
     .stage(stage, || {
         format!("binding {} on {}", source.display(), target.display())
     })?;
-    set_no_suid_dev(target, source, stage)
+    set_bind_flags(target, source, writable, stage)
+}
+
+/// [`set_no_suid_dev`] for a `writable` bind, else [`set_read_only`].
+pub(crate) fn set_bind_flags(
+    target: &Path,
+    source: &Path,
+    writable: bool,
+    stage: Stage,
+) -> Result<(), SetupError> {
+    if writable {
+        set_no_suid_dev(target, source, stage)
+    } else {
+        set_read_only(target, source, stage)
+    }
 }
 
 /// Makes the bind of `source` at `target` (and the mounts below it)
@@ -424,13 +433,7 @@ pub(crate) fn bind_work(dir: &Path, tree: Source<'_>) -> Result<(), SetupError> 
     attach(&tree, target, true).stage(Stage::Rootfs, || {
         format!("binding {} on /work", dir.display())
     })?;
-    set_flags(
-        target,
-        &source,
-        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Stage::Rootfs,
-    )
+    set_no_suid_dev(target, &source, Stage::Rootfs)
 }
 
 /// Detaches the host root and makes `/` read-only.
