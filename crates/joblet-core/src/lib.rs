@@ -24,7 +24,7 @@ pub mod upload;
 pub use id::{JobId, PrefixError};
 pub use spec::{
     is_name, split_runtime_ref, FieldError, JobRequest, JobSpec, Network, NodeCapabilities,
-    Resources, Unsupported, VolumeMount,
+    Resources, Unsupported, VolumeMount, WorkflowJobRef,
 };
 pub use state::{JobState, TransitionError};
 pub use upload::{UploadEntry, UploadKind};

@@ -58,7 +58,7 @@ pub mod limits {
 }
 
 /// A job request as received, before validation.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct JobRequest {
     pub command: String,
     pub args: Vec<String>,
@@ -171,6 +171,25 @@ pub struct JobSpec {
     /// (CUPTI, Nsight). Off: the node is absent and denied.
     #[serde(default)]
     pub gpu_profiling: bool,
+    /// The workflow run the job is an attempt of; `None` for a job of its
+    /// own. Recorded with the job, in the same commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowJobRef>,
+}
+
+/// Which workflow run, job and attempt a job is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowJobRef {
+    /// The run's id.
+    pub id: String,
+    /// The job's name in the workflow file.
+    pub job: String,
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// Where the run's shared volume is in the job (`$JOBLET_WORKFLOW_SHARED`);
+    /// `None`: the run has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<String>,
 }
 
 fn non_negative(field: &str, v: i64, max: i64, unit: &str) -> Result<u64, FieldError> {
@@ -492,6 +511,7 @@ impl JobRequest {
             timeout,
             cuda,
             gpu_profiling: self.gpu_profiling,
+            workflow: None,
         };
         Ok((spec, secrets))
     }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::spec::FieldError;
 use crate::text::clip;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum UploadKind {
     File,
     Dir,
@@ -21,7 +21,7 @@ pub enum UploadKind {
 
 /// One entry of an upload manifest. Files' contents follow the manifest,
 /// in manifest order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct UploadEntry {
     /// Relative to `/work`, `/`-separated (`dataset/train/0001.csv`).
     pub path: String,

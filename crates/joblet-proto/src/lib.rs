@@ -35,3 +35,5 @@ pub use pb::runtime_service_client::RuntimeServiceClient;
 pub use pb::runtime_service_server::{RuntimeService, RuntimeServiceServer};
 pub use pb::volume_service_client::VolumeServiceClient;
 pub use pb::volume_service_server::{VolumeService, VolumeServiceServer};
+pub use pb::workflow_service_client::WorkflowServiceClient;
+pub use pb::workflow_service_server::{WorkflowService, WorkflowServiceServer};

@@ -218,6 +218,9 @@ fn spec() -> impl Strategy<Value = JobSpec> {
                 timeout: timeout.map(Duration::from_millis),
                 cuda,
                 gpu_profiling,
+                // The wire carries the workflow's id, job and attempt only
+                // (covered apart).
+                workflow: None,
             },
         )
 }
@@ -443,6 +446,7 @@ fn minimal_job() -> JobDetails {
                 timeout: None,
                 cuda: None,
                 gpu_profiling: false,
+                workflow: None,
             },
             state: JobState::Pending,
             reason: String::new(),
@@ -576,4 +580,32 @@ fn timeouts_travel_in_milliseconds_beside_rounded_up_seconds() {
         job_from_pb(old).unwrap().record.spec.timeout,
         Some(Duration::from_secs(30))
     );
+}
+
+#[test]
+fn a_workflow_jobs_run_job_and_attempt_cross_the_wire() {
+    let mut job = minimal_job();
+    job.record.spec.workflow = Some(joblet_core::WorkflowJobRef {
+        id: "3f2a9c1e-0000-4000-8000-000000000009".into(),
+        job: "model-training".into(),
+        attempt: 2,
+        shared: Some("/volumes/wf-3f2a9c1e".into()),
+    });
+    let pb = job_to_pb(&job);
+    assert_eq!(
+        (
+            pb.workflow_id.as_str(),
+            pb.workflow_job.as_str(),
+            pb.workflow_attempt
+        ),
+        ("3f2a9c1e-0000-4000-8000-000000000009", "model-training", 2)
+    );
+    let back = job_from_pb(pb).unwrap().record.spec.workflow.unwrap();
+    assert_eq!((back.job.as_str(), back.attempt), ("model-training", 2));
+    // Where the shared volume is inside the job is the node's business.
+    assert_eq!(back.shared, None);
+    // A job of its own has none.
+    let plain = job_to_pb(&minimal_job());
+    assert_eq!(plain.workflow_id, "");
+    assert!(job_from_pb(plain).unwrap().record.spec.workflow.is_none());
 }

@@ -120,6 +120,22 @@ pub enum StoreError {
     #[error("volume {name}: {what}")]
     Volume { name: String, what: String },
 
+    /// No workflow run has this id or prefix.
+    #[error("no workflow with id or prefix {0:?} (see `rnx workflow list`)")]
+    WorkflowNotFound(String),
+
+    /// A workflow id prefix that is not one, or matches several runs.
+    #[error("{0}")]
+    WorkflowRef(String),
+
+    /// A stored workflow row that does not read back.
+    #[error("workflow {id}: stored data is corrupt: {what}")]
+    WorkflowCorrupt { id: String, what: String },
+
+    /// A workflow that is not finished cannot be deleted.
+    #[error("workflow {id} is {state}: stop it (`rnx workflow stop {id}`) and let its jobs end before deleting it")]
+    WorkflowNotFinished { id: String, state: String },
+
     /// A value could not be encoded for storage.
     #[error("job {id}: could not encode {what}: {source}")]
     Encode {

@@ -1,7 +1,7 @@
 //! Joblet's durable state: one SQLite database holding every job, its state history and
 //! its sealed secrets, the GPUs' health states and history, the GPU allocations ledger
 //! the scheduler is restored from, the append-only GPU audit log ([`AuditRecord`]), and
-//! the node's named volumes ([`VolumeRecord`]).
+//! the node's named volumes ([`VolumeRecord`]) and workflow runs ([`WorkflowRecord`]).
 //!
 //! [`Store`] is the only way the daemon reads or changes job state. Every state change goes
 //! through [`Store::transition`], which checks it against the core state machine
@@ -41,6 +41,7 @@ mod migrations;
 mod records;
 mod secrets;
 mod volumes;
+mod workflows;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -63,6 +64,7 @@ pub use lifecycle::{AuditEnd, GpuGrantRecords, JobStart};
 pub use migrations::SCHEMA_VERSION;
 pub use records::TransitionExtra;
 pub use volumes::{VolumeRecord, VOLUME_KINDS};
+pub use workflows::{WorkflowRecord, LIVE_WORKFLOW_STATES};
 
 use records::{progress_from_row, RawJob, RawTransition, JOB_COLUMNS, PROGRESS_COLUMNS};
 use secrets::SealingKey;

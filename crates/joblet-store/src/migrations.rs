@@ -136,6 +136,31 @@ const MIGRATIONS: &[&str] = &[
         created_ms  INTEGER NOT NULL
     ) STRICT;
     "#,
+    // 6: workflow runs (`rnx workflow run`): the checked file, who ran it, and its decision
+    // core's snapshot, rewritten after every step. A file with secret values is kept sealed
+    // (`yaml` empty, `yaml_nonce`/`yaml_sealed` set), like jobs' secrets. A workflow's jobs
+    // are ordinary jobs whose spec names the run (`spec_json.workflow.id`), found through
+    // this index.
+    r#"
+    CREATE TABLE workflows (
+        id              TEXT PRIMARY KEY NOT NULL,
+        seq             INTEGER NOT NULL UNIQUE,
+        owner           TEXT NOT NULL,
+        name            TEXT NOT NULL DEFAULT '',
+        file            TEXT NOT NULL,
+        yaml            TEXT NOT NULL,
+        yaml_nonce      BLOB,
+        yaml_sealed     BLOB,
+        state           TEXT NOT NULL,
+        snapshot_json   TEXT NOT NULL,
+        shared_volume   TEXT NOT NULL DEFAULT '',
+        created_ms      INTEGER NOT NULL,
+        ended_ms        INTEGER
+    ) STRICT;
+    CREATE INDEX workflows_state ON workflows(state);
+    CREATE INDEX jobs_workflow ON jobs(json_extract(spec_json, '$.workflow.id'))
+        WHERE json_extract(spec_json, '$.workflow.id') IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes.

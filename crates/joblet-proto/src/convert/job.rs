@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use joblet_core::parse::{format_cpu_list, parse_cpu_list};
 use joblet_core::record::{JobDetails, JobGpus, JobRecord};
-use joblet_core::{FieldError, JobId, JobSpec, Network, Resources, VolumeMount};
+use joblet_core::{FieldError, JobId, JobSpec, Network, Resources, VolumeMount, WorkflowJobRef};
 
 use super::state::{required_state_from_pb, state_to_pb, transition_from_pb, transition_to_pb};
 use super::{non_empty, nonzero, saturating_i64};
@@ -57,6 +57,17 @@ pub fn job_to_pb(d: &JobDetails) -> pb::Job {
         gpu_profiling: spec.gpu_profiling,
         volumes: spec.volumes.iter().map(ToString::to_string).collect(),
         runtime_digest: spec.runtime_digest.clone().unwrap_or_default(),
+        workflow_id: spec
+            .workflow
+            .as_ref()
+            .map(|w| w.id.clone())
+            .unwrap_or_default(),
+        workflow_job: spec
+            .workflow
+            .as_ref()
+            .map(|w| w.job.clone())
+            .unwrap_or_default(),
+        workflow_attempt: spec.workflow.as_ref().map_or(0, |w| w.attempt),
     }
 }
 
@@ -117,6 +128,12 @@ pub fn job_from_pb(j: pb::Job) -> Result<JobDetails, FieldError> {
         timeout,
         cuda: non_empty(j.cuda_version),
         gpu_profiling: j.gpu_profiling,
+        workflow: (!j.workflow_id.is_empty()).then_some(WorkflowJobRef {
+            id: j.workflow_id,
+            job: j.workflow_job,
+            attempt: j.workflow_attempt,
+            shared: None,
+        }),
     };
     Ok(JobDetails {
         record: JobRecord {
