@@ -296,6 +296,71 @@ fn resource_path(
     }
 }
 
+/// `problem` with job `job`'s request field `field` (as
+/// [`joblet_core::JobRequest::validate`] names fields), at the key of the
+/// file that set it: the job's own, or the workflow's default.
+fn request_error(
+    places: &Places<'_>,
+    job: &Job,
+    own: Option<&RawResources>,
+    defaults: &RawResources,
+    field: &str,
+    problem: String,
+) -> FormatError {
+    let (mut shown, rest) = file_field(job, field);
+    let path = match rest.as_slice() {
+        [Step::Key(section), Step::Key(name)] if section == "resources" => {
+            let (path, inherited) = resource_path(&job.name, own, defaults, name);
+            if let Some(Step::Key(spelled)) = path.last() {
+                shown = format!("resources.{spelled}");
+            }
+            if inherited {
+                shown.push_str(" (the workflow's default)");
+            }
+            path
+        }
+        _ => job_path(&job.name, rest),
+    };
+    places.at(
+        &path,
+        Problem::Request {
+            job: job.name.clone(),
+            field: shown,
+            problem,
+        },
+    )
+}
+
+/// A node's refusal of job `job`'s request field `field` with `problem`,
+/// placed in `text` (the file `workflow` was read from) as a check of the
+/// file's own would be.
+pub(super) fn refusal(
+    workflow: &Workflow,
+    text: &str,
+    job: &Job,
+    field: &str,
+    problem: String,
+) -> FormatError {
+    let places = Places {
+        text,
+        file: &workflow.file,
+    };
+    let raw: Option<RawWorkflow> = serde_norway::from_str(text).ok();
+    let none = RawResources::default();
+    let defaults = raw
+        .as_ref()
+        .and_then(|r| r.resources.as_ref())
+        .unwrap_or(&none);
+    let own = raw.as_ref().and_then(|r| {
+        r.jobs
+            .entries
+            .iter()
+            .find(|(name, _)| *name == job.name)
+            .and_then(|(_, j)| j.resources.as_ref())
+    });
+    request_error(&places, job, own, defaults, field, problem)
+}
+
 /// One job's uploads, its request under `rnx job run`'s rules, and its
 /// GPUs against the nodes'.
 fn check_job(
@@ -317,28 +382,7 @@ fn check_job(
         }
     }
     if let Err(FieldError { field, problem }) = job.request().validate() {
-        let (mut shown, rest) = file_field(job, &field);
-        let path = match rest.as_slice() {
-            [Step::Key(section), Step::Key(name)] if section == "resources" => {
-                let (path, inherited) = resource_path(&job.name, own, defaults, name);
-                if let Some(Step::Key(spelled)) = path.last() {
-                    shown = format!("resources.{spelled}");
-                }
-                if inherited {
-                    shown.push_str(" (the workflow's default)");
-                }
-                path
-            }
-            _ => job_path(&job.name, rest),
-        };
-        return Err(places.at(
-            &path,
-            Problem::Request {
-                job: job.name.clone(),
-                field: shown,
-                problem,
-            },
-        ));
+        return Err(request_error(places, job, own, defaults, &field, problem));
     }
     if let (Some(asked), Some(max)) = (job.resources.gpu_count, limits.max_gpus_per_node) {
         if asked > u64::from(max) {

@@ -144,6 +144,15 @@ impl Workflow {
         self.index.get(name).map(|&i| &self.jobs[i])
     }
 
+    /// A node's refusal of job `job`'s request (`field` as
+    /// [`joblet_core::JobRequest::validate`] names fields: more CPU or
+    /// memory than the node offers, a runtime it lacks) as an error at the
+    /// key of `text` that asked for it. `text` is the file this workflow
+    /// was read from.
+    pub fn refusal(&self, text: &str, job: &Job, field: &str, problem: String) -> FormatError {
+        check::refusal(self, text, job, field, problem)
+    }
+
     pub(crate) fn graph(&self) -> &Graph {
         &self.graph
     }
