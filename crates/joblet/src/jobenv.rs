@@ -1,6 +1,8 @@
 //! The environment a job starts with: a small clean base (no daemon
-//! variables leak in), then its runtime's `environment`, then the user's
-//! `--env`, then `--secret-env`.
+//! variables leak in; a workflow's job also gets `JOBLET_WORKFLOW_ID`,
+//! `JOBLET_WORKFLOW_JOB`, `JOBLET_WORKFLOW_ATTEMPT` and, when its run has a
+//! shared volume, `JOBLET_WORKFLOW_SHARED`), then its runtime's
+//! `environment`, then the user's `--env`, then `--secret-env`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,6 +24,14 @@ pub fn build(
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ("JOBLET_JOB_ID".to_owned(), id.to_string()),
     ]);
+    if let Some(wf) = &spec.workflow {
+        env.insert("JOBLET_WORKFLOW_ID".into(), wf.id.clone());
+        env.insert("JOBLET_WORKFLOW_JOB".into(), wf.job.clone());
+        env.insert("JOBLET_WORKFLOW_ATTEMPT".into(), wf.attempt.to_string());
+        if let Some(shared) = &wf.shared {
+            env.insert("JOBLET_WORKFLOW_SHARED".into(), shared.clone());
+        }
+    }
     if let Some(r) = runtime {
         env.extend(r.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
@@ -56,5 +66,31 @@ mod tests {
         assert_eq!(env["TOKEN"], "t");
         assert_eq!(env["HOME"], "/w");
         assert!(!env.contains_key("RUST_LOG"));
+        assert!(!env.contains_key("JOBLET_WORKFLOW_ID"));
+    }
+
+    #[test]
+    fn a_workflow_job_knows_its_run_job_attempt_and_shared_volume() {
+        let id = JobId::parse("00000000-0000-4000-8000-000000000001").unwrap();
+        let (mut spec, _) = joblet_core::JobRequest {
+            command: "x".into(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+        spec.workflow = Some(joblet_core::WorkflowJobRef {
+            id: "3f2a9c1e-0000-4000-8000-000000000009".into(),
+            job: "model-training".into(),
+            attempt: 2,
+            shared: Some("/volumes/wf-3f2a9c1e".into()),
+        });
+        let env = build(&id, &spec, &BTreeMap::new(), Path::new("/work"), None);
+        assert_eq!(
+            env["JOBLET_WORKFLOW_ID"],
+            "3f2a9c1e-0000-4000-8000-000000000009"
+        );
+        assert_eq!(env["JOBLET_WORKFLOW_JOB"], "model-training");
+        assert_eq!(env["JOBLET_WORKFLOW_ATTEMPT"], "2");
+        assert_eq!(env["JOBLET_WORKFLOW_SHARED"], "/volumes/wf-3f2a9c1e");
     }
 }

@@ -22,6 +22,9 @@
 //!   carries the core's effects out through the store and the node agent
 //!   ([`agent`]), which runs placed jobs on this node.
 //!
+//! [`workflow`] drives workflow runs: a task around `joblet-workflow`'s
+//! pure core that submits each job attempt through the job service.
+//!
 //! [`gpu`] holds the node's GPU state (discovery, monitor, allocation on the
 //! node, GPU sandbox edits); [`storage`] its runtimes and volumes;
 //! [`commands`] the one-shot `joblet discover`,
@@ -48,3 +51,4 @@ pub mod state_dir;
 pub mod storage;
 pub mod tls;
 pub mod uploads;
+pub mod workflow;

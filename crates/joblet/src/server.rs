@@ -10,19 +10,20 @@ use joblet_gpu::exec::SharingMode;
 use joblet_store::Store;
 use tokio::net::TcpListener;
 
-use crate::agent::{AgentConfig, LocalAgent};
+use crate::agent::{AgentConfig, LocalAgent, NodeAgent};
 use crate::config::Config;
 use crate::engine::{Engine, EngineConfig};
 use crate::gpu::allocation::NodeGpus;
 use crate::gpu::node_spec::sched_config;
 use crate::gpu::simulate::Simulation;
-use crate::grpc::{GpuApi, JobApi, RuntimeApi, VolumeApi};
+use crate::grpc::{GpuApi, JobApi, RuntimeApi, VolumeApi, WorkflowApi};
 use crate::node_facts::NodeFacts;
 use crate::sandbox::NodeSandbox;
-use crate::service::{Admission, Audit, Gpus, Jobs, Runtimes, Volumes};
+use crate::service::{Admission, Audit, Gpus, Jobs, Runtimes, Volumes, Workflows};
 use crate::state_dir::{self, StateDir};
 use crate::storage::{NodeRuntimes, NodeStorage, NodeVolumes};
 use crate::tls;
+use crate::workflow::WorkflowHandle;
 
 /// What this node enforces: the limits its sandbox can apply (none when
 /// jobs run unisolated), GPUs when GPU jobs are on (they need the sandbox's
@@ -138,7 +139,11 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         gpu_sharing: cfg.gpu.sharing != SharingMode::Exclusive,
         default_gpu_time: (!cfg.gpu.default_gpu_time.is_zero()).then_some(cfg.gpu.default_gpu_time),
     };
-    let capacity = crate::agent::capacity::detect(Path::new("/proc"), cfg.jobs.max_running);
+    let capacity = crate::agent::capacity::detect(
+        Path::new("/proc"),
+        cfg.jobs.max_running,
+        cfg.jobs.cpu_capacity,
+    );
     tracing::info!(cpu_millis = ?capacity.cpu_millis, memory_mb = ?capacity.memory_mb, max_jobs = ?capacity.max_jobs, "node capacity for jobs");
     let facts = NodeFacts::detect(Path::new("/sys"));
     tracing::info!(job_cpus = ?facts.job_cpus().map(|c| joblet_core::parse::format_cpu_list(&c)), arg_max = ?facts.arg_max, max_arg_strlen = ?facts.max_arg_strlen, "what admission checks jobs against");
@@ -158,6 +163,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             .clone()
             .map(|s| s as Arc<dyn crate::agent::mounts::NodeMounts>),
     });
+    let max_gpus_per_node = u32::try_from(agent.node().gpus.len()).unwrap_or(u32::MAX);
     let engine = Engine::start(
         store.clone(),
         dirs.clone(),
@@ -210,6 +216,23 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         Admission::new(&cfg, caps, facts),
         storage.clone(),
     ));
+    // After the engine's recovery: the driver hears of jobs' ends from it.
+    let driver = WorkflowHandle::start(
+        store.clone(),
+        jobs.clone(),
+        dirs.clone(),
+        cfg.sandbox.enabled,
+    )
+    .await;
+    let workflow_api = WorkflowApi::new(Workflows::new(
+        store.clone(),
+        jobs.clone(),
+        storage.clone(),
+        driver,
+        max_gpus_per_node,
+        cfg.workflows.shared_volume_mb,
+        crate::clock::now_ms,
+    ));
     let runtime_api = RuntimeApi::new(Runtimes::new(storage.clone(), store.clone(), jobs.clone()));
     let volume_api = VolumeApi::new(Volumes::new(
         storage,
@@ -237,6 +260,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
                 .max_decoding_message_size(RUNTIME_BUILD_MESSAGE_BYTES),
         )
         .add_service(joblet_proto::VolumeServiceServer::new(volume_api))
+        .add_service(joblet_proto::WorkflowServiceServer::new(workflow_api))
         .serve_with_incoming_shutdown(incoming, shutdown_signal())
         .await
         .context("gRPC server failed")?;

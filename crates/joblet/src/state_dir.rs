@@ -89,6 +89,10 @@ impl StateDir {
     pub fn job(&self, id: &joblet_core::JobId) -> PathBuf {
         self.jobs().join(id.as_str())
     }
+    /// Where workflow runs keep their uploaded files: `workflows/ID/files`.
+    pub fn workflow(&self, id: &str) -> PathBuf {
+        self.root.join("workflows").join(id)
+    }
     pub fn client_config(&self) -> PathBuf {
         self.root.join(joblet_proto::client_file::FILE_NAME)
     }

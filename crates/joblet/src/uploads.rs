@@ -41,6 +41,9 @@ pub enum UploadStreamError {
     /// Something other than file data followed the job.
     #[error("only file data may follow the job in SubmitJob")]
     NotData,
+    /// Something other than file data followed the workflow.
+    #[error("only file data may follow the workflow in RunWorkflow")]
+    WorkflowNotData,
 }
 
 /// The chunks of an upload's file data, in manifest order (empty chunks

@@ -32,6 +32,7 @@ pub struct Config {
     pub logging: LoggingConfig,
     pub runtimes: RuntimesConfig,
     pub volumes: VolumesConfig,
+    pub workflows: WorkflowsConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -59,6 +60,12 @@ pub struct JobsConfig {
     /// Jobs running at once; the rest wait in the queue (FIFO).
     #[serde(deserialize_with = "de_max_running")]
     pub max_running: usize,
+    /// The CPUs the scheduler shares out to jobs' `--max-cpu` and
+    /// `--cpu-cores`; 0 = the CPUs the daemon may run on. More than the
+    /// node has oversubscribes them: `--max-cpu` stays each job's ceiling
+    /// (`cpu.max`), and jobs share the CPUs there are (a simulated 8-GPU
+    /// server on a small machine, or CPU-light jobs that ask for much).
+    pub cpu_capacity: u32,
     /// Who jobs run as: a user name from the host's passwd, `UID` or `UID:GID`.
     pub user: String,
     /// Lets `jobs.user` be root (uid 0). Off: a root job is a config error.
@@ -230,6 +237,24 @@ pub struct RuntimesConfig {
     pub dir: Option<PathBuf>,
 }
 
+/// Workflows (`rnx workflow run`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkflowsConfig {
+    /// The size in MiB of the volume each run gets to hand files from job
+    /// to job (`$JOBLET_WORKFLOW_SHARED`, an ext4 image like
+    /// `rnx volume create`); 0 = runs get none.
+    pub shared_volume_mb: u64,
+}
+
+impl Default for WorkflowsConfig {
+    fn default() -> Self {
+        WorkflowsConfig {
+            shared_volume_mb: 1024,
+        }
+    }
+}
+
 /// Volumes (`--volume`): named storage that outlives jobs.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -276,6 +301,7 @@ impl Default for Config {
             logging: LoggingConfig::default(),
             runtimes: RuntimesConfig::default(),
             volumes: VolumesConfig::default(),
+            workflows: WorkflowsConfig::default(),
         }
     }
 }
@@ -296,6 +322,7 @@ impl Default for JobsConfig {
             default_timeout: Duration::ZERO,
             stop_grace_period: Duration::from_secs(10),
             max_running: 64,
+            cpu_capacity: 0,
             user: "nobody".into(),
             allow_root: false,
             pids_max: 1024,

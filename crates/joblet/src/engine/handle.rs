@@ -58,6 +58,23 @@ impl EngineHandle {
         .await
     }
 
+    /// Refuses `specs` as [`EngineHandle::submit`] would if the node could
+    /// never run one (more CPU, memory or GPUs than it offers), naming the
+    /// index of the first; records nothing.
+    pub async fn check(&self, owner: String, specs: Vec<JobSpec>) -> Result<(), (usize, ApiError)> {
+        let (reply, rx) = oneshot::channel();
+        let shutting = |_| (0, ApiError::ShuttingDown);
+        self.tx
+            .send(Msg::Check {
+                owner,
+                specs,
+                reply,
+            })
+            .await
+            .map_err(shutting)?;
+        rx.await.map_err(|_| (0, ApiError::ShuttingDown))?
+    }
+
     /// Stops (SIGTERM, then SIGKILL after `grace`) or kills a job; a job
     /// that has not started yet is taken off the queue.
     pub async fn stop(

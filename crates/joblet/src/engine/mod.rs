@@ -60,6 +60,13 @@ enum Msg {
         work: Option<PathBuf>,
         reply: Reply<JobRecord>,
     },
+    /// Would the node ever run these jobs? Nothing is recorded. The
+    /// error names the index of the first it would not.
+    Check {
+        owner: String,
+        specs: Vec<JobSpec>,
+        reply: oneshot::Sender<Result<(), (usize, ApiError)>>,
+    },
     Stop {
         id: JobId,
         grace: Option<Duration>,
@@ -187,6 +194,17 @@ impl<A: NodeAgent> Engine<A> {
                 reply,
             } => {
                 let _ = reply.send(self.submit(owner, *spec, secrets, work));
+            }
+            Msg::Check {
+                owner,
+                specs,
+                reply,
+            } => {
+                let checked = specs
+                    .iter()
+                    .enumerate()
+                    .try_for_each(|(i, spec)| self.check(&owner, spec).map_err(|e| (i, e)));
+                let _ = reply.send(checked);
             }
             Msg::Stop {
                 id,

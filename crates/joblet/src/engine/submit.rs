@@ -84,6 +84,15 @@ impl<A: NodeAgent> Engine<A> {
         Ok(rec)
     }
 
+    /// Whether `spec` could ever run on this node ([`Engine::admit`]),
+    /// with nothing recorded or reserved (a workflow's jobs are checked so
+    /// before it is accepted).
+    pub(super) fn check(&self, owner: &str, spec: &JobSpec) -> Result<(), ApiError> {
+        let id = JobId::parse("00000000-0000-4000-8000-000000000000")?;
+        let sub = Submission::of(id, owner, spec, &self.cfg.rules);
+        self.admit(&sub, spec)
+    }
+
     /// Refuses what could never run on this node: more CPU or memory than
     /// it offers, GPUs it does not have (the node agent's word).
     fn admit(&self, sub: &Submission, spec: &JobSpec) -> Result<(), ApiError> {
@@ -121,7 +130,7 @@ fn host_refusal(why: &Unplaceable, spec: &JobSpec) -> Option<FieldError> {
             Some(FieldError::new(
                 field,
                 format!(
-                    "the job asks for {}% of a CPU but this node offers {}% to jobs; ask for at most {}% (--max-cpu) or fewer cores (--cpu-cores)",
+                    "the job asks for {}% of a CPU but this node offers {}% to jobs; ask for at most {}% (--max-cpu) or fewer cores (--cpu-cores), or an admin can raise jobs.cpu_capacity",
                     asked_millis / 10,
                     largest_millis / 10,
                     largest_millis / 10

@@ -10,6 +10,7 @@ mod jobs;
 mod runtimes;
 pub mod status;
 mod volumes;
+mod workflows;
 
 use tonic::Request;
 
@@ -17,6 +18,7 @@ pub use gpus::GpuApi;
 pub use jobs::JobApi;
 pub use runtimes::RuntimeApi;
 pub use volumes::VolumeApi;
+pub use workflows::WorkflowApi;
 
 use crate::service::{ApiError, Caller, IdentityError};
 use crate::tls::PeerInfo;

@@ -9,11 +9,12 @@ use crate::service::{ApiError, LogError};
 /// The status code of an [`ApiError`].
 pub fn code(e: &ApiError) -> Code {
     match e {
-        ApiError::InvalidField(_) => Code::InvalidArgument,
+        ApiError::InvalidField(_) | ApiError::InvalidWorkflow(_) => Code::InvalidArgument,
         ApiError::JobRef(PrefixError::NotFound(_)) => Code::NotFound,
         ApiError::JobRef(_) => Code::InvalidArgument,
         ApiError::Unsupported(_)
         | ApiError::WrongState { .. }
+        | ApiError::WorkflowState { .. }
         | ApiError::NotAllowed { .. }
         | ApiError::GpusDisabled
         | ApiError::GpuRequest(_)

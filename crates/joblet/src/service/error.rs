@@ -84,6 +84,17 @@ pub enum ApiError {
     /// mkfs); nothing was left half-done, and the text says why.
     #[error("{0}")]
     NodeCannot(String),
+    /// A workflow file that is not acceptable: the text names the file,
+    /// line and column and the accepted form.
+    #[error("{0}")]
+    InvalidWorkflow(String),
+    /// A workflow in a state where the call makes no sense.
+    #[error("workflow {id} is {state}: {hint}")]
+    WorkflowState {
+        id: String,
+        state: String,
+        hint: &'static str,
+    },
     /// The daemon is shutting down or restarting.
     #[error("the joblet daemon is shutting down; retry in a moment")]
     ShuttingDown,
@@ -115,6 +126,13 @@ pub fn store_error(e: StoreError) -> ApiError {
         StoreError::Transition { id, source } => ApiError::Transition {
             id: id.to_string(),
             source,
+        },
+        e @ StoreError::WorkflowNotFound(_) => ApiError::NotFound(e.to_string()),
+        StoreError::WorkflowRef(why) => FieldError::new("workflow_id", why).into(),
+        StoreError::WorkflowNotFinished { id, state } => ApiError::WorkflowState {
+            id,
+            state,
+            hint: "stop it first (`rnx workflow stop`) and let its jobs end",
         },
         other => ApiError::Internal(other.to_string()),
     }

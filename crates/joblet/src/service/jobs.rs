@@ -196,6 +196,102 @@ impl Jobs {
         }
     }
 
+    /// An attempt of a workflow's job, for the workflow driver: `req` is
+    /// the job as the file asks for it, checked as any job's request is
+    /// and run as the workflow's owner; `work` (a staged copy of the
+    /// workflow's files) becomes its `/work`, and is removed if the job is
+    /// refused. The reference to the run is recorded with the job, in the
+    /// same commit.
+    pub(crate) async fn submit_workflow_job(
+        &self,
+        owner: &str,
+        req: &JobRequest,
+        workflow: joblet_core::WorkflowJobRef,
+        work: Option<std::path::PathBuf>,
+    ) -> Result<JobRecord, ApiError> {
+        let discard = |work: &Option<std::path::PathBuf>| {
+            if let Some(dir) = work {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        };
+        let (mut spec, secrets) = match self.admission.accept(req) {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                discard(&work);
+                return Err(e);
+            }
+        };
+        spec.workflow = Some(workflow);
+        let caller = Caller {
+            name: owner.to_owned(),
+            role: Role::Admin,
+        };
+        let _gate = match self.admit_mounts(&caller, &mut spec).await {
+            Ok(gate) => gate,
+            Err(e) => {
+                discard(&work);
+                return Err(e);
+            }
+        };
+        self.engine
+            .submit(owner.to_owned(), spec, secrets, work)
+            .await
+    }
+
+    /// Whether this node would take each of `reqs` from `caller`: its
+    /// fields, what the node enforces, its runtime and volumes, and CPU,
+    /// memory and GPUs it could ever offer (a workflow's jobs are checked
+    /// so before anything of it runs). Requests that are equal are checked
+    /// once. The error names the index of the first refused.
+    pub(crate) async fn check_requests(
+        &self,
+        caller: &Caller,
+        reqs: &[JobRequest],
+    ) -> Result<(), (usize, ApiError)> {
+        let mut seen = std::collections::HashSet::new();
+        let mut specs = Vec::new();
+        let mut at = Vec::new();
+        for (i, req) in reqs.iter().enumerate() {
+            if !seen.insert(req) {
+                continue;
+            }
+            let (mut spec, _) = self.admission.accept(req).map_err(|e| (i, e))?;
+            if let Some(storage) = self.storage.as_deref() {
+                if spec.runtime.is_some() || !spec.volumes.is_empty() {
+                    super::mounts::admit(storage, caller, &mut spec).map_err(|e| (i, e))?;
+                }
+            }
+            specs.push(spec);
+            at.push(i);
+        }
+        self.engine
+            .check(caller.name.clone(), specs)
+            .await
+            .map_err(|(k, e)| (at.get(k).copied().unwrap_or(0), e))
+    }
+
+    /// The node's state directory.
+    pub(crate) fn dirs(&self) -> &StateDir {
+        &self.dirs
+    }
+
+    /// The node's admission rules (upload limits).
+    pub(crate) fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    /// The store's record of `id`, with no role check (for the workflow
+    /// driver and views that checked already).
+    pub(crate) fn record(&self, id: &JobId) -> Result<Option<JobRecord>, ApiError> {
+        self.store.get(id).map_err(store_error)
+    }
+
+    /// The engine's handle (the workflow driver stops and deletes jobs
+    /// through it).
+    pub(crate) fn engine(&self) -> &EngineHandle {
+        &self.engine
+    }
+
     /// RunJob and RunJobFollow: the caller may run jobs, the request
     /// uploads nothing and is acceptable. Returns the owner, spec and
     /// secrets.

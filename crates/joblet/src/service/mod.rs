@@ -3,11 +3,12 @@
 //! gRPC handlers ([`crate::grpc`]) and any later transport only translate
 //! into these calls and out of their results.
 //!
-//! Five services, one per area: [`Jobs`] (run, submit, status, list, logs,
+//! Six services, one per area: [`Jobs`] (run, submit, status, list, logs,
 //! stop, kill, delete, whoami), [`Audit`] (the GPU audit log), [`Gpus`]
 //! (status, health, drain / offline / online), [`Runtimes`] (list, info,
-//! install, build, remove, test) and [`Volumes`] (create, list, inspect,
-//! remove, share). Each method takes the
+//! install, build, remove, test), [`Volumes`] (create, list, inspect,
+//! remove, share) and [`Workflows`] (run or validate, status, list, stop,
+//! delete). Each method takes the
 //! [`Caller`] and domain values, checks the caller's role first
 //! ([`Access`]), and returns domain values ([`joblet_core::record`],
 //! [`GpuStatus`], a [`LogStream`]) or an [`ApiError`].
@@ -25,6 +26,8 @@ pub mod logs;
 mod mounts;
 mod runtimes;
 mod volumes;
+mod workflow_view;
+mod workflows;
 
 pub use admission::Admission;
 pub use audit::{Audit, AuditQuery};
@@ -35,6 +38,8 @@ pub use jobs::{JobFilter, Jobs, Submission, WhoAmI};
 pub use logs::{LogError, LogStream};
 pub use runtimes::{RuntimeInfo, Runtimes};
 pub use volumes::{VolumeInfo, Volumes};
+pub use workflow_view::{WorkflowInfo, WorkflowJobInfo};
+pub use workflows::{shared_volume_name, WorkflowSubmission, Workflows};
 
 #[cfg(test)]
 mod tests;
