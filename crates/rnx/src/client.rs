@@ -18,6 +18,7 @@ pub type Client = JobServiceClient<Channel>;
 pub type GpuClient = joblet_proto::GpuServiceClient<Channel>;
 pub type RuntimeClient = joblet_proto::pb::runtime_service_client::RuntimeServiceClient<Channel>;
 pub type VolumeClient = joblet_proto::pb::volume_service_client::VolumeServiceClient<Channel>;
+pub type WorkflowClient = joblet_proto::WorkflowServiceClient<Channel>;
 
 /// Why there is no connection to the node.
 #[derive(Debug, thiserror::Error)]

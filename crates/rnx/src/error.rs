@@ -41,6 +41,30 @@ pub enum Error {
     /// An `--upload` path that cannot be sent.
     #[error(transparent)]
     Upload(#[from] crate::upload::UploadError),
+    /// A workflow file that cannot be read.
+    #[error("cannot read workflow file {path}: {source}")]
+    WorkflowFile {
+        path: std::path::PathBuf,
+        source: io::Error,
+    },
+    /// A workflow file that does not check: `file:line:col: message`.
+    #[error(transparent)]
+    WorkflowFormat(Box<joblet_workflow::FormatError>),
+    /// `rnx workflow logs ID JOB` with a JOB the workflow does not have.
+    #[error("workflow {workflow} has no job {job:?}; its jobs: {}", .names.join(", "))]
+    UnknownWorkflowJob {
+        workflow: String,
+        job: String,
+        names: Vec<String>,
+    },
+    /// `rnx workflow logs ID JOB` for a job with no job yet.
+    #[error("job {job} of workflow {workflow} has no output: it is {state} and has not been submitted{}", .reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    WorkflowJobNotStarted {
+        workflow: String,
+        job: String,
+        state: String,
+        reason: Option<String>,
+    },
     /// A `rnx runtime build` directory that cannot be sent.
     #[error(transparent)]
     BuildFiles(#[from] crate::runtime_files::BuildFilesError),

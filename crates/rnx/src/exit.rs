@@ -4,12 +4,13 @@
 //! | code | meaning |
 //! |------|---------|
 //! | 0    | success |
-//! | 1    | the node refused or failed the request |
+//! | 1    | the node refused or failed the request; `rnx workflow run --follow`: the workflow ended FAILED, STOPPED or CANCELED |
 //! | 2    | usage error: a bad flag or value (clap's own code) |
 //! | 3    | cannot connect to the node, or the TLS handshake failed |
 //! | 4    | the client config file is missing or invalid |
 //! | N    | `rnx job run --follow`, `rnx runtime test`: the job's own exit code |
 //! | 125  | `rnx job run --follow`, `rnx runtime test`: the job ended without an exit code |
+//! | 130  | `rnx workflow run --follow` interrupted (Ctrl-C): the workflow keeps running |
 
 use crate::error::Error;
 use crate::follow::FollowError;
@@ -20,11 +21,18 @@ pub const USAGE: u8 = 2;
 pub const CONNECT: u8 = 3;
 pub const CONFIG: u8 = 4;
 pub const JOB_WITHOUT_EXIT_CODE: u8 = 125;
+/// Following was interrupted (128 + SIGINT, as a shell reports it).
+pub const INTERRUPTED: u8 = 130;
 
 /// The exit code for an error.
 pub fn for_error(e: &Error) -> u8 {
     match e {
-        Error::InvalidRequest { .. } | Error::Upload(_) | Error::BuildFiles(_) => USAGE,
+        Error::InvalidRequest { .. }
+        | Error::Upload(_)
+        | Error::BuildFiles(_)
+        | Error::WorkflowFile { .. }
+        | Error::WorkflowFormat(_) => USAGE,
+        Error::UnknownWorkflowJob { .. } | Error::WorkflowJobNotStarted { .. } => REFUSED,
         Error::Config(_) => CONFIG,
         Error::Connect(c) if c.is_config_problem() => CONFIG,
         Error::Connect(_) => CONNECT,

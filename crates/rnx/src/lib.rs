@@ -6,7 +6,10 @@
 //! the config file and node) → [`commands`] (connect with [`client`], call
 //! the node) → [`printer`] (the one place that writes results, as text or
 //! JSON) → [`exit`] (documented exit codes). [`follow`] copies job output
-//! exactly once across reconnects.
+//! exactly once across reconnects. `rnx workflow` reads and checks its file
+//! locally with `joblet-workflow` (in [`settings`]), decides what to upload
+//! in [`workflow_uploads`], and shows runs through [`workflow_view`] (JSON)
+//! and [`workflow_text`] (text).
 //!
 //! rnx talks to the daemon only through the gRPC API in `joblet-proto`; it
 //! must not depend on the daemon's crates (store, shim) or read its files
@@ -30,6 +33,9 @@ pub mod table;
 pub mod upload;
 pub mod view;
 pub mod volume_view;
+pub mod workflow_text;
+pub mod workflow_uploads;
+pub mod workflow_view;
 
 use args::Cli;
 use config::LookupEnv;

@@ -48,6 +48,11 @@ pub fn list_limit(s: &str) -> Result<i64, String> {
     whole_number(s, i64::from(u32::MAX), "jobs; 0 = all")
 }
 
+/// `rnx workflow list --limit`.
+pub fn workflow_list_limit(s: &str) -> Result<i64, String> {
+    whole_number(s, i64::from(u32::MAX), "workflows; 0 = all")
+}
+
 fn size_mb(s: &str, max: i64) -> Result<i64, String> {
     let mb = parse::parse_size_mb(s).map_err(expected)?;
     i64::try_from(mb)
@@ -373,6 +378,17 @@ impl TypedValueParser for Clipped {
 /// A job id or a unique prefix of one.
 pub fn job_ref(s: &str) -> Result<String, String> {
     joblet_core::id::check_prefix(s).map_err(|e| e.to_string())?;
+    Ok(s.to_ascii_lowercase())
+}
+
+/// A workflow id or a prefix of one: hex digits and `-`, as job ids.
+pub fn workflow_ref(s: &str) -> Result<String, String> {
+    joblet_core::id::check_prefix(s).map_err(|_| {
+        format!(
+            "invalid workflow id {:?}: expected a workflow id or a unique prefix of one, hex digits and '-' (see `rnx workflow list`)",
+            joblet_core::text::clip(s)
+        )
+    })?;
     Ok(s.to_ascii_lowercase())
 }
 

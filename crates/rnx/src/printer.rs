@@ -14,6 +14,8 @@ use crate::gpu_view::{self, GpuHealthView, GpuNodeView, GpuView};
 use crate::runtime_view::{self, InstalledView, RuntimeView};
 use crate::view::{command_line, rfc3339, JobView, WhoAmIView};
 use crate::volume_view::{self, VolumeChange, VolumeView};
+use crate::workflow_text;
+use crate::workflow_view::{WorkflowDeletedView, WorkflowView};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -247,6 +249,146 @@ impl<W: Write> Printer<W> {
         }
     }
 
+    /// `workflow run`: the DAG view and where to look next.
+    pub fn workflow_started(&mut self, w: &WorkflowView, now: UnixMillis) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(w),
+            Format::Human => {
+                workflow_text::write_status(&mut self.out, w, false, now)?;
+                if let Some(id) = &w.id {
+                    writeln!(self.out)?;
+                    writeln!(self.out, "{}", workflow_text::next_steps(id))?;
+                }
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `workflow run --follow` before its first change: the DAG view (with
+    /// `--json`, nothing: the one JSON document comes at the end).
+    pub fn workflow_following(&mut self, w: &WorkflowView, now: UnixMillis) -> io::Result<()> {
+        match self.format {
+            Format::Json => Ok(()),
+            Format::Human => {
+                workflow_text::write_status(&mut self.out, w, false, now)?;
+                writeln!(self.out)?;
+                writeln!(
+                    self.out,
+                    "Following until it ends (Ctrl-C stops following; the workflow keeps running):"
+                )?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `workflow status`, and the last view of `workflow run --follow`.
+    pub fn workflow_status(
+        &mut self,
+        w: &WorkflowView,
+        detail: bool,
+        now: UnixMillis,
+    ) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(w),
+            Format::Human => {
+                workflow_text::write_status(&mut self.out, w, detail, now)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// The end of `workflow run --follow`: the workflow as it ended.
+    pub fn workflow_followed(&mut self, w: &WorkflowView, now: UnixMillis) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(w),
+            Format::Human => {
+                writeln!(self.out)?;
+                workflow_text::write_status(&mut self.out, w, false, now)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// One job change of `workflow run --follow`. With `--json` it goes to
+    /// stderr, so stdout holds only the final JSON document.
+    pub fn workflow_change(&mut self, line: &str) -> io::Result<()> {
+        match self.format {
+            Format::Json => {
+                let mut err = io::stderr().lock();
+                writeln!(err, "{line}")?;
+                err.flush()
+            }
+            Format::Human => {
+                writeln!(self.out, "{line}")?;
+                self.out.flush()
+            }
+        }
+    }
+
+    pub fn workflow_list(&mut self, ws: &[WorkflowView], now: UnixMillis) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(ws),
+            Format::Human => {
+                workflow_text::write_list(&mut self.out, ws, now)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `workflow validate`: the node's answer as JSON, or the checked file
+    /// `local` by level (`file` as the user named it).
+    pub fn workflow_validated(
+        &mut self,
+        answer: &WorkflowView,
+        file: &str,
+        local: &joblet_workflow::Workflow,
+    ) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(answer),
+            Format::Human => {
+                workflow_text::write_validated(&mut self.out, file, local)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `workflow stop`: what was done and the state the node reported.
+    pub fn workflow_stopped(&mut self, w: &WorkflowView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(w),
+            Format::Human => {
+                let id = w.id.as_deref().unwrap_or("-");
+                if w.ended() {
+                    writeln!(self.out, "workflow {id}: {}", w.state)?;
+                } else {
+                    writeln!(
+                        self.out,
+                        "workflow {id}: stop requested: running jobs are stopped, waiting ones canceled (state: {}, {}/{} jobs done)",
+                        w.state,
+                        w.jobs_done(),
+                        w.jobs.len()
+                    )?;
+                }
+                self.out.flush()
+            }
+        }
+    }
+
+    pub fn workflow_deleted(&mut self, d: &WorkflowDeletedView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(d),
+            Format::Human => {
+                let jobs = if d.jobs_deleted == 1 { "job" } else { "jobs" };
+                writeln!(
+                    self.out,
+                    "workflow {} deleted, with {} {jobs}",
+                    d.id, d.jobs_deleted
+                )?;
+                self.out.flush()
+            }
+        }
+    }
+
     pub fn whoami(&mut self, who: &WhoAmIView) -> io::Result<()> {
         match self.format {
             Format::Json => self.json(who),
@@ -287,6 +429,15 @@ pub fn write_status(
     writeln!(o, "Status: {}", job.state)?;
     writeln!(o, "Command: {}", command_line(&job.command, &job.args))?;
     writeln!(o, "Owner: {}", job.owner)?;
+    if let Some(wf) = &job.workflow_id {
+        let mut line = format!("Workflow: {wf}");
+        match (&job.workflow_job, job.workflow_attempt) {
+            (Some(name), Some(a)) => line.push_str(&format!(" (job {name}, attempt {a})")),
+            (Some(name), None) => line.push_str(&format!(" (job {name})")),
+            _ => {}
+        }
+        writeln!(o, "{line}")?;
+    }
     if let Some(created) = job.created_unix_ms {
         writeln!(o, "Created: {}", rfc3339(created))?;
     }
@@ -483,45 +634,34 @@ fn write_gpus(o: &mut dyn Write, job: &JobView) -> io::Result<()> {
     Ok(())
 }
 
-/// The human `job list` table.
+/// The human `job list` table; a WORKFLOW column (`1a2b3c4d/train#1`)
+/// when some job is part of a workflow.
 pub fn write_list(o: &mut dyn Write, jobs: &[JobView]) -> io::Result<()> {
-    let header = ["ID", "STATUS", "EXIT", "OWNER", "CREATED", "COMMAND"];
-    let rows: Vec<[String; 6]> = jobs
+    let workflows = jobs.iter().any(|j| j.workflow_id.is_some());
+    let mut header = vec!["ID", "STATUS", "EXIT", "OWNER", "CREATED"];
+    if workflows {
+        header.push("WORKFLOW");
+    }
+    header.push("COMMAND");
+    let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
-            [
+            let mut row = vec![
                 j.id.chars().take(8).collect(),
                 j.state.clone(),
                 j.exit_code
                     .map_or_else(|| "-".to_owned(), |c| c.to_string()),
                 j.owner.clone(),
                 j.created_unix_ms.map_or_else(|| "-".to_owned(), rfc3339),
-                command_line(&j.command, &j.args),
-            ]
+            ];
+            if workflows {
+                row.push(j.workflow_ref().unwrap_or_else(|| "-".to_owned()));
+            }
+            row.push(command_line(&j.command, &j.args));
+            row
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut line = |cells: [&str; 6]| -> io::Result<()> {
-        let mut s = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(cell);
-            } else {
-                s.push_str(&format!("{cell:<w$}  ", w = widths[i]));
-            }
-        }
-        writeln!(o, "{}", s.trim_end())
-    };
-    line(header)?;
-    for row in &rows {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]])?;
-    }
-    Ok(())
+    crate::table::write(o, &header, &rows)
 }
 
 #[cfg(test)]
@@ -585,6 +725,9 @@ mod tests {
             ended_unix_ms: T0 + 1_500 + 330_000,
             timeout_seconds: 3600,
             timeout_ms: 3_600_000,
+            workflow_id: String::new(),
+            workflow_job: String::new(),
+            workflow_attempt: 0,
             runtime: "python-3.11-ml@1.0".into(),
             network: "none".into(),
             transitions: vec![
@@ -664,6 +807,43 @@ mod tests {
             human(|p| p.job_list(&[])),
             "ID  STATUS  EXIT  OWNER  CREATED  COMMAND\n"
         );
+    }
+
+    #[test]
+    fn workflow_jobs_name_their_workflow() {
+        let mut in_wf = minimal_running_job();
+        in_wf.workflow_id = "1a2b3c4d-0000-4000-8000-00000000abcd".into();
+        in_wf.workflow_job = "model-training".into();
+        in_wf.workflow_attempt = 2;
+        let jobs = [JobView::from(&in_wf), JobView::from(&sample_job())];
+        let list = human(|p| p.job_list(&jobs));
+        let lines: Vec<&str> = list.lines().collect();
+        assert!(
+            lines[0].contains("  CREATED               WORKFLOW                   COMMAND"),
+            "{list}"
+        );
+        assert!(
+            lines[1].ends_with("1a2b3c4d/model-training#2  sleep 600"),
+            "{list}"
+        );
+        assert!(
+            lines[2].contains("  -                          python"),
+            "{list}"
+        );
+
+        let status = human(|p| p.job_status(&jobs[0], false, T0 + 62_000));
+        assert!(
+            status.contains("Owner: alice\nWorkflow: 1a2b3c4d-0000-4000-8000-00000000abcd (job model-training, attempt 2)\n"),
+            "{status}"
+        );
+        let v = json(|p| p.job_status(&jobs[0], false, 0));
+        assert_eq!(v["workflow_id"], "1a2b3c4d-0000-4000-8000-00000000abcd");
+        assert_eq!(v["workflow_job"], "model-training");
+        assert_eq!(v["workflow_attempt"], 2);
+        let alone = json(|p| p.job_status(&jobs[1], false, 0));
+        assert_eq!(alone["workflow_id"], serde_json::Value::Null);
+        assert_eq!(alone["workflow_attempt"], serde_json::Value::Null);
+        assert!(!human(|p| p.job_status(&jobs[1], false, 0)).contains("Workflow"));
     }
 
     #[test]

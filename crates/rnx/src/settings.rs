@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use joblet_core::gpu::AdminAction;
 use joblet_core::{FieldError, JobRequest, JobState};
 
-use crate::args::{Cli, Command, GpuCommand, JobCommand, RunArgs, RuntimeCommand, VolumeCommand};
+use crate::args::{
+    Cli, Command, GpuCommand, JobCommand, RunArgs, RuntimeCommand, VolumeCommand, WorkflowCommand,
+};
 use crate::config::{self, LookupEnv};
 use crate::error::Error;
 use crate::follow::ReconnectPolicy;
@@ -51,6 +53,7 @@ pub enum Action {
     Gpu(GpuAction),
     Runtime(RuntimeAction),
     Volume(VolumeAction),
+    Workflow(WorkflowAction),
     /// `rnx audit`.
     Audit {
         since: Option<crate::parsers::Since>,
@@ -131,6 +134,72 @@ pub enum VolumeAction {
         name: String,
         shared: bool,
     },
+}
+
+/// `rnx workflow ...`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkflowAction {
+    Run {
+        file: Box<WorkflowFile>,
+        follow: bool,
+    },
+    Validate {
+        file: Box<WorkflowFile>,
+    },
+    Status {
+        id: String,
+        detail: bool,
+    },
+    List {
+        limit: i64,
+    },
+    Logs {
+        id: String,
+        /// Only this job of the workflow.
+        job: Option<String>,
+    },
+    Stop {
+        id: String,
+    },
+    Delete {
+        id: String,
+    },
+}
+
+/// A workflow file, read and checked here so its mistakes show before any
+/// connection is made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowFile {
+    /// As given on the command line.
+    pub path: PathBuf,
+    /// Its file name, as the node is told it.
+    pub name: String,
+    pub yaml: String,
+    pub workflow: joblet_workflow::Workflow,
+}
+
+/// Reads and checks the workflow file at `path`; errors name it as given.
+pub fn workflow_file(path: PathBuf) -> Result<WorkflowFile, Error> {
+    let shown = path.display().to_string();
+    let yaml = std::fs::read_to_string(&path).map_err(|source| Error::WorkflowFile {
+        path: path.clone(),
+        source,
+    })?;
+    let limits = joblet_workflow::Limits {
+        max_gpus_per_node: None,
+    };
+    let workflow = joblet_workflow::Workflow::parse(&yaml, &shown, &limits)
+        .map_err(|e| Error::WorkflowFormat(Box::new(e)))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| shown.clone());
+    Ok(WorkflowFile {
+        path,
+        name,
+        yaml,
+        workflow,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -231,6 +300,28 @@ pub fn action(command: Command) -> Result<Action, Error> {
                 name: a.name,
                 shared: false,
             },
+        }),
+        Command::Workflow(w) => Action::Workflow(match w {
+            WorkflowCommand::Run(a) => WorkflowAction::Run {
+                file: Box::new(workflow_file(a.file)?),
+                follow: a.follow,
+            },
+            WorkflowCommand::Validate(a) => WorkflowAction::Validate {
+                file: Box::new(workflow_file(a.file)?),
+            },
+            WorkflowCommand::Status(a) => WorkflowAction::Status {
+                id: a.id,
+                detail: a.detail,
+            },
+            WorkflowCommand::List(a) => WorkflowAction::List {
+                limit: a.limit.unwrap_or(0),
+            },
+            WorkflowCommand::Logs(a) => WorkflowAction::Logs {
+                id: a.id,
+                job: a.job,
+            },
+            WorkflowCommand::Stop(a) => WorkflowAction::Stop { id: a.id },
+            WorkflowCommand::Delete(a) => WorkflowAction::Delete { id: a.id },
         }),
         Command::Job(job) => match job {
             JobCommand::Run(run) => Action::Run(Box::new(run_settings(&run)?)),

@@ -58,6 +58,13 @@ pub struct JobView {
     pub secret_env: BTreeMap<String, String>,
     pub transitions: Vec<TransitionView>,
     pub log_bytes: u64,
+    /// The workflow run the job is part of (`rnx workflow status ID`);
+    /// `null` for a job run on its own.
+    pub workflow_id: Option<String>,
+    /// Its job name in that workflow's file.
+    pub workflow_job: Option<String>,
+    /// Which attempt of that workflow job it is (1 for the first).
+    pub workflow_attempt: Option<u32>,
 }
 
 /// Resource limits; `null` = not set.
@@ -228,7 +235,28 @@ impl From<&pb::Job> for JobView {
                 })
                 .collect(),
             log_bytes: j.log_bytes,
+            workflow_id: non_empty(&j.workflow_id),
+            workflow_job: non_empty(&j.workflow_id).and(non_empty(&j.workflow_job)),
+            workflow_attempt: (!j.workflow_id.is_empty() && j.workflow_attempt > 0)
+                .then_some(j.workflow_attempt),
         }
+    }
+}
+
+impl JobView {
+    /// `1a2b3c4d/model-training#2`: the workflow (short id), the job's name
+    /// in it and the attempt; `None` for a job run on its own.
+    pub fn workflow_ref(&self) -> Option<String> {
+        let id = self.workflow_id.as_deref()?;
+        let mut s = id.get(..8).unwrap_or(id).to_owned();
+        if let Some(job) = &self.workflow_job {
+            s.push('/');
+            s.push_str(job);
+        }
+        if let Some(a) = self.workflow_attempt {
+            s.push_str(&format!("#{a}"));
+        }
+        Some(s)
     }
 }
 

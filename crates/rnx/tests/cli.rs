@@ -78,6 +78,26 @@ fn help_rnx_volume_create() {
 }
 
 #[test]
+fn help_rnx_workflow() {
+    insta::assert_snapshot!(help(&["workflow", "--help"]));
+}
+
+#[test]
+fn help_rnx_workflow_run() {
+    insta::assert_snapshot!(help(&["workflow", "run", "--help"]));
+}
+
+#[test]
+fn help_rnx_workflow_status() {
+    insta::assert_snapshot!(help(&["workflow", "status", "--help"]));
+}
+
+#[test]
+fn help_rnx_workflow_logs() {
+    insta::assert_snapshot!(help(&["workflow", "logs", "--help"]));
+}
+
+#[test]
 fn version() {
     assert_eq!(
         help(&["--version"]),
@@ -136,6 +156,15 @@ fn usage_errors_exit_2_and_name_the_flag() {
             "invalid value '1XB' for '--size <SIZE>': expected a size like 1GB, 512MB or 16MB",
         ),
         (&["volume", "create", "v"], "--size <SIZE>"),
+        (
+            &["workflow", "status", "wf-1"],
+            "invalid workflow id \"wf-1\": expected a workflow id or a unique prefix of one",
+        ),
+        (&["workflow", "run"], "<FILE>"),
+        (
+            &["workflow", "list", "--limit=-1"],
+            "invalid value '-1' for '--limit <N>'",
+        ),
     ] {
         let out = rnx(args, home.path());
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -166,6 +195,25 @@ fn missing_config_exits_4_and_says_where_to_find_one() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("no node named \"default\""), "{stderr}");
+}
+
+/// A workflow file is checked before the config is looked for: its mistake
+/// is the error, as FILE:LINE:COL, with the usage exit code.
+#[test]
+fn workflow_format_errors_come_first_and_exit_2() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("wf.yaml");
+    std::fs::write(&file, "jobs:\n  a: {command: x, requires: [{b: DONE}]}\n").unwrap();
+    let f = file.to_str().unwrap();
+    let out = rnx(&["workflow", "validate", f], home.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("rnx: error: {f}:2:")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("DONE"), "{stderr}");
+    assert!(out.stdout.is_empty());
 }
 
 #[test]

@@ -21,6 +21,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tonic::{Request, Response, Status};
 
+#[path = "fake_node/workflow.rs"]
+mod workflow;
+
 const JOB_ID: &str = "abc123de-f456-7890-1234-567890abcdef";
 const LOST: &str = "rnx: lost connection to the node; reconnecting…\n";
 
@@ -72,6 +75,8 @@ struct Fake {
     last_create_volume: Mutex<Option<pb::CreateVolumeRequest>>,
     last_remove_volume: Mutex<Option<pb::RemoveVolumeRequest>>,
     last_set_shared: Mutex<Option<pb::SetVolumeSharedRequest>>,
+    /// The fake WorkflowService's state (tests/fake_node/workflow.rs).
+    workflows: workflow::FakeWorkflows,
 }
 
 fn job(state: pb::JobState) -> pb::Job {
@@ -660,11 +665,13 @@ async fn start(fake: Fake) -> Node {
     // raise tonic's default 4 MiB limit the same way.
     let runtimes = RuntimeServiceServer::from_arc(fake.clone()).max_decoding_message_size(80 << 20);
     let volumes = VolumeServiceServer::from_arc(fake.clone());
+    let workflows = joblet_proto::WorkflowServiceServer::from_arc(fake.clone());
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(svc)
             .add_service(runtimes)
             .add_service(volumes)
+            .add_service(workflows)
             .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await
             .unwrap();

@@ -41,17 +41,7 @@ async fn send(ctx: &mut Ctx, run: &RunSettings) -> Result<pb::RunJobResponse, Er
     request.uploads = plan.entries.clone();
     let (stream, reader) = upload::stream(job_request_to_pb(&request), plan);
     let answer = ctx.client.submit_job(stream).await;
-    // A local read failure ends the stream early; say that, not the node's
-    // "incomplete upload" answer to it.
-    match reader.join() {
-        Ok(Err(e)) => return Err(e.into()),
-        Ok(Ok(())) => {}
-        Err(_) => {
-            return Err(Error::Output(std::io::Error::other(
-                "the upload reader thread panicked",
-            )))
-        }
-    }
+    super::upload_finished(reader)?;
     answer
         .map(|r| r.into_inner())
         .map_err(|s| Error::from_status(&address, s))

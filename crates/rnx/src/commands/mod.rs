@@ -7,10 +7,13 @@ mod job;
 mod runtime;
 mod volume;
 mod whoami;
+mod workflow;
+mod workflow_follow;
+mod workflow_logs;
 
 use joblet_proto::ResolvedNode;
 
-use crate::client::{self, Client, GpuClient, RuntimeClient, VolumeClient};
+use crate::client::{self, Client, GpuClient, RuntimeClient, VolumeClient, WorkflowClient};
 use crate::config;
 use crate::error::Error;
 use crate::settings::{Action, Settings};
@@ -21,10 +24,11 @@ pub struct Ctx {
     /// What the connection runs over: `unix:PATH` or `host:port`.
     pub endpoint: String,
     pub client: Client,
-    /// The GPU, runtime and volume services, on the same connection.
+    /// The GPU, runtime, volume and workflow services, on the same connection.
     pub gpu: GpuClient,
     pub runtime: RuntimeClient,
     pub volume: VolumeClient,
+    pub workflow: WorkflowClient,
     pub format: crate::printer::Format,
 }
 
@@ -38,7 +42,8 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         client: Client::new(conn.channel.clone()),
         gpu: GpuClient::new(conn.channel.clone()),
         runtime: RuntimeClient::new(conn.channel.clone()),
-        volume: VolumeClient::new(conn.channel),
+        volume: VolumeClient::new(conn.channel.clone()),
+        workflow: WorkflowClient::new(conn.channel),
         format: settings.format,
     };
     match settings.action {
@@ -53,6 +58,21 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         Action::Gpu(gpu) => gpu::run(ctx, gpu).await,
         Action::Runtime(r) => runtime::run(ctx, r).await,
         Action::Volume(v) => volume::run(ctx, v).await,
+        Action::Workflow(w) => workflow::run(ctx, w).await,
         Action::Audit { since, owner } => audit::run(ctx, since, owner).await,
+    }
+}
+
+/// Waits for the thread that read an upload's files. A local read failure
+/// ends the stream early; it is the error to report, not the node's
+/// "incomplete upload" answer to it.
+fn upload_finished(
+    reader: std::thread::JoinHandle<Result<(), crate::upload::UploadError>>,
+) -> Result<(), Error> {
+    match reader.join() {
+        Ok(result) => result.map_err(Error::from),
+        Err(_) => Err(Error::Output(std::io::Error::other(
+            "the upload reader thread panicked",
+        ))),
     }
 }

@@ -724,3 +724,67 @@ fn volume_commands() {
         }
     }
 }
+
+#[test]
+fn workflow_files_are_read_and_checked_before_anything_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("pipeline.yaml");
+    std::fs::write(
+        &good,
+        "jobs:\n  a: {command: echo}\n  b: {command: echo, requires: [{a: COMPLETED}]}\n",
+    )
+    .unwrap();
+    let g = good.to_str().unwrap();
+    match parse(&["workflow", "run", g, "--follow"]) {
+        Ok(Action::Workflow(WorkflowAction::Run { file, follow })) => {
+            assert!(follow);
+            assert_eq!(file.name, "pipeline.yaml");
+            assert_eq!(file.path, good);
+            assert_eq!(file.workflow.jobs().len(), 2);
+            assert!(file.yaml.starts_with("jobs:"));
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "jobs:\n  a:\n    comand: echo\n").unwrap();
+    let b = bad.to_str().unwrap();
+    let e = parse(&["workflow", "validate", b]).unwrap_err();
+    assert!(e.starts_with(&format!("{b}:3:5: ")), "{e}");
+    assert!(e.contains("unknown field `comand`"), "{e}");
+
+    let cli = Cli::try_parse_from(["rnx", "workflow", "run", b]).unwrap();
+    let err = action(cli.command).unwrap_err();
+    assert_eq!(crate::exit::for_error(&err), crate::exit::USAGE);
+
+    let missing = dir.path().join("missing.yaml");
+    let e = parse(&["workflow", "run", missing.to_str().unwrap()]).unwrap_err();
+    assert!(
+        e.starts_with("cannot read workflow file ") && e.contains("missing.yaml"),
+        "{e}"
+    );
+}
+
+#[test]
+fn workflow_ids_and_names() {
+    assert_eq!(
+        parse(&["workflow", "status", "1A2B", "--detail"]).unwrap(),
+        Action::Workflow(WorkflowAction::Status {
+            id: "1a2b".into(),
+            detail: true
+        })
+    );
+    assert_eq!(
+        parse(&["workflow", "logs", "1a2b", "model-training"]).unwrap(),
+        Action::Workflow(WorkflowAction::Logs {
+            id: "1a2b".into(),
+            job: Some("model-training".into())
+        })
+    );
+    assert_eq!(
+        parse(&["workflow", "list"]).unwrap(),
+        Action::Workflow(WorkflowAction::List { limit: 0 })
+    );
+    let e = parse(&["workflow", "stop", "wf-1"]).unwrap_err();
+    assert!(e.contains("invalid workflow id \"wf-1\""), "{e}");
+}
