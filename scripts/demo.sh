@@ -38,12 +38,17 @@ if [ ! -e /proc/driver/nvidia/version ]; then
     GPU_KIND="SIMULATED (no NVIDIA driver on this machine)"
 fi
 CONFIG="$STATE/joblet-config.yml"
+# Seed 001's pipeline trains with max_cpu: 800 (8 CPUs); a smaller machine
+# has the scheduler share 16 out (max_cpu stays each job's cpu.max ceiling).
+CPU_CAPACITY=0
+[ "$(nproc)" -ge 8 ] || CPU_CAPACITY=16
 cat >"$CONFIG" <<YAML
 server:
   address: "127.0.0.1:0"        # any free port; the daemon writes the real one into rnx-config.yml
   state_dir: "$STATE/state"
 jobs:
   max_running: 4
+  cpu_capacity: $CPU_CAPACITY             # 0 = this machine's CPUs
 runtimes:
   dir: /var/tmp/joblet-demo-runtimes   # kept between demos: the first one builds python-3.11 (about a minute)
 $GPU_YAML
@@ -119,5 +124,13 @@ try:
 except OSError as e:
     print("writing the runtime:", e.strerror)'
 say rnx runtime list;                             rnx runtime list
+printf '\nA workflow: seed 001'"'"'s ml-training-pipeline.yaml (preprocess on the CPU, train on 2 GPUs, evaluate on 1), here in python-3.11 (the file names python-3.11-ml, a 5.8 GiB build: `rnx runtime install python-3.11-ml` runs it as it is)\n'
+mkdir -p "$STATE/pipeline"
+cp examples/ml-training-pipeline/*.py "$STATE/pipeline/"
+sed 's/"python-3.11-ml"/"python-3.11"/' examples/ml-training-pipeline/ml-training-pipeline.yaml >"$STATE/pipeline/ml-training-pipeline.yaml"
+say rnx workflow run --follow ml-training-pipeline.yaml
+(cd "$STATE/pipeline" && rnx workflow run --follow ml-training-pipeline.yaml)
+WF=$(rnx --json workflow list | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"][:8])')
+say rnx workflow logs "$WF";                      rnx workflow logs "$WF"
 say rnx job list;                                 rnx job list
 printf '\nDemo done. Daemon log: %s/joblet.log, state: %s\n' "$STATE" "$STATE/state"

@@ -287,6 +287,90 @@ fn seed_scripts(dir: &Path) {
     script("train.py", "");
 }
 
+/// Seed 001's `ml-training-pipeline.yaml`, byte for byte, with the small
+/// `preprocess.py`, `train.py` and `evaluate.py` of
+/// `examples/ml-training-pipeline` beside it: `rnx workflow run` uploads
+/// the directory, preprocess's dataset reaches train through the run's
+/// shared volume, train gets 2 GPUs and evaluate 1, all COMPLETED.
+#[test]
+fn seed_001_ml_training_pipeline_runs_byte_for_byte_on_the_simulated_gpu_node() {
+    // The simulated node stands for an 8-GPU server, whose CPUs model
+    // training's `max_cpu: 800` fits; this machine may have 2, so the
+    // scheduler is told 16 (`max_cpu` stays each job's ceiling).
+    let node = SimGpuNode::start(8, "", &format!("  cpu_capacity: 16\n{}", runtimes_config()))
+        .expect("GPU node");
+    install_test_python(&node);
+    let dir = stand_in("python-3.11-ml", "0-ci", Some("12.4"));
+    node.rnx_ok(&["runtime", "build", dir.path().to_str().unwrap()]);
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ml-training-pipeline");
+    let file = example.join("ml-training-pipeline.yaml");
+    let seed = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        seed,
+        include_str!("../../joblet-workflow/tests/fixtures/ml-training-pipeline.yaml"),
+        "the example is seed 001's file, byte for byte"
+    );
+    let started = node.rnx_json(&["workflow", "run", file.to_str().unwrap()]);
+    let id = started["id"].as_str().unwrap().to_owned();
+    let t0 = Instant::now();
+    let s = loop {
+        let s = node.rnx_json(&["workflow", "status", &id]);
+        if !["PENDING", "RUNNING"].contains(&s["state"].as_str().unwrap()) {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "{s:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        s["state"],
+        "COMPLETED",
+        "{s:#}\n{}",
+        node.daemon_log_tail(30)
+    );
+    let jobs = s["jobs"].as_array().unwrap();
+    let by_name = |n: &str| jobs.iter().find(|j| j["name"] == n).unwrap().clone();
+    let (prep, train, eval) = (
+        by_name("data-preprocessing"),
+        by_name("model-training"),
+        by_name("model-evaluation"),
+    );
+    for j in [&prep, &train, &eval] {
+        assert_eq!(j["state"], "COMPLETED", "{j:#}");
+        assert!(
+            j["runtime"]
+                .as_str()
+                .unwrap()
+                .starts_with("python-3.11-ml@"),
+            "{j:#}"
+        );
+    }
+    assert_eq!(prep["gpu_indices"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        train["gpu_indices"].as_array().unwrap().len(),
+        2,
+        "{train:#}"
+    );
+    assert_eq!(eval["gpu_indices"].as_array().unwrap().len(), 1, "{eval:#}");
+    let log = |j: &serde_json::Value| node.rnx_ok(&["job", "log", j["job_id"].as_str().unwrap()]);
+    assert!(log(&prep).contains("wrote 1000 rows"), "{}", log(&prep));
+    let trained = log(&train);
+    assert!(
+        trained.contains("1000 rows, 100 epochs on 2 GPUs"),
+        "{trained}"
+    );
+    assert!(log(&eval).contains("on 1 GPU"), "{}", log(&eval));
+    // The readable view shows it.
+    let text = node.rnx_ok(&["workflow", "status", &id]);
+    for name in [
+        "data-preprocessing",
+        "model-training",
+        "model-evaluation",
+        "COMPLETED",
+    ] {
+        assert!(text.contains(name), "{text}");
+    }
+}
+
 #[test]
 fn seed_001_lines_with_a_runtime_and_volumes_run_on_the_simulated_gpu_node() {
     let node = SimGpuNode::start(8, "", &runtimes_config()).expect("GPU node");
