@@ -48,24 +48,9 @@ if [ -z "$PYTHON" ]; then
     [ -x "$p" ] && "$p" -c 'import torch' 2>/dev/null && { PYTHON="$p"; break; }
   done
 fi
-STORE="${RUNTIME_STORE:-}"
-RUNTIME="${RUNTIME:-python-3.11-ml}"
-if [ -z "$STORE" ]; then
-  # The stand-in: this host's userland, bound (no copy) into a tree.
-  STORE="$SCRATCH/runtimes"; RUNTIME=host-userland
-  tree="$STORE/trees/0000000000000000000000000000000000000000000000000000000000000000"
-  mkdir -p "$tree" "$STORE/installed" "$STORE/objects" "$STORE/tmp" "$STORE/cache/uv"
-  for d in usr etc opt; do
-    [ -d "/$d" ] && mkdir -p "$tree/$d" && mount --bind -o ro "/$d" "$tree/$d"
-  done
-  for l in bin sbin lib lib64; do [ -L "/$l" ] && cp -P "/$l" "$tree/$l"; done
-  cat >"$STORE/installed/host-userland@0.json" <<JSON
-{"name":"host-userland","version":"0","description":"this host's /usr, /etc and /opt, bound in (a stand-in)","digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000","size_bytes":0,"files":0,"installed_at":0,"environment":{"PATH":"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},"cuda":null,"self_check":["true"],"python_packages":[],"debian_packages":[],"extras":[],"inputs_digest":"sha256:stand-in"}
-JSON
-  PYTHON="${PYTHON:-python3}"
-else
-  PYTHON=python3
-fi
+# shellcheck source=bench/lib/host-userland.sh
+source bench/lib/host-userland.sh
+host_userland_runtime "$SCRATCH"
 echo "real-gpu-storage: runtime $RUNTIME from $STORE, python $PYTHON" >&2
 
 cat >"$SCRATCH/joblet-config.yml" <<YAML

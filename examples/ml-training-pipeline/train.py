@@ -15,6 +15,13 @@ args = parser.parse_args()
 
 shared = os.environ["JOBLET_WORKFLOW_SHARED"]
 gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+try:
+    import torch  # in python-3.11-ml; the fit below stays plain Python
+
+    print(f"train: torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}, "
+          f"devices: {torch.cuda.device_count()}")
+except ImportError:
+    print("train: no torch in this runtime")
 with open(os.path.join(shared, "dataset.json")) as f:
     rows = json.load(f)
 

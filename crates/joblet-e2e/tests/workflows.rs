@@ -209,7 +209,7 @@ fn a_diamond_runs_its_branches_together_and_hands_files_on_through_the_shared_vo
     requires: [{top: COMPLETED}]
   bottom:
     command: sh
-    args: ["-c", "cat $JOBLET_WORKFLOW_SHARED/left.txt $JOBLET_WORKFLOW_SHARED/right.txt; ls mine.txt 2>&1; test \"$JOBLET_WORKFLOW_ID\" = \"$EXPECT\" || echo wrong-id"]
+    args: ["-c", "cat $JOBLET_WORKFLOW_SHARED/left.txt $JOBLET_WORKFLOW_SHARED/right.txt; ls mine.txt 2>&1; echo run $JOBLET_WORKFLOW_ID"]
     requires: [{left: COMPLETED}, {right: COMPLETED}]
 "#,
     );
@@ -240,6 +240,7 @@ fn a_diamond_runs_its_branches_together_and_hands_files_on_through_the_shared_vo
         bottom.contains("No such file"),
         "right's scratch leaked: {bottom}"
     );
+    assert!(bottom.contains(&format!("run {id}\n")), "{bottom}");
 
     // Jobs are listed with their run, and the env names it.
     let listed = jobs_of(&node, &id);

@@ -10,7 +10,7 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use joblet_core::parse::format_duration;
+use joblet_core::parse::{format_duration, format_duration_ms};
 use joblet_core::UnixMillis;
 use joblet_workflow::{JobResources, Workflow};
 
@@ -29,8 +29,15 @@ pub fn clock(ms: UnixMillis) -> String {
     t.get(11..19).unwrap_or(&t).to_owned()
 }
 
+/// How long from `from` to `to`: to the millisecond under a minute (jobs
+/// of a pipeline often take less than a second), to the second above.
 fn span(from: UnixMillis, to: UnixMillis) -> String {
-    format_duration(Duration::from_millis(to.saturating_sub(from).max(0) as u64))
+    let d = Duration::from_millis(to.saturating_sub(from).max(0) as u64);
+    if d < Duration::from_secs(60) {
+        format_duration_ms(d)
+    } else {
+        format_duration(d)
+    }
 }
 
 /// Each job's depth: 0 without requirements, else one more than the

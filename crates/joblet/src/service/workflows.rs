@@ -245,7 +245,15 @@ impl Submission<'_> {
             return Ok(workflow_view::checked(&workflow, &self.caller.name));
         }
         let admission = wf.jobs.admission();
-        joblet_core::upload::check_manifest(&sub.uploads, admission.max_upload_bytes)?;
+        let total = joblet_core::upload::check_manifest(&sub.uploads, admission.max_upload_bytes)?;
+        // Each job's /work starts as a copy of the upload.
+        if let Some(work) = admission.work_size_bytes.filter(|&w| total > w) {
+            return Err(FieldError::new(
+                "uploads",
+                format!("{total} bytes in total do not fit in each job's /work ({work} bytes, filesystem.work_size_mb); list `uploads:` in every job to send less, or ask an admin for a larger filesystem.work_size_mb"),
+            )
+            .into());
+        }
         let dirs = wf.jobs_dirs();
         let staged =
             uploads::receive(&sub.uploads, data, &uploads::staging_root(dirs.root())).await?;

@@ -185,7 +185,14 @@ impl Driver {
         let volume = (!rec.shared_volume.is_empty()).then(|| rec.shared_volume.clone());
         let shared = match &volume {
             Some(name) => Some(format!("/volumes/{name}")),
-            None if !self.sandboxed => Some(dir.join("shared").display().to_string()),
+            // Without the sandbox jobs run on the host: a directory.
+            None if !self.sandboxed => {
+                let host = dir.join("shared");
+                std::fs::create_dir_all(&host).map_err(|e| {
+                    format!("cannot make its shared directory {}: {e}", host.display())
+                })?;
+                Some(host.display().to_string())
+            }
             None => None,
         };
         self.runs.insert(

@@ -327,3 +327,11 @@ fn a_long_chain_stays_narrow_past_the_drawn_depth() {
     assert_eq!(cells[11], format!("{}└─ j11 (after j10)", "   ".repeat(7)));
     assert!(cells.iter().all(|c| c.chars().count() <= 40), "{cells:#?}");
 }
+
+#[test]
+fn durations_under_a_minute_keep_their_milliseconds() {
+    assert_eq!(span(T0, T0 + 120), "120ms");
+    assert_eq!(span(T0, T0 + 1_500), "1s 500ms");
+    assert_eq!(span(T0, T0 + 61_500), "1m 1s");
+    assert_eq!(span(T0 + 5, T0), "0s");
+}
