@@ -157,6 +157,10 @@ otherwise FILE's whole directory is uploaded, recursively, hidden files
 included. List `uploads:` in every job to send less; the node refuses an
 upload over its limit.
 
+Each job's /work is its own copy: what a job leaves for the jobs after it
+goes to the run's shared volume, at $JOBLET_WORKFLOW_SHARED in every job
+(mounted read-write; removed with `rnx workflow delete`).
+
 With --follow rnx prints a line each time a job changes state, then the
 final view, and exits 0 if the workflow COMPLETED and 1 if it ended FAILED,
 STOPPED or CANCELED. Ctrl-C only stops following (exit 130): the workflow
