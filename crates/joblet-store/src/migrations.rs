@@ -137,7 +137,7 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     "#,
     // 6: workflow runs (`rnx workflow run`): the checked file, who ran it, and its decision
-    // core's snapshot, rewritten after every step. A file with secret values is kept sealed
+    // core's snapshot, written after every step (each job's phase a row of its own). A file with secret values is kept sealed
     // (`yaml` empty, `yaml_nonce`/`yaml_sealed` set), like jobs' secrets. A workflow's jobs
     // are ordinary jobs whose spec names the run (`spec_json.workflow.id`), found through
     // this index.
@@ -158,6 +158,17 @@ const MIGRATIONS: &[&str] = &[
         ended_ms        INTEGER
     ) STRICT;
     CREATE INDEX workflows_state ON workflows(state);
+
+    -- Each job's phase in its run's decision core, in file order (`position`): a step
+    -- rewrites only the jobs it changed, and `workflows.snapshot_json` holds the rest of
+    -- the snapshot (the run's state, stopping, outcome).
+    CREATE TABLE workflow_jobs (
+        workflow_id     TEXT NOT NULL REFERENCES workflows(id) ON DELETE CASCADE,
+        job             TEXT NOT NULL,
+        position        INTEGER NOT NULL,
+        phase_json      TEXT NOT NULL,
+        PRIMARY KEY (workflow_id, job)
+    ) STRICT;
     CREATE INDEX jobs_workflow ON jobs(json_extract(spec_json, '$.workflow.id'))
         WHERE json_extract(spec_json, '$.workflow.id') IS NOT NULL;
     "#,

@@ -1,8 +1,10 @@
 //! Workflow runs (`rnx workflow run FILE`): the checked file, its owner, its state and its
 //! decision core's snapshot (schema step 6).
 //!
-//! The store keeps the snapshot as the daemon hands it over (JSON it does not read), and
-//! the state beside it so lists and recovery need not decode it. A run's jobs are ordinary
+//! The store keeps the snapshot as the daemon hands it over (JSON it does not read): the
+//! run's part in its row, each job's phase in a row of `workflow_jobs`, so that a step
+//! rewrites only what it changed; and the state beside it so lists and recovery need not
+//! decode it. A run's jobs are ordinary
 //! job rows whose spec names the run ([`joblet_core::WorkflowJobRef`]), written in the
 //! same commit as the job: [`Store::workflow_jobs`] finds them.
 
@@ -12,7 +14,7 @@ use std::path::Path;
 use joblet_core::id::check_prefix;
 use joblet_core::record::JobRecord;
 use joblet_core::{JobId, UnixMillis};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use crate::records::JOB_COLUMNS;
 use crate::{SqlContext, Store, StoreError};
@@ -44,7 +46,8 @@ pub struct WorkflowRecord {
     pub sealed: bool,
     /// PENDING, RUNNING, COMPLETED, FAILED, CANCELED or STOPPED (the daemon's words).
     pub state: String,
-    /// The decision core's snapshot, as JSON.
+    /// The decision core's snapshot without its jobs (the run's state, stopping,
+    /// outcome), as JSON; the jobs' phases are [`Store::workflow_phases`].
     pub snapshot_json: String,
     /// The volume its jobs share; empty = none.
     pub shared_volume: String,
@@ -131,10 +134,15 @@ fn query(
 }
 
 impl Store {
-    /// Records a new run; its `seq` is assigned here (the one passed is ignored) and
-    /// returned in the record. A file with secret values (`rec.sealed`) is kept sealed
-    /// under the store's key, bound to the run's id (which must then be a UUID).
-    pub fn create_workflow(&self, rec: &WorkflowRecord) -> Result<WorkflowRecord, StoreError> {
+    /// Records a new run and its jobs' phases (`(job, phase JSON)` in file order), in one
+    /// transaction; its `seq` is assigned here (the one passed is ignored) and returned in
+    /// the record. A file with secret values (`rec.sealed`) is kept sealed under the
+    /// store's key, bound to the run's id (which must then be a UUID).
+    pub fn create_workflow(
+        &self,
+        rec: &WorkflowRecord,
+        phases: &[(String, String)],
+    ) -> Result<WorkflowRecord, StoreError> {
         let path = &self.path;
         let (yaml, nonce, ciphertext) = if rec.sealed {
             let key_id = JobId::parse(&rec.id).map_err(|e| StoreError::WorkflowCorrupt {
@@ -147,13 +155,16 @@ impl Store {
         } else {
             (rec.yaml.clone(), None, None)
         };
-        let conn = self.lock();
-        let seq: i64 = conn
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .during(path, || format!("begin creating workflow {}", rec.id))?;
+        let seq: i64 = tx
             .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM workflows", [], |r| {
                 r.get(0)
             })
             .during(path, || format!("number workflow {}", rec.id))?;
-        conn.prepare_cached(&format!(
+        tx.prepare_cached(&format!(
             "INSERT INTO workflows ({COLUMNS}) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
         ))
@@ -175,30 +186,84 @@ impl Store {
             ])
         })
         .during(path, || format!("insert workflow {}", rec.id))?;
-        tracing::debug!(workflow = %rec.id, owner = %rec.owner, "created workflow");
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO workflow_jobs (workflow_id, job, position, phase_json) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .during(path, || format!("record the jobs of workflow {}", rec.id))?;
+            for (position, (job, phase)) in phases.iter().enumerate() {
+                stmt.execute(params![rec.id, job, position as i64, phase])
+                    .during(path, || format!("record job {job} of workflow {}", rec.id))?;
+            }
+        }
+        tx.commit().during(path, || {
+            format!("commit the creation of workflow {}", rec.id)
+        })?;
+        tracing::debug!(workflow = %rec.id, owner = %rec.owner, jobs = phases.len(), "created workflow");
         Ok(WorkflowRecord { seq, ..rec.clone() })
     }
 
-    /// Writes a run's state and snapshot (and its end time once it has one), in one
-    /// statement. An unknown id is [`StoreError::WorkflowNotFound`].
+    /// Writes a run's state, the run's part of its snapshot, the phases of the jobs a step
+    /// changed (`(job, phase JSON)`) and its end time once it has one, in one transaction.
+    /// An unknown run is [`StoreError::WorkflowNotFound`]; a job it does not have,
+    /// [`StoreError::WorkflowCorrupt`].
     pub fn save_workflow(
         &self,
         id: &str,
         state: &str,
         snapshot_json: &str,
+        changed: &[(&str, String)],
         ended_ms: Option<UnixMillis>,
     ) -> Result<(), StoreError> {
-        let conn = self.lock();
-        let n = conn
+        let path = &self.path;
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .during(path, || format!("begin saving workflow {id}"))?;
+        let n = tx
             .prepare_cached(
                 "UPDATE workflows SET state = ?2, snapshot_json = ?3, ended_ms = ?4 WHERE id = ?1",
             )
             .and_then(|mut stmt| stmt.execute(params![id, state, snapshot_json, ended_ms]))
-            .during(&self.path, || format!("save workflow {id}"))?;
+            .during(path, || format!("save workflow {id}"))?;
         if n == 0 {
             return Err(StoreError::WorkflowNotFound(id.to_owned()));
         }
-        Ok(())
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "UPDATE workflow_jobs SET phase_json = ?3 WHERE workflow_id = ?1 AND job = ?2",
+                )
+                .during(path, || format!("save the jobs of workflow {id}"))?;
+            for (job, phase) in changed {
+                let n = stmt
+                    .execute(params![id, job, phase])
+                    .during(path, || format!("save job {job} of workflow {id}"))?;
+                if n == 0 {
+                    return Err(StoreError::WorkflowCorrupt {
+                        id: id.to_owned(),
+                        what: format!("it has no job {job}"),
+                    });
+                }
+            }
+        }
+        tx.commit()
+            .during(path, || format!("commit saving workflow {id}"))
+    }
+
+    /// Each job's phase in run `id` (`(job, phase JSON)`), in file order.
+    pub fn workflow_phases(&self, id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let conn = self.lock();
+        conn.prepare_cached(
+            "SELECT job, phase_json FROM workflow_jobs WHERE workflow_id = ?1 ORDER BY position",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .during(&self.path, || format!("read the jobs of workflow {id}"))
     }
 
     /// The run with this exact id, if any.

@@ -78,13 +78,19 @@ fn job(store: &Store, n: u8, workflow: &str, name: &str, attempt: u32) -> JobId 
 fn a_run_is_created_saved_listed_resumed_and_kept_across_a_reopen() {
     let env = Env::new();
     let store = env.open();
-    let a = store.create_workflow(&rec(A, "jobs: {}", false)).unwrap();
-    let b = store.create_workflow(&rec(B, "jobs: {}", false)).unwrap();
+    let a = store
+        .create_workflow(&rec(A, "jobs: {}", false), &[])
+        .unwrap();
+    let b = store
+        .create_workflow(&rec(B, "jobs: {}", false), &[])
+        .unwrap();
     assert!(b.seq > a.seq);
     store
-        .save_workflow(A, "RUNNING", "{\"state\":\"RUNNING\"}", None)
+        .save_workflow(A, "RUNNING", "{\"state\":\"RUNNING\"}", &[], None)
         .unwrap();
-    store.save_workflow(B, "COMPLETED", "{}", Some(9)).unwrap();
+    store
+        .save_workflow(B, "COMPLETED", "{}", &[], Some(9))
+        .unwrap();
     let listed: Vec<String> = store
         .list_workflows(None)
         .unwrap()
@@ -102,7 +108,7 @@ fn a_run_is_created_saved_listed_resumed_and_kept_across_a_reopen() {
     let done = store.workflow(B).unwrap().unwrap();
     assert_eq!((done.state.as_str(), done.ended_ms), ("COMPLETED", Some(9)));
     assert!(matches!(
-        store.save_workflow("nope", "RUNNING", "{}", None),
+        store.save_workflow("nope", "RUNNING", "{}", &[], None),
         Err(StoreError::WorkflowNotFound(_))
     ));
 }
@@ -111,8 +117,12 @@ fn a_run_is_created_saved_listed_resumed_and_kept_across_a_reopen() {
 fn ids_resolve_by_unique_prefix_and_name_the_problem_otherwise() {
     let env = Env::new();
     let store = env.open();
-    store.create_workflow(&rec(A, "jobs: {}", false)).unwrap();
-    store.create_workflow(&rec(B, "jobs: {}", false)).unwrap();
+    store
+        .create_workflow(&rec(A, "jobs: {}", false), &[])
+        .unwrap();
+    store
+        .create_workflow(&rec(B, "jobs: {}", false), &[])
+        .unwrap();
     assert_eq!(store.resolve_workflow("3f2a").unwrap(), A);
     assert_eq!(store.resolve_workflow(B).unwrap(), B);
     let e = store.resolve_workflow("3f2").unwrap_err().to_string();
@@ -128,7 +138,7 @@ fn a_file_with_secrets_is_sealed_at_rest_and_opened_on_read() {
     let env = Env::new();
     let store = env.open();
     let yaml = "jobs:\n  a:\n    command: x\n    secret_environment: {TOKEN: hunter2-secret}\n";
-    store.create_workflow(&rec(A, yaml, true)).unwrap();
+    store.create_workflow(&rec(A, yaml, true), &[]).unwrap();
     assert_eq!(store.workflow(A).unwrap().unwrap().yaml, yaml);
     assert_eq!(store.live_workflows().unwrap()[0].yaml, yaml);
     drop(store);
@@ -154,7 +164,9 @@ fn a_file_with_secrets_is_sealed_at_rest_and_opened_on_read() {
 fn a_runs_jobs_are_found_every_attempt_and_only_a_final_run_is_deleted() {
     let env = Env::new();
     let store = env.open();
-    store.create_workflow(&rec(A, "jobs: {}", false)).unwrap();
+    store
+        .create_workflow(&rec(A, "jobs: {}", false), &[])
+        .unwrap();
     let j1 = job(&store, 1, A, "train", 1);
     let _other = job(&store, 2, B, "train", 1);
     let j3 = job(&store, 3, A, "train", 2);
@@ -165,7 +177,55 @@ fn a_runs_jobs_are_found_every_attempt_and_only_a_final_run_is_deleted() {
 
     let e = store.delete_workflow(A).unwrap_err();
     assert!(matches!(e, StoreError::WorkflowNotFinished { .. }), "{e}");
-    store.save_workflow(A, "FAILED", "{}", Some(1)).unwrap();
+    store
+        .save_workflow(A, "FAILED", "{}", &[], Some(1))
+        .unwrap();
     store.delete_workflow(A).unwrap();
     assert!(store.workflow(A).unwrap().is_none());
+}
+
+#[test]
+fn each_jobs_phase_is_a_row_a_step_rewrites_only_what_it_changed_and_delete_takes_them() {
+    let env = Env::new();
+    let store = env.open();
+    let phases: Vec<(String, String)> = ["prep", "train", "eval"]
+        .iter()
+        .map(|j| (j.to_string(), "{\"phase\":\"WAITING\"}".to_owned()))
+        .collect();
+    store
+        .create_workflow(&rec(A, "jobs: {}", false), &phases)
+        .unwrap();
+    store
+        .create_workflow(&rec(B, "jobs: {}", false), &phases)
+        .unwrap();
+    store
+        .save_workflow(
+            A,
+            "RUNNING",
+            "{}",
+            &[(
+                "train",
+                "{\"phase\":\"SUBMITTING\",\"attempt\":1}".to_owned(),
+            )],
+            None,
+        )
+        .unwrap();
+    let got = store.workflow_phases(A).unwrap();
+    let names: Vec<&str> = got.iter().map(|(j, _)| j.as_str()).collect();
+    assert_eq!(names, ["prep", "train", "eval"], "file order");
+    assert!(got[1].1.contains("SUBMITTING"));
+    assert!(got[0].1.contains("WAITING") && got[2].1.contains("WAITING"));
+    assert!(store.workflow_phases(B).unwrap()[1].1.contains("WAITING"));
+    // A job the run does not have: nothing of the step is written.
+    let e = store
+        .save_workflow(A, "COMPLETED", "{}", &[("nope", "{}".to_owned())], Some(3))
+        .unwrap_err();
+    assert!(matches!(e, StoreError::WorkflowCorrupt { .. }), "{e}");
+    assert_eq!(store.workflow(A).unwrap().unwrap().state, "RUNNING");
+    store
+        .save_workflow(A, "FAILED", "{}", &[], Some(4))
+        .unwrap();
+    store.delete_workflow(A).unwrap();
+    assert!(store.workflow_phases(A).unwrap().is_empty());
+    assert_eq!(store.workflow_phases(B).unwrap().len(), 3);
 }

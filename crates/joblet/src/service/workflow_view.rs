@@ -74,10 +74,12 @@ pub fn checked(workflow: &Workflow, owner: &str) -> WorkflowInfo {
     }
 }
 
-/// A stored run: `jobs` are its job records (every attempt, any order);
-/// `gpus` gives a job's host GPU indices.
+/// A stored run: `phases` its jobs' stored phases, `jobs_of_run` its job
+/// records (every attempt, any order); `gpus` gives a job's host GPU
+/// indices.
 pub fn info(
     rec: WorkflowRecord,
+    phases: &[(String, String)],
     jobs_of_run: &[JobRecord],
     gpus: impl Fn(&JobId) -> Option<Vec<u32>>,
 ) -> Result<WorkflowInfo, ApiError> {
@@ -95,7 +97,8 @@ pub fn info(
         },
     )
     .map_err(|e| corrupt(e.to_string()))?;
-    let snapshot: Option<Snapshot> = serde_json::from_str(&rec.snapshot_json).ok();
+    let snapshot: Option<Snapshot> =
+        crate::workflow::snapshot::join(&rec.snapshot_json, phases).ok();
     let phases: HashMap<&str, JobPhase> = snapshot
         .as_ref()
         .map(|s| {

@@ -21,7 +21,7 @@ use super::workflow_view::{self, WorkflowInfo};
 use super::{store_error, Access, ApiError, Caller, Jobs};
 use crate::storage::NodeStorage;
 use crate::uploads::{self, UploadData};
-use crate::workflow::{files, WorkflowHandle};
+use crate::workflow::{files, snapshot, WorkflowHandle};
 
 /// A workflow file as submitted.
 #[derive(Debug, Clone, Default)]
@@ -162,6 +162,7 @@ impl Workflows {
 
     fn info(&self, rec: WorkflowRecord) -> Result<WorkflowInfo, ApiError> {
         let jobs = self.store.workflow_jobs(&rec.id).map_err(store_error)?;
+        let phases = self.store.workflow_phases(&rec.id).map_err(store_error)?;
         let gpus = |id: &JobId| {
             self.store
                 .job_gpus(id.as_str())
@@ -169,7 +170,7 @@ impl Workflows {
                 .flatten()
                 .map(|a| a.gpu_indices)
         };
-        workflow_view::info(rec, &jobs, gpus)
+        workflow_view::info(rec, &phases, &jobs, gpus)
     }
 
     /// Checks `sub` against this node; returns the checked workflow.
@@ -275,8 +276,20 @@ impl Submission<'_> {
                 return Err(e);
             }
         };
-        let snapshot = serde_json::to_string(&WorkflowCore::new(&workflow).snapshot())
-            .map_err(|e| ApiError::Internal(format!("cannot encode a workflow's state: {e}")))?;
+        let core = WorkflowCore::new(&workflow);
+        let encoded = snapshot::head(&core).and_then(|head| Ok((head, snapshot::phases(&core)?)));
+        let (snapshot, phases) = match encoded {
+            Ok(parts) => parts,
+            Err(e) => {
+                if let (Some(storage), Some(name)) = (&wf.storage, &volume) {
+                    remove_volume(storage, name).await;
+                }
+                undo_files();
+                return Err(ApiError::Internal(format!(
+                    "cannot encode a workflow's state: {e}"
+                )));
+            }
+        };
         let rec = WorkflowRecord {
             id: id.clone(),
             seq: 0,
@@ -294,7 +307,7 @@ impl Submission<'_> {
             created_ms: (wf.now)(),
             ended_ms: None,
         };
-        let rec = match wf.store.create_workflow(&rec) {
+        let rec = match wf.store.create_workflow(&rec, &phases) {
             Ok(rec) => rec,
             Err(e) => {
                 if let (Some(storage), Some(name)) = (&wf.storage, &volume) {

@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use joblet_core::{FieldError, JobId, JobSpec, JobState, UnixMillis, WorkflowJobRef};
 use joblet_store::{Store, TransitionExtra, WorkflowRecord};
-use joblet_workflow::{Action, Event, Limits, Workflow, WorkflowCore};
+use joblet_workflow::{Action, Event, JobPhase, Limits, Workflow, WorkflowCore};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::files;
 use super::found::{end_state, found};
+use super::{files, snapshot};
 use crate::clock::now_ms;
 use crate::engine::Ended;
 use crate::service::{ApiError, Jobs};
@@ -49,6 +49,10 @@ struct Run {
     volume: Option<String>,
     /// `$JOBLET_WORKFLOW_SHARED` in its jobs.
     shared: Option<String>,
+    /// Each job's phase as the store has it, in file order.
+    saved: Vec<JobPhase>,
+    /// The run's part of the snapshot as the store has it.
+    saved_head: String,
 }
 
 pub(super) struct Driver {
@@ -109,9 +113,9 @@ impl Driver {
                 }
                 Err(why) => {
                     tracing::error!(workflow = %id, %why, "cannot resume a workflow; it is marked FAILED");
-                    if let Err(e) = self
-                        .store
-                        .save_workflow(&id, "FAILED", "{}", Some(now_ms()))
+                    if let Err(e) =
+                        self.store
+                            .save_workflow(&id, "FAILED", "{}", &[], Some(now_ms()))
                     {
                         tracing::error!(workflow = %id, error = %e, "cannot mark a workflow FAILED");
                     }
@@ -174,13 +178,14 @@ impl Driver {
             },
         )
         .map_err(|e| format!("its stored file no longer reads: {e}"))?;
-        let core = if rec.snapshot_json.is_empty() {
-            WorkflowCore::new(&workflow)
-        } else {
-            let snapshot = serde_json::from_str(&rec.snapshot_json)
-                .map_err(|e| format!("its stored snapshot does not read: {e}"))?;
-            WorkflowCore::restore(&workflow, snapshot).map_err(|e| e.to_string())?
-        };
+        let phases = self
+            .store
+            .workflow_phases(&rec.id)
+            .map_err(|e| e.to_string())?;
+        let snapshot = snapshot::join(&rec.snapshot_json, &phases).map_err(|e| e.to_string())?;
+        let core = WorkflowCore::restore(&workflow, snapshot).map_err(|e| e.to_string())?;
+        // What the store holds now: a step writes what differs.
+        let saved = core.jobs().map(|(_, p)| p.clone()).collect();
         let dir = self.dirs.workflow(&rec.id);
         let volume = (!rec.shared_volume.is_empty()).then(|| rec.shared_volume.clone());
         let shared = match &volume {
@@ -198,6 +203,8 @@ impl Driver {
         self.runs.insert(
             rec.id,
             Run {
+                saved,
+                saved_head: rec.snapshot_json,
                 owner: rec.owner,
                 workflow,
                 core,
@@ -335,23 +342,57 @@ impl Driver {
         }
     }
 
-    fn save(&self, id: &str, now: UnixMillis) {
-        let Some(run) = self.runs.get(id) else {
+    /// Stores run `id`'s state: the run's part of its snapshot and the
+    /// phases of the jobs that changed since the last save, in one
+    /// transaction.
+    fn save(&mut self, id: &str, now: UnixMillis) {
+        let Some(run) = self.runs.get_mut(id) else {
             return;
         };
         let state = run.core.state();
         let ended = state.is_final().then_some(now);
-        let saved = serde_json::to_string(&run.core.snapshot())
-            .map_err(|e| e.to_string())
-            .and_then(|json| {
-                self.store
-                    .save_workflow(id, state.as_str(), &json, ended)
-                    .map_err(|e| e.to_string())
-            });
-        if let Err(why) = saved {
-            // Not fatal: after a restart the older snapshot is squared
-            // with the jobs the store has.
-            tracing::error!(workflow = %id, %why, "cannot store a workflow's progress");
+        let changed: Vec<usize> = run
+            .core
+            .jobs()
+            .enumerate()
+            .filter(|(i, (_, p))| run.saved.get(*i) != Some(*p))
+            .map(|(i, _)| i)
+            .collect();
+        let written = (|| {
+            let head = snapshot::head(&run.core)?;
+            let phases = run
+                .core
+                .jobs()
+                .enumerate()
+                .filter(|(i, _)| changed.binary_search(i).is_ok())
+                .map(|(_, (job, p))| Ok((job, snapshot::phase(p)?)))
+                .collect::<Result<Vec<_>, snapshot::SnapshotError>>()?;
+            Ok::<_, snapshot::SnapshotError>((head, phases))
+        })()
+        .map_err(|e| e.to_string())
+        .and_then(|(head, phases)| {
+            self.store
+                .save_workflow(id, state.as_str(), &head, &phases, ended)
+                .map(|()| head)
+                .map_err(|e| e.to_string())
+        });
+        match written {
+            Ok(head) => {
+                run.saved_head = head;
+                for (i, (_, p)) in run.core.jobs().enumerate() {
+                    if changed.binary_search(&i).is_ok() {
+                        if let Some(slot) = run.saved.get_mut(i) {
+                            *slot = p.clone();
+                        }
+                    }
+                }
+            }
+            // Not fatal: what was not written is written with the next
+            // step, and after a restart an older snapshot is squared with
+            // the jobs the store has.
+            Err(why) => {
+                tracing::error!(workflow = %id, %why, "cannot store a workflow's progress")
+            }
         }
     }
 

@@ -5,6 +5,7 @@
 //!   snapshot after every step and carries out its actions (job attempts go
 //!   through the job service and the one scheduler, like any job);
 //! - [`found`]: the store's records of a run's jobs in the core's terms;
+//! - [`snapshot`]: a run's snapshot as the store keeps it (a job a row);
 //! - [`files`]: a run's uploaded files and each attempt's copy of them.
 //!
 //! The API reaches the driver through [`WorkflowHandle`]; reads (status,
@@ -13,6 +14,7 @@
 mod driver;
 pub mod files;
 mod found;
+pub mod snapshot;
 
 use std::sync::Arc;
 
