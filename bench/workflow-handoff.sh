@@ -26,6 +26,7 @@
 #   WORKFLOW_BENCH_JOBS   (default 40) jobs in the chain
 #   WORKFLOW_BENCH_ROUNDS (default 20) plain starts and validations
 #   WORKFLOW_BENCH_DIR    (default ${TMPDIR:-/tmp}/joblet-bench-workflow) scratch dir
+#   WORKFLOW_BENCH_BIN    (default target/release) joblet, joblet-shim, rnx: another build to compare
 # Prints markdown on stdout, progress on stderr. Cleans up on exit: the
 # daemon, its cgroups, its volumes and its scratch directory.
 set -euo pipefail
@@ -45,7 +46,7 @@ DIR="${WORKFLOW_BENCH_DIR:-${TMPDIR:-/tmp}/joblet-bench-workflow}"
 MARKER="$DIR/.joblet-bench-workflow"
 CGROUP_BASE="joblet-wfbench-$$"
 UNIFIED=/sys/fs/cgroup/unified
-BIN="$ROOT/target/release"
+BIN="${WORKFLOW_BENCH_BIN:-$ROOT/target/release}"
 
 log() { echo "workflow-handoff: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
