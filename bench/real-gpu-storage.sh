@@ -20,34 +20,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT="${1:?usage: bench/real-gpu-storage.sh OUT_DIR}"
 BIN="$(realpath "${BIN:-target/release}")"
-mkdir -p "$OUT"; OUT="$(realpath "$OUT")"
-REPORT="$OUT/report.md"; : >"$REPORT"
-[ "$(id -u)" = 0 ] || { echo "real-gpu-storage: run as root" >&2; exit 1; }
-SCRATCH="$(mktemp -d /var/tmp/joblet-gpu-storage.XXXXXX)"
-DAEMON=""
-cleanup() {
-  [ -n "$DAEMON" ] && { kill "$DAEMON"; wait "$DAEMON"; }
-  findmnt -rno TARGET | grep "^$SCRATCH/" | sort -r | while read -r m; do umount "$m"; done
-  rm -rf "$SCRATCH"
-}
-trap cleanup EXIT
-step() {
-  local title="$1"; shift
-  printf '\n### %s\n\n```\n$ %s\n' "$title" "$*" >>"$REPORT"
-  timeout 120 bash -c "$*" >>"$REPORT" 2>&1
-  local rc=$?
-  printf '[exit %s]\n```\n' "$rc" >>"$REPORT"
-  echo "real-gpu-storage: $title: exit $rc" >&2
-}
-printf '# Runtimes and volumes on a real GPU\n\n%s, %s\n' "$(date -u +%FT%TZ)" "$(uname -srm)" >>"$REPORT"
+# shellcheck source=bench/lib/gpu-report.sh
+source bench/lib/gpu-report.sh
+gpu_report_begin real-gpu-storage "$OUT" "Runtimes and volumes on a real GPU"
 step "GPU" 'nvidia-smi -L; stat -fc %T /sys/fs/cgroup; losetup --version | head -1; command -v mkfs.ext4'
 
-PYTHON="${PYTHON:-}"
-if [ -z "$PYTHON" ]; then
-  for p in "$(command -v python3)" /opt/*/.venv/bin/python3; do
-    [ -x "$p" ] && "$p" -c 'import torch' 2>/dev/null && { PYTHON="$p"; break; }
-  done
-fi
+torch_python
 # shellcheck source=bench/lib/host-userland.sh
 source bench/lib/host-userland.sh
 host_userland_runtime "$SCRATCH"
