@@ -31,22 +31,7 @@ source bench/lib/host-userland.sh
 host_userland_runtime "$SCRATCH"
 echo "real-gpu-storage: runtime $RUNTIME from $STORE, python $PYTHON" >&2
 
-cat >"$SCRATCH/joblet-config.yml" <<YAML
-server:
-  address: "127.0.0.1:0"
-  state_dir: "$SCRATCH/state"
-sandbox:
-  cgroup_base: joblet-gpustorage
-runtimes:
-  dir: "$STORE"
-gpu:
-  enabled: true
-YAML
-"$BIN/joblet" server --config "$SCRATCH/joblet-config.yml" >"$OUT/daemon.log" 2>&1 &
-DAEMON=$!
-for _ in $(seq 1 400); do [ -s "$SCRATCH/state/server.json" ] && break; sleep 0.05; done
-export RNX_CONFIG="$SCRATCH/state/rnx-config.yml"
-R="$BIN/rnx"
+gpu_daemon joblet-gpustorage
 step "whoami and runtimes" "$R whoami; $R runtime list"
 step "a 64 MB volume" "$R volume create results --size=64MB && $R volume list"
 step "a GPU job in the runtime, writing to the volume" "$R job run --follow --gpu=1 --volume=results --runtime=$RUNTIME -- $PYTHON -c '

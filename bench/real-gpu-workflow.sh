@@ -31,24 +31,8 @@ source bench/lib/host-userland.sh
 host_userland_runtime "$SCRATCH"
 echo "real-gpu-workflow: runtime $RUNTIME from $STORE, python $PYTHON" >&2
 
-cat >"$SCRATCH/joblet-config.yml" <<YAML
-server:
-  address: "127.0.0.1:0"
-  state_dir: "$SCRATCH/state"
-sandbox:
-  cgroup_base: joblet-gpuworkflow
-runtimes:
-  dir: "$STORE"
-workflows:
-  shared_volume_mb: 256
-gpu:
-  enabled: true
-YAML
-"$BIN/joblet" server --config "$SCRATCH/joblet-config.yml" >"$OUT/daemon.log" 2>&1 &
-DAEMON=$!
-for _ in $(seq 1 400); do [ -s "$SCRATCH/state/server.json" ] && break; sleep 0.05; done
-export RNX_CONFIG="$SCRATCH/state/rnx-config.yml"
-R="$BIN/rnx"
+gpu_daemon joblet-gpuworkflow "workflows:
+  shared_volume_mb: 256"
 
 WF="$SCRATCH/pipeline"
 mkdir -p "$WF"

@@ -43,3 +43,27 @@ torch_python() {
     [ -x "$p" ] && "$p" -c 'import torch' 2>/dev/null && { PYTHON="$p"; return; }
   done
 }
+
+# gpu_daemon CGROUP_BASE [MORE_YAML]: starts BIN's joblet on the real GPUs
+# with its state under SCRATCH, the runtime store STORE and MORE_YAML
+# (top-level sections); its log goes to OUT/daemon.log. Sets DAEMON,
+# RNX_CONFIG and R (the rnx to call).
+gpu_daemon() {
+  cat >"$SCRATCH/joblet-config.yml" <<YAML
+server:
+  address: "127.0.0.1:0"
+  state_dir: "$SCRATCH/state"
+sandbox:
+  cgroup_base: $1
+runtimes:
+  dir: "$STORE"
+gpu:
+  enabled: true
+${2:-}
+YAML
+  "$BIN/joblet" server --config "$SCRATCH/joblet-config.yml" >"$OUT/daemon.log" 2>&1 &
+  DAEMON=$!
+  for _ in $(seq 1 400); do [ -s "$SCRATCH/state/server.json" ] && break; sleep 0.05; done
+  export RNX_CONFIG="$SCRATCH/state/rnx-config.yml"
+  R="$BIN/rnx"
+}

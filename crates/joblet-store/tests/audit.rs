@@ -2,28 +2,12 @@
 //! a restart and the deletion of its job, and is queried by time and owner.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use joblet_core::{JobId, JobRequest, JobState};
-use joblet_store::{AuditRecord, Store, StoreError, TransitionExtra};
+use joblet_store::{AuditRecord, StoreError, TransitionExtra};
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("state.db")
-    }
-    fn open(&self) -> Store {
-        Store::open(&self.db(), &self.dir.path().join("secret.key")).unwrap()
-    }
-}
+mod support;
+use support::Env;
 
 fn rec(job: &str, owner: &str, start_ms: i64) -> AuditRecord {
     AuditRecord {

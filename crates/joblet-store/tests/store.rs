@@ -9,26 +9,8 @@ use std::sync::Arc;
 use joblet_core::{JobId, JobRequest, JobSpec, JobState, PrefixError};
 use joblet_store::{Store, StoreError, TransitionExtra, TransitionRecord, SCHEMA_VERSION};
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("state.db")
-    }
-    fn key(&self) -> PathBuf {
-        self.dir.path().join("secret.key")
-    }
-    fn open(&self) -> Store {
-        Store::open(&self.db(), &self.key()).unwrap()
-    }
-}
+mod support;
+use support::Env;
 
 fn id(n: u32) -> JobId {
     JobId::parse(&format!("{n:08x}-0000-4000-8000-000000000000")).unwrap()

@@ -1,27 +1,10 @@
 //! Volume records: inserted once per name, read, listed by name, shared and
 //! deleted; kept across a reopen; bad input and corrupt rows refused by name.
 
-use std::path::PathBuf;
+use joblet_store::{StoreError, VolumeRecord};
 
-use joblet_store::{Store, StoreError, VolumeRecord};
-
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("state.db")
-    }
-    fn open(&self) -> Store {
-        Store::open(&self.db(), &self.dir.path().join("secret.key")).unwrap()
-    }
-}
+mod support;
+use support::Env;
 
 fn rec(name: &str, kind: &str, size_bytes: u64) -> VolumeRecord {
     VolumeRecord {

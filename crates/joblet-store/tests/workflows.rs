@@ -4,28 +4,12 @@
 //! run's jobs found through their spec, every attempt.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use joblet_core::{JobId, JobRequest, JobState, WorkflowJobRef};
 use joblet_store::{Store, StoreError, TransitionExtra, WorkflowRecord};
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("state.db")
-    }
-    fn open(&self) -> Store {
-        Store::open(&self.db(), &self.dir.path().join("secret.key")).unwrap()
-    }
-}
+mod support;
+use support::Env;
 
 const A: &str = "3f2a9c1e-0000-4000-8000-000000000001";
 const B: &str = "3f2b0000-0000-4000-8000-000000000002";
