@@ -4,7 +4,10 @@
 # Debian build links), and glibc's development files (every link needs its
 # start files; `rnx` and `joblet-shim` link its static archives, see
 # build-support/fast_start.rs). And the tools the node uses: mmdebstrap
-# (a runtime's Debian root), e2fsprogs (mkfs.ext4 for filesystem volumes)
+# (a runtime's Debian root), e2fsprogs (mkfs.ext4 for filesystem volumes),
+# etcd-server and etcd-client (cluster mode's store; the cluster tests and
+# scripts/dev-cluster.sh start their own members), iproute2 (the cluster
+# tests' network namespaces)
 # and uv (a runtime's Python packages; from PyPI, into its own venv under
 # /usr/local/lib/joblet-uv, linked as /usr/local/bin/uv, when no uv is on
 # PATH). Installs them when missing; does nothing when they are there.
@@ -12,14 +15,14 @@
 # manual step.
 set -euo pipefail
 need=()
-for pkg in libhwloc-dev libudev-dev pkg-config libc6-dev mmdebstrap e2fsprogs python3-venv; do
+for pkg in libhwloc-dev libudev-dev pkg-config libc6-dev mmdebstrap e2fsprogs python3-venv etcd-server etcd-client iproute2; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 if [ ${#need[@]} -gt 0 ]; then
     if ! command -v apt-get >/dev/null; then
-        echo "setup.sh: missing ${need[*]} and no apt-get here: install hwloc (>= 2.0) development files, libudev, glibc's static libraries (libc.a), mmdebstrap, e2fsprogs and python3-venv with your package manager" >&2
+        echo "setup.sh: missing ${need[*]} and no apt-get here: install hwloc (>= 2.0) development files, libudev, glibc's static libraries (libc.a), mmdebstrap, e2fsprogs, python3-venv, etcd (3.4 or later) and iproute2 with your package manager" >&2
         exit 1
     fi
     echo "setup.sh: installing ${need[*]}"
