@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+pub use joblet_core::GangRank;
 use joblet_core::{JobSpec, JobState, UnixMillis};
 use joblet_engine::Submission;
 use joblet_sched::model::{GpuHealth, NodeSpec, Placement, Sharing, WorkloadClass};
@@ -148,24 +149,6 @@ pub struct AllocEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NodeAlloc {
     pub jobs: BTreeMap<String, AllocEntry>,
-}
-
-/// One task of a gang that spans nodes: the rendezvous PyTorch expects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GangRank {
-    /// This node's rank (0 = the master's node).
-    pub node_rank: u32,
-    /// Nodes in the gang.
-    pub nodes: u32,
-    /// Processes in the whole gang (one per GPU).
-    pub world_size: u32,
-    /// The first global rank of this node's processes.
-    pub rank_base: u32,
-    /// Processes on this node.
-    pub local_size: u32,
-    /// Where rank 0 listens.
-    pub master_addr: String,
-    pub master_port: u16,
 }
 
 /// What a node is told to run (`assign/NAME/ID`).

@@ -23,8 +23,8 @@ pub mod upload;
 
 pub use id::{JobId, PrefixError};
 pub use spec::{
-    is_name, split_runtime_ref, FieldError, JobRequest, JobSpec, Network, NodeCapabilities,
-    Resources, Unsupported, VolumeMount, WorkflowJobRef,
+    is_name, split_runtime_ref, ClusterRun, FieldError, GangRank, JobRequest, JobSpec, Network,
+    NodeCapabilities, Resources, Unsupported, VolumeMount, WorkflowJobRef,
 };
 pub use state::{JobState, TransitionError};
 pub use upload::{UploadEntry, UploadKind};

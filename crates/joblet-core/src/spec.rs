@@ -175,6 +175,55 @@ pub struct JobSpec {
     /// own. Recorded with the job, in the same commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow: Option<WorkflowJobRef>,
+    /// Cluster mode: this node's run of a job the cluster's leader placed
+    /// here (`None` on a single node). Recorded with the job, so that a
+    /// restarted daemon starts it on exactly the GPUs the leader chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterRun>,
+}
+
+/// A job's run on one node of a cluster: which attempt, under which
+/// leader's fencing token, on exactly which GPUs, and its place in a gang
+/// that spans nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterRun {
+    /// This node's name in the cluster.
+    pub node: String,
+    /// 1 for the first; one more each time the job is placed again after
+    /// its node was lost.
+    pub attempt: u32,
+    /// The leader's fencing token (its etcd key's create revision).
+    pub fence: i64,
+    /// The GPU units on this node the leader chose: (index, MIG instance).
+    pub units: Vec<(u32, Option<u32>)>,
+    /// MiB reserved per unit.
+    pub memory_mb: u64,
+    /// The units are shared with other jobs (memory reserved), not the
+    /// job's alone.
+    #[serde(default)]
+    pub shared: bool,
+    /// Set when the job spans nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangRank>,
+}
+
+/// One node's part of a gang that spans nodes: the rendezvous PyTorch
+/// expects (`MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE`, `NODE_RANK`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GangRank {
+    /// This node's rank (0 = the master's node).
+    pub node_rank: u32,
+    /// Nodes in the gang.
+    pub nodes: u32,
+    /// Processes in the whole gang (one per GPU).
+    pub world_size: u32,
+    /// The first global rank of this node's processes.
+    pub rank_base: u32,
+    /// Processes on this node (its GPUs).
+    pub local_size: u32,
+    /// Where rank 0 listens.
+    pub master_addr: String,
+    pub master_port: u16,
 }
 
 /// Which workflow run, job and attempt a job is.
@@ -512,6 +561,7 @@ impl JobRequest {
             cuda,
             gpu_profiling: self.gpu_profiling,
             workflow: None,
+            cluster: None,
         };
         Ok((spec, secrets))
     }

@@ -74,6 +74,8 @@ pub(crate) struct Job {
     /// Stops asked for while it was starting: sent once it runs, answered
     /// then (or when it fails to start).
     pub pending: Vec<(StopHow, Option<Ticket>)>,
+    /// Cluster mode: the placement the leader chose (see [`crate::pinned`]).
+    pub pinned: Option<Placement>,
 }
 
 impl Job {
@@ -86,6 +88,7 @@ impl Job {
             phase,
             ending: None,
             pending: Vec::new(),
+            pinned: sub.pinned,
         }
     }
 }
@@ -101,6 +104,9 @@ pub struct EngineCore {
     pub(crate) jobs: BTreeMap<String, Job>,
     /// The effects of the event being handled.
     pub(crate) out: Vec<Effect>,
+    /// Jobs waiting for the placement a cluster leader chose to be free
+    /// here, in arrival order (see [`crate::pinned`]).
+    pub(crate) pinned: Vec<crate::pinned::Pinned>,
 }
 
 impl EngineCore {
@@ -112,6 +118,7 @@ impl EngineCore {
             sched,
             jobs: BTreeMap::new(),
             out: Vec::new(),
+            pinned: Vec::new(),
         }
     }
 
@@ -159,6 +166,9 @@ impl EngineCore {
             Event::ReleaseChecked { job, dirty } => self.release_checked(&job, dirty, now),
             Event::Tick => self.sched(SchedEvent::Tick, now),
         }
+        if !self.pinned.is_empty() {
+            self.start_pinned(now);
+        }
         std::mem::take(&mut self.out)
     }
 
@@ -203,8 +213,13 @@ impl EngineCore {
             return;
         }
         let req = sub.request.clone();
-        self.jobs.insert(key, Job::new(sub, Phase::Queued));
-        self.sched(SchedEvent::Submit(Box::new(req)), now);
+        let pinned = sub.pinned.is_some();
+        self.jobs.insert(key.clone(), Job::new(sub, Phase::Queued));
+        if pinned {
+            self.pin(key, now);
+        } else {
+            self.sched(SchedEvent::Submit(Box::new(req)), now);
+        }
     }
 
     /// Feeds the scheduler and carries out everything it decides.
@@ -218,27 +233,18 @@ impl EngineCore {
         match action {
             Action::Start { placement } => {
                 let key = placement.job.clone();
-                let Some(job) = self
+                let queued = self
                     .jobs
-                    .get_mut(&key)
-                    .filter(|j| matches!(j.phase, Phase::Queued))
-                else {
+                    .get(&key)
+                    .is_some_and(|j| matches!(j.phase, Phase::Queued));
+                if !queued {
                     // The scheduler placed a job that is not waiting here:
                     // give the room back at once.
                     tracing::error!(job = %key, "the scheduler started a job the engine has not queued; released");
                     self.sched(SchedEvent::Exited(key), now);
                     return;
-                };
-                job.phase = Phase::Starting(placement.clone());
-                let order = LaunchOrder {
-                    job: job.id.clone(),
-                    request: job.request.clone(),
-                    placement,
-                    wall_limit_ms: job.wall_limit_ms,
-                    stop_grace_ms: self.cfg.stop_grace_ms,
-                    at: now,
-                };
-                self.out.push(Effect::Launch(Box::new(order)));
+                }
+                self.launch(&key, placement, now);
             }
             Action::Reject { job, reason } => {
                 let Some(j) = self.jobs.get(&job) else { return };
@@ -268,8 +274,25 @@ impl EngineCore {
         }
     }
 
+    /// A queued job holds `placement` now: it starts.
+    pub(crate) fn launch(&mut self, key: &str, placement: Placement, now: UnixMillis) {
+        let Some(job) = self.jobs.get_mut(key) else {
+            return;
+        };
+        job.phase = Phase::Starting(placement.clone());
+        let order = LaunchOrder {
+            job: job.id.clone(),
+            request: job.request.clone(),
+            placement,
+            wall_limit_ms: job.wall_limit_ms,
+            stop_grace_ms: self.cfg.stop_grace_ms,
+            at: now,
+        };
+        self.out.push(Effect::Launch(Box::new(order)));
+    }
+
     /// Records the end of a job that never started (it holds nothing).
-    fn finish_unplaced(&mut self, job: Job, fin: Final, now: UnixMillis) {
+    pub(crate) fn finish_unplaced(&mut self, job: Job, fin: Final, now: UnixMillis) {
         self.out.push(Effect::Finish {
             job: job.id.clone(),
             fin,

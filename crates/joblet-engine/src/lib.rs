@@ -28,6 +28,7 @@ mod effect;
 mod engine;
 mod event;
 mod outcome;
+mod pinned;
 mod recover;
 mod request;
 

@@ -142,6 +142,7 @@ impl EngineCore {
                 request: req,
                 wall_limit_ms: None,
                 gpu_time_reason: None,
+                pinned: None,
             };
             let phase = Phase::Releasing {
                 placement,
@@ -179,7 +180,11 @@ impl EngineCore {
         // Waiting jobs last, in submission order, once the scheduler knows
         // what is held and which GPUs are healthy.
         for req in waiting {
-            self.sched(SchedEvent::Submit(Box::new(req)), now);
+            if self.jobs.get(&req.job).is_some_and(|j| j.pinned.is_some()) {
+                self.pin(req.job, now);
+            } else {
+                self.sched(SchedEvent::Submit(Box::new(req)), now);
+            }
         }
         self.sched(SchedEvent::Tick, now);
         tracing::info!(

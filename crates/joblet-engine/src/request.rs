@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use joblet_core::{JobId, JobSpec};
-use joblet_sched::model::{JobRequest, Sharing, WorkloadClass};
+use joblet_sched::model::{GpuRef, JobRequest, Placement, Sharing, WorkloadClass};
 use serde::{Deserialize, Serialize};
 
 /// The node's rules that shape a job's request.
@@ -30,6 +30,12 @@ pub struct Submission {
     /// The reason recorded when the job reaches `wall_limit_ms` and that
     /// limit is its GPU time budget.
     pub gpu_time_reason: Option<String>,
+    /// Cluster mode: the placement the cluster's leader chose on this node
+    /// (from the spec's [`joblet_core::ClusterRun`]). The job starts on
+    /// exactly it, as soon as it is free, and never waits in this node's
+    /// queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<Placement>,
 }
 
 impl Submission {
@@ -38,11 +44,14 @@ impl Submission {
     pub fn of(job: JobId, owner: &str, spec: &JobSpec, rules: &JobRules) -> Submission {
         let (wall, reason) = wall_limit(spec, rules);
         let wall_limit_ms = wall.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let request = request(&job, owner, spec, rules, wall_limit_ms);
+        let pinned = spec.cluster.as_ref().map(|c| pinned(&request, c));
         Submission {
-            request: request(&job, owner, spec, rules, wall_limit_ms),
+            request,
             job,
             wall_limit_ms,
             gpu_time_reason: reason,
+            pinned,
         }
     }
 }
@@ -81,6 +90,32 @@ fn request(
         time_limit_ms: wall_limit_ms,
         cpu_millis: cpu_millis(spec),
         host_memory_mb: r.max_memory_mb.unwrap_or(0),
+    }
+}
+
+/// The placement a cluster's leader chose, in this node's terms.
+fn pinned(req: &JobRequest, run: &joblet_core::ClusterRun) -> Placement {
+    Placement {
+        job: req.job.clone(),
+        node: 0,
+        units: run
+            .units
+            .iter()
+            .map(|(index, mig)| GpuRef {
+                node: 0,
+                index: *index,
+                mig: *mig,
+            })
+            .collect(),
+        memory_mb: run.memory_mb,
+        cpu_millis: req.cpu_millis,
+        host_memory_mb: req.host_memory_mb,
+        sharing: if run.shared {
+            Sharing::Shared
+        } else {
+            Sharing::Exclusive
+        },
+        class: req.class,
     }
 }
 

@@ -221,6 +221,7 @@ fn spec() -> impl Strategy<Value = JobSpec> {
                 // The wire carries the workflow's id, job and attempt only
                 // (covered apart).
                 workflow: None,
+                cluster: None,
             },
         )
 }
@@ -291,6 +292,7 @@ fn job_details() -> impl Strategy<Value = JobDetails> {
                 transitions,
                 log_bytes,
                 gpus,
+                cluster: None,
             },
         )
 }
@@ -447,6 +449,7 @@ fn minimal_job() -> JobDetails {
                 cuda: None,
                 gpu_profiling: false,
                 workflow: None,
+                cluster: None,
             },
             state: JobState::Pending,
             reason: String::new(),
@@ -459,6 +462,7 @@ fn minimal_job() -> JobDetails {
         transitions: Vec::new(),
         log_bytes: 0,
         gpus: None,
+        cluster: None,
     }
 }
 

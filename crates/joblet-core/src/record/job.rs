@@ -120,6 +120,21 @@ pub struct JobDetails {
     pub log_bytes: u64,
     /// `None` for a CPU job and for a GPU job not placed yet.
     pub gpus: Option<JobGpus>,
+    /// Cluster mode: where it runs or ran, and as which attempt; `None` on
+    /// a single node.
+    pub cluster: Option<ClusterPlace>,
+}
+
+/// Cluster mode: a job's nodes, attempt and restart policy.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterPlace {
+    /// The node(s) it runs or ran on; empty while queued.
+    pub nodes: Vec<String>,
+    /// 1 for the first; one more each time it is placed again after its
+    /// node was lost.
+    pub attempt: u32,
+    /// `never` or `on-node-failure`.
+    pub restart: String,
 }
 
 #[cfg(test)]

@@ -13,4 +13,4 @@ mod job;
 
 pub use audit::AuditRecord;
 pub use gpu_event::GpuEventRecord;
-pub use job::{JobDetails, JobGpus, JobProgress, JobRecord, TransitionRecord};
+pub use job::{ClusterPlace, JobDetails, JobGpus, JobProgress, JobRecord, TransitionRecord};

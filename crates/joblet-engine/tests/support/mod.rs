@@ -106,6 +106,7 @@ pub fn submission(n: u32, ask: Ask) -> Submission {
         },
         wall_limit_ms: ask.time_limit_ms,
         gpu_time_reason: None,
+        pinned: None,
     }
 }
 

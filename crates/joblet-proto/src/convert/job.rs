@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use joblet_core::parse::{format_cpu_list, parse_cpu_list};
-use joblet_core::record::{JobDetails, JobGpus, JobRecord};
+use joblet_core::record::{ClusterPlace, JobDetails, JobGpus, JobRecord};
 use joblet_core::{FieldError, JobId, JobSpec, Network, Resources, VolumeMount, WorkflowJobRef};
 
 use super::state::{required_state_from_pb, state_to_pb, transition_from_pb, transition_to_pb};
@@ -68,6 +68,17 @@ pub fn job_to_pb(d: &JobDetails) -> pb::Job {
             .map(|w| w.job.clone())
             .unwrap_or_default(),
         workflow_attempt: spec.workflow.as_ref().map_or(0, |w| w.attempt),
+        nodes: d
+            .cluster
+            .as_ref()
+            .map(|c| c.nodes.clone())
+            .unwrap_or_default(),
+        attempt: d.cluster.as_ref().map_or(0, |c| c.attempt),
+        restart: d
+            .cluster
+            .as_ref()
+            .map(|c| c.restart.clone())
+            .unwrap_or_default(),
     }
 }
 
@@ -134,6 +145,7 @@ pub fn job_from_pb(j: pb::Job) -> Result<JobDetails, FieldError> {
             attempt: j.workflow_attempt,
             shared: None,
         }),
+        cluster: None,
     };
     Ok(JobDetails {
         record: JobRecord {
@@ -152,6 +164,11 @@ pub fn job_from_pb(j: pb::Job) -> Result<JobDetails, FieldError> {
         transitions,
         log_bytes: j.log_bytes,
         gpus: j.gpus.map(job_gpus_from_pb),
+        cluster: (j.attempt > 0).then_some(ClusterPlace {
+            nodes: j.nodes,
+            attempt: j.attempt,
+            restart: j.restart,
+        }),
     })
 }
 
@@ -255,6 +272,7 @@ mod tests {
             transitions: Vec::new(),
             log_bytes: 0,
             gpus: None,
+            cluster: None,
         }
     }
 

@@ -203,6 +203,24 @@ impl Scheduler {
         std::mem::take(&mut self.actions)
     }
 
+    /// Starts `req` on exactly `placement`, decided elsewhere (a cluster
+    /// leader placed it on this node), if that is free now; nothing
+    /// changes on error. The job never waits in this scheduler's queue.
+    pub fn pin(
+        &mut self,
+        req: JobRequest,
+        placement: Placement,
+        now: UnixMillis,
+    ) -> Result<(), AllocError> {
+        if self.running.contains_key(&req.job) || self.queue.contains(&req.job) {
+            return Err(AllocError::DuplicateJob { job: req.job });
+        }
+        self.cluster.allocate(placement.clone())?;
+        self.limits.hold(&req);
+        self.insert_running(req, now, now, 0, placement);
+        Ok(())
+    }
+
     pub fn cluster(&self) -> &ClusterState {
         &self.cluster
     }

@@ -33,6 +33,7 @@ pub struct Config {
     pub runtimes: RuntimesConfig,
     pub volumes: VolumesConfig,
     pub workflows: WorkflowsConfig,
+    pub cluster: ClusterConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -302,6 +303,7 @@ impl Default for Config {
             runtimes: RuntimesConfig::default(),
             volumes: VolumesConfig::default(),
             workflows: WorkflowsConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -486,6 +488,8 @@ impl Config {
 
 /// The values of a parsed file that serde cannot check by type.
 mod checks;
+mod cluster;
+pub use cluster::{ClusterConfig, EtcdTls};
 mod de;
 
 use checks::check_values;

@@ -78,6 +78,7 @@ pub fn gpu_pb(info: &GpuInfo, entry: Option<&GpuEntry>) -> pb::Gpu {
 pub fn status_pb(node: &GpuStatus) -> pb::GpuStatusResponse {
     let inv = &node.inventory;
     pb::GpuStatusResponse {
+        node: String::new(),
         backend: inv
             .backends
             .iter()

@@ -349,6 +349,7 @@ impl Jobs {
             record: rec,
             transitions,
             gpus,
+            cluster: None,
         })
     }
 }

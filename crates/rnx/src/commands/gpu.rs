@@ -19,7 +19,9 @@ pub async fn run(mut ctx: Ctx, action: GpuAction) -> Result<u8, Error> {
         GpuAction::Status { all } => {
             let r = ctx
                 .gpu
-                .get_gpu_status(pb::GpuStatusRequest {})
+                .get_gpu_status(pb::GpuStatusRequest {
+                    node: String::new(),
+                })
                 .await
                 .map_err(status_err)?
                 .into_inner();
@@ -50,7 +52,9 @@ pub async fn run(mut ctx: Ctx, action: GpuAction) -> Result<u8, Error> {
                 tick.tick().await;
                 let r = ctx
                     .gpu
-                    .get_gpu_status(pb::GpuStatusRequest {})
+                    .get_gpu_status(pb::GpuStatusRequest {
+                        node: String::new(),
+                    })
                     .await
                     .map_err(status_err)?
                     .into_inner();

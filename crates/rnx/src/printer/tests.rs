@@ -62,6 +62,9 @@ fn sample_job() -> pb::Job {
         workflow_id: String::new(),
         workflow_job: String::new(),
         workflow_attempt: 0,
+        nodes: Vec::new(),
+        attempt: 0,
+        restart: String::new(),
         runtime: "python-3.11-ml@1.0".into(),
         network: "none".into(),
         transitions: vec![
