@@ -26,6 +26,9 @@ pub struct NodeRecord {
     /// May lead the scheduler (`cluster.scheduler`).
     #[serde(default)]
     pub scheduler: bool,
+    /// GPU model names, by index order (for `rnx node list`).
+    #[serde(default)]
+    pub gpu_models: Vec<String>,
     /// When this daemon started.
     pub started_at: UnixMillis,
 }
@@ -212,4 +215,49 @@ pub struct RecordError {
     pub what: String,
     pub key: String,
     pub problem: String,
+}
+
+/// The id of attempt `attempt` of job `job` on the node that runs it: the
+/// job's own id for the first attempt; for later ones an id derived from
+/// both (a node may run several attempts of one job, each a job of its
+/// own in its store).
+pub fn run_id(job: &str, attempt: u32) -> String {
+    if attempt <= 1 {
+        return job.to_string();
+    }
+    // FNV-1a over the id and attempt, twice with different seeds, laid out
+    // as a version-4 UUID: stable, and distinct per attempt.
+    let hash = |seed: u64| {
+        let mut h = seed;
+        for b in job.bytes().chain(attempt.to_le_bytes()) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    };
+    let (a, b) = (hash(0xcbf2_9ce4_8422_2325), hash(0x8422_2325_cbf2_9ce4));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0x0fff,
+        0x8000 | ((b >> 48) & 0x3fff),
+        b & 0xffff_ffff_ffff
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_attempt_runs_under_the_jobs_id_later_ones_under_their_own() {
+        let job = "3f2a1b4c-0000-4000-8000-000000000001";
+        assert_eq!(run_id(job, 1), job);
+        let (two, three) = (run_id(job, 2), run_id(job, 3));
+        assert_ne!(two, job);
+        assert_ne!(two, three);
+        assert_eq!(two, run_id(job, 2));
+        assert!(joblet_core::JobId::parse(&two).is_ok(), "{two}");
+    }
 }

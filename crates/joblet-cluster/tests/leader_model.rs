@@ -217,6 +217,7 @@ fn node_record(i: usize) -> NodeRecord {
         health: Vec::new(),
         labels: Default::default(),
         scheduler: true,
+        gpu_models: Vec::new(),
         started_at: 0,
     }
 }

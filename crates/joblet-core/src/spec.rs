@@ -93,6 +93,8 @@ pub struct JobRequest {
     pub mig_profile: String,
     /// `--gpu-profiling`: the job also gets `/dev/nvidia-uvm-tools`.
     pub gpu_profiling: bool,
+    /// Cluster mode (`--restart`): `""`/`never` or `on-node-failure`.
+    pub restart: String,
 }
 
 /// Resource limits of a validated job. `None`/0 = not asked for.
@@ -187,6 +189,9 @@ pub struct JobSpec {
 /// that spans nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterRun {
+    /// The job's id cluster-wide (this run's own id differs from the
+    /// second attempt on: see `joblet_cluster::records::run_id`).
+    pub job: String,
     /// This node's name in the cluster.
     pub node: String,
     /// 1 for the first; one more each time the job is placed again after

@@ -147,6 +147,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
             cuda_version,
             mig_profile,
             gpu_profiling,
+            restart: String::new(),
         },
     )
 }

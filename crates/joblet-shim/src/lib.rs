@@ -25,6 +25,7 @@
 mod atomic;
 mod control_client;
 mod error;
+pub mod fence;
 mod handle;
 mod inherited_fds;
 mod jobdir;

@@ -29,6 +29,10 @@ pub struct ShimSpec {
     /// the runner's default (unisolated for [`HostRunner`](crate::HostRunner)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<serde_json::Value>,
+    /// Cluster mode: the node's fencing deadline file (see
+    /// [`crate::fence`]); the job is killed once the deadline passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<PathBuf>,
 }
 
 /// What a warm shim gets first, on the first line of its stdin, before its
@@ -54,6 +58,7 @@ impl fmt::Debug for ShimSpec {
             .field("timeout_ms", &self.timeout_ms)
             .field("stop_grace_ms", &self.stop_grace_ms)
             .field("runner", &self.runner.is_some())
+            .field("fence", &self.fence)
             .finish()
     }
 }
@@ -119,6 +124,7 @@ mod tests {
             timeout_ms: Some(30_000),
             stop_grace_ms: 5_000,
             runner: None,
+            fence: None,
         }
     }
 

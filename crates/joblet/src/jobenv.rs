@@ -1,8 +1,10 @@
 //! The environment a job starts with: a small clean base (no daemon
 //! variables leak in; a workflow's job also gets `JOBLET_WORKFLOW_ID`,
 //! `JOBLET_WORKFLOW_JOB`, `JOBLET_WORKFLOW_ATTEMPT` and, when its run has a
-//! shared volume, `JOBLET_WORKFLOW_SHARED`), then its runtime's
-//! `environment`, then the user's `--env`, then `--secret-env`.
+//! shared volume, `JOBLET_WORKFLOW_SHARED`; a cluster job its node, attempt
+//! and fencing token, and in a gang that spans nodes the rendezvous
+//! PyTorch reads, see [`cluster`]), then its runtime's `environment`, then
+//! the user's `--env`, then `--secret-env`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,12 +34,49 @@ pub fn build(
             env.insert("JOBLET_WORKFLOW_SHARED".into(), shared.clone());
         }
     }
+    if let Some(c) = &spec.cluster {
+        cluster(&mut env, id, c);
+    }
     if let Some(r) = runtime {
         env.extend(r.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
+}
+
+/// A cluster job's variables. `JOBLET_JOB_ID` is the job's id cluster-wide
+/// (`JOBLET_RUN_ID` this node's run of it); `JOBLET_ATTEMPT` and
+/// `JOBLET_FENCE` let the job's own checkpoint writer refuse a stale
+/// attempt (a larger pair wins). A gang that spans nodes runs its command
+/// once per node: `RANK`/`WORLD_SIZE`/`LOCAL_RANK` count those processes
+/// (torch.distributed with one process per node), `NODE_RANK`/`NNODES`/
+/// `NPROC_PER_NODE` are what `torchrun --nnodes=$NNODES
+/// --node_rank=$NODE_RANK --nproc_per_node=$NPROC_PER_NODE` takes to start
+/// one worker per GPU, all meeting at `MASTER_ADDR:MASTER_PORT`.
+fn cluster(env: &mut BTreeMap<String, String>, id: &JobId, c: &joblet_core::ClusterRun) {
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_owned(), v);
+    };
+    set("JOBLET_JOB_ID", c.job.clone());
+    set("JOBLET_RUN_ID", id.to_string());
+    set("JOBLET_NODE", c.node.clone());
+    set("JOBLET_ATTEMPT", c.attempt.to_string());
+    set("JOBLET_FENCE", c.fence.to_string());
+    if let Some(g) = &c.gang {
+        set("JOBLET_NODE_RANK", g.node_rank.to_string());
+        set("JOBLET_GPU_WORLD_SIZE", g.world_size.to_string());
+        set("JOBLET_GPU_RANK_BASE", g.rank_base.to_string());
+        set("MASTER_ADDR", g.master_addr.clone());
+        set("MASTER_PORT", g.master_port.to_string());
+        set("NODE_RANK", g.node_rank.to_string());
+        set("NNODES", g.nodes.to_string());
+        set("NPROC_PER_NODE", g.local_size.to_string());
+        set("RANK", g.node_rank.to_string());
+        set("WORLD_SIZE", g.nodes.to_string());
+        set("LOCAL_RANK", "0".to_string());
+        set("LOCAL_WORLD_SIZE", "1".to_string());
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@
 
 pub mod agent;
 pub mod clock;
+pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod disk;

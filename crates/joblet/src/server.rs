@@ -16,10 +16,10 @@ use crate::engine::{Engine, EngineConfig};
 use crate::gpu::allocation::NodeGpus;
 use crate::gpu::node_spec::sched_config;
 use crate::gpu::simulate::Simulation;
-use crate::grpc::{GpuApi, JobApi, RuntimeApi, VolumeApi, WorkflowApi};
+use crate::grpc::{GpuApi, JobApi, NodeApi, RuntimeApi, VolumeApi, WorkflowApi};
 use crate::node_facts::NodeFacts;
 use crate::sandbox::NodeSandbox;
-use crate::service::{Admission, Audit, Gpus, Jobs, Runtimes, Volumes, Workflows};
+use crate::service::{Admission, Audit, Gpus, Jobs, Nodes, Runtimes, Volumes, Workflows};
 use crate::state_dir::{self, StateDir};
 use crate::storage::{NodeRuntimes, NodeStorage, NodeVolumes};
 use crate::tls;
@@ -139,6 +139,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         gpu_sharing: cfg.gpu.sharing != SharingMode::Exclusive,
         default_gpu_time: (!cfg.gpu.default_gpu_time.is_zero()).then_some(cfg.gpu.default_gpu_time),
     };
+    let rules_for_cluster = rules.clone();
     let capacity = crate::agent::capacity::detect(
         Path::new("/proc"),
         cfg.jobs.max_running,
@@ -164,11 +165,20 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             .map(|s| s as Arc<dyn crate::agent::mounts::NodeMounts>),
     });
     let max_gpus_per_node = u32::try_from(agent.node().gpus.len()).unwrap_or(u32::MAX);
+    let node_spec = agent.node();
+    let gpu_models: Vec<String> = gpus
+        .as_ref()
+        .map(|(shared, _)| {
+            let node = shared.lock();
+            node.inventory.gpus.iter().map(|g| g.name.clone()).collect()
+        })
+        .unwrap_or_default();
+    let sched = sched_config(&cfg.gpu);
     let engine = Engine::start(
         store.clone(),
         dirs.clone(),
         EngineConfig {
-            sched: sched_config(&cfg.gpu),
+            sched: sched.clone(),
             stop_grace: cfg.jobs.stop_grace_period,
             rules,
             state_reserve_mb: cfg.jobs.state_reserve_mb,
@@ -208,6 +218,39 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     );
 
     crate::uploads::clean_staging(dirs.root());
+    let cluster = if cfg.cluster.enabled() {
+        let address = if cfg.cluster.advertise.is_empty() {
+            bound.to_string()
+        } else {
+            cfg.cluster.advertise.clone()
+        };
+        let record = joblet_cluster::NodeRecord {
+            name: cfg.cluster.name(),
+            address,
+            spec: node_spec,
+            health: Vec::new(),
+            labels: cfg.cluster.labels.clone(),
+            scheduler: cfg.cluster.scheduler,
+            gpu_models,
+            started_at: crate::clock::now_ms(),
+        };
+        let node = crate::cluster::ClusterNode::start(crate::cluster::ClusterStart {
+            cfg: &cfg.cluster,
+            record,
+            engine: engine.clone(),
+            store: store.clone(),
+            fence_file: dirs.cluster_fence(),
+            rules: rules_for_cluster.clone(),
+            sched,
+            ca_pem: pki.ca.cert_pem().to_owned(),
+            identity: pki.admin.clone(),
+        })
+        .await
+        .context("joining the cluster (cluster.etcd)")?;
+        Some(node)
+    } else {
+        None
+    };
     let stopping = engine.clone();
     let jobs = Arc::new(Jobs::new(
         store.clone(),
@@ -215,6 +258,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         dirs.clone(),
         Admission::new(&cfg, caps, facts),
         storage.clone(),
+        cluster.clone(),
     ));
     // After the engine's recovery: the driver hears of jobs' ends from it.
     let driver = WorkflowHandle::start(
@@ -241,10 +285,19 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         crate::clock::now_ms,
     ));
     let api = JobApi::new(jobs, Audit::new(store));
-    let gpu_api = GpuApi::new(Gpus::new(
-        gpus.as_ref().map(|(shared, _)| shared.clone()),
-        crate::clock::now_ms,
+    let shared_gpus = gpus.as_ref().map(|(shared, _)| shared.clone());
+    let nodes = Arc::new(Nodes::new(
+        cluster.clone(),
+        Gpus::new(shared_gpus.clone(), crate::clock::now_ms),
+        cluster
+            .as_ref()
+            .map_or_else(|| cfg.cluster.name(), |c| c.name.clone()),
+        cluster
+            .as_ref()
+            .map_or_else(|| bound.to_string(), |c| c.address.clone()),
     ));
+    let gpu_api = GpuApi::new(Gpus::new(shared_gpus, crate::clock::now_ms), nodes.clone());
+    let node_api = NodeApi::new(nodes);
     let incoming = tls::incoming(listener, Arc::new(tls_config));
     let local = local.map(crate::local::incoming);
     let incoming = tokio_stream::StreamExt::merge(
@@ -254,6 +307,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     tonic::transport::Server::builder()
         .add_service(joblet_proto::JobServiceServer::new(api))
         .add_service(joblet_proto::GpuServiceServer::new(gpu_api))
+        .add_service(joblet_proto::pb::node_service_server::NodeServiceServer::new(node_api))
         // BuildRuntime carries a manifest directory (rnx caps it at 64 MiB).
         .add_service(
             joblet_proto::RuntimeServiceServer::new(runtime_api)

@@ -142,6 +142,12 @@ impl StateDir {
 
     /// Loads the CA, server and admin certificates, creating any that are
     /// missing (first start). The server certificate names `hosts`.
+    /// Cluster mode: the node's fencing deadline, which the shims of its
+    /// cluster jobs read (see `joblet_shim::fence`).
+    pub fn cluster_fence(&self) -> PathBuf {
+        self.root().join("cluster-fence")
+    }
+
     pub fn ensure_pki(&self, hosts: &[String]) -> Result<ServerPki, StateError> {
         let dir = self.pki();
         let pki_err = |source| StateError::Pki {

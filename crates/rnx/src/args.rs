@@ -77,6 +77,9 @@ pub enum Command {
     /// See the node's GPUs and their health; drain or take them offline (admin)
     #[command(subcommand)]
     Gpu(GpuCommand),
+    /// Cluster mode: the cluster's nodes; drain one so no new jobs go to it (admin)
+    #[command(subcommand, after_help = NODE_AFTER_HELP)]
+    Node(NodeCommand),
     /// Admin: the GPU audit log, one record per GPU allocation
     Audit(AuditArgs),
 }
@@ -505,18 +508,76 @@ pub struct AuditArgs {
     pub owner: Option<String>,
 }
 
+const NODE_AFTER_HELP: &str = "\
+In cluster mode (`cluster:` in joblet-config.yml) several joblet nodes share
+one etcd: any node answers for the whole cluster, one of them leads the
+scheduler, and jobs are placed on whichever node has room. A node is ready
+(new jobs may go to it), drained (its jobs keep running, no new ones come)
+or lost (it stopped answering; its jobs are placed again elsewhere if their
+restart policy says so). A node on its own lists only itself.
+
+These commands name the cluster's nodes as `rnx node list` shows them; the
+global --node instead picks which entry of your rnx-config.yml to connect to.
+
+Examples:
+  rnx node list
+  rnx node drain gpu-07
+  rnx node undrain gpu-07
+  rnx gpu status --on gpu-07
+  rnx --json node list | jq -r '.nodes[] | select(.state == \"ready\") | .name'";
+
+const CLUSTER_NODE_HELP: &str = "The cluster node's name, as `rnx node list` shows it, like gpu-07";
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Table of the cluster's nodes: state, leader, free GPUs, jobs, CPU, memory, address, labels
+    #[command(after_help = NODE_LIST_AFTER_HELP)]
+    List,
+    /// Admin: place no new jobs on a node; the jobs on it keep running
+    #[command(
+        after_help = "The node stays drained, across its restarts too, until `rnx node undrain`.\nIts running jobs are not stopped: stop them with `rnx job stop` if it must be\nemptied (`rnx job list` shows each job's NODE).\n\nExamples:\n  rnx node drain gpu-07\n  rnx --json node drain gpu-07 | jq -r .state"
+    )]
+    Drain(NodeNameArgs),
+    /// Admin: let new jobs be placed on a drained node again
+    #[command(after_help = "Examples:\n  rnx node undrain gpu-07")]
+    Undrain(NodeNameArgs),
+}
+
+const NODE_LIST_AFTER_HELP: &str = "\
+Columns: STATE (ready, drained or lost), LEADER (* on the node leading the
+scheduler), GPUS (free/total), JOBS (placed on it now), CPU and MEMORY (what
+it offers jobs; - when not tracked), ADDRESS (where its API listens),
+LABELS (cluster.labels). The last line names the node that answered. With
+--json: {\"cluster\", \"answered_by\", \"nodes\": [...]}, each node with every
+field (cpu_millis and memory_mb null when not tracked).
+
+Examples:
+  rnx node list
+  rnx --json node list | jq -r '.nodes[] | select(.gpus_free > 0) | .name'";
+
+#[derive(Debug, Args)]
+pub struct NodeNameArgs {
+    #[arg(value_name = "NAME", help = CLUSTER_NODE_HELP, value_parser = parsers::Clipped(parsers::cluster_node))]
+    pub name: String,
+}
+
 const GPU_ID_HELP: &str = "GPU UUID, a unique UUID prefix (GPU-1a2b), or index";
+
+const GPU_ON_HELP: &str = "Cluster mode: another node's GPUs, by its name in `rnx node list` (the node connected to answers for it) [default: the node connected to]";
 
 #[derive(Debug, Subcommand)]
 pub enum GpuCommand {
     /// Table of the node's GPUs: memory, utilization, temperature, state, jobs
     #[command(
-        after_help = "Examples:\n  rnx gpu status\n  rnx gpu status --all\n  rnx --json gpu status | jq '.gpus[] | select(.state != \"AVAILABLE\")'"
+        after_help = "Examples:\n  rnx gpu status\n  rnx gpu status --all\n  rnx gpu status --on gpu-07\n  rnx --json gpu status | jq '.gpus[] | select(.state != \"AVAILABLE\")'"
     )]
     Status(GpuStatusArgs),
     /// One GPU's health: ECC counters, retired pages, thermal limits, history of state changes
     Health(GpuIdArgs),
     /// Refresh the status table every interval until interrupted (Ctrl-C)
+    #[command(
+        after_help = "Examples:\n  rnx gpu watch\n  rnx gpu watch --interval 2s --count 10\n  rnx gpu watch --on gpu-07\n  rnx --json gpu watch --count 3 | jq -c '[.gpus[].utilization_pct]'"
+    )]
     Watch(GpuWatchArgs),
     /// Admin: let the jobs on a GPU finish but place no new ones on it
     Drain(GpuIdArgs),
@@ -531,6 +592,8 @@ pub struct GpuStatusArgs {
     /// Also show UUIDs, PCI bus ids, device minors, NUMA nodes, ECC, MIG instances and processes
     #[arg(long)]
     pub all: bool,
+    #[arg(long, value_name = "NODE", help = GPU_ON_HELP, value_parser = parsers::Clipped(parsers::cluster_node))]
+    pub on: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -559,6 +622,8 @@ pub struct GpuWatchArgs {
     /// Also show the --all columns
     #[arg(long)]
     pub all: bool,
+    #[arg(long, value_name = "NODE", help = GPU_ON_HELP, value_parser = parsers::Clipped(parsers::cluster_node))]
+    pub on: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -650,6 +715,9 @@ pub struct RunArgs {
     /// Let the job profile its GPUs (CUPTI, Nsight): it also gets /dev/nvidia-uvm-tools; needs --gpu
     #[arg(long)]
     pub gpu_profiling: bool,
+    /// In a cluster: what happens when the job's node is lost: never (it ends FAILED, naming the node) or on-node-failure (it runs again elsewhere as its next attempt, $JOBLET_ATTEMPT one higher) [default: never]
+    #[arg(long, value_name = "POLICY", value_parser = ["never", "on-node-failure"])]
+    pub restart: Option<String>,
     /// Stream the job's output and exit with the job's exit code
     #[arg(short = 'f', long)]
     pub follow: bool,

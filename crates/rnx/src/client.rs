@@ -16,6 +16,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub type Client = JobServiceClient<Channel>;
 pub type GpuClient = joblet_proto::GpuServiceClient<Channel>;
+/// Cluster membership: `rnx node list|drain|undrain`.
+pub type NodeClient = joblet_proto::pb::node_service_client::NodeServiceClient<Channel>;
 pub type RuntimeClient = joblet_proto::pb::runtime_service_client::RuntimeServiceClient<Channel>;
 pub type VolumeClient = joblet_proto::pb::volume_service_client::VolumeServiceClient<Channel>;
 pub type WorkflowClient = joblet_proto::WorkflowServiceClient<Channel>;

@@ -63,6 +63,16 @@ pub enum ConfigError {
         daemon_hint()
     )]
     NotFound { home: String },
+    /// `--node NAME` names no entry of the file; NAME may be a cluster
+    /// node, which `--node` does not pick.
+    #[error(
+        "{source}. --node picks an entry of the client config to connect to; a cluster's nodes \
+         are named by `rnx node list` and reached through any of them (e.g. `rnx gpu status --on {name}`)"
+    )]
+    NoSuchNode {
+        source: ClientFileError,
+        name: String,
+    },
     #[error("{0}")]
     File(#[from] ClientFileError),
 }
@@ -114,7 +124,13 @@ pub fn locate(flag: Option<&Path>, env: &LookupEnv) -> Result<(PathBuf, Source),
 /// Reads `path` and picks `node` (or the file's default).
 pub fn load_node(path: &Path, node: Option<&str>) -> Result<ResolvedNode, ConfigError> {
     let file = ClientConfigFile::load(path)?;
-    Ok(file.resolve(path, node)?)
+    file.resolve(path, node).map_err(|e| match e {
+        ClientFileError::NoSuchNode { ref name, .. } => ConfigError::NoSuchNode {
+            name: name.clone(),
+            source: e,
+        },
+        other => ConfigError::File(other),
+    })
 }
 
 #[cfg(test)]
@@ -203,5 +219,6 @@ mod tests {
         write_config(&path);
         let e = load_node(&path, Some("gpu7")).unwrap_err().to_string();
         assert!(e.contains("gpu7") && e.contains("default"), "{e}");
+        assert!(e.ends_with("(e.g. `rnx gpu status --on gpu7`)"), "{e}");
     }
 }

@@ -15,6 +15,9 @@ const MIB: u64 = 1024 * 1024;
 /// The node's GPUs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuNodeView {
+    /// Cluster mode: the node these GPUs are on (`--on`, or the node
+    /// asked); `null` on a node on its own.
+    pub node: Option<String>,
     /// `nvml`, `nvml+procfs` or `procfs`.
     pub backend: String,
     /// True when the GPUs are simulated (fake NVML), not real hardware.
@@ -183,6 +186,7 @@ impl GpuView {
 impl GpuNodeView {
     pub fn from_pb(r: pb::GpuStatusResponse) -> GpuNodeView {
         GpuNodeView {
+            node: non_empty(r.node),
             backend: r.backend,
             simulated: r.simulated,
             simulated_from: non_empty(r.simulated_from),
@@ -243,8 +247,12 @@ fn state(g: &GpuView) -> String {
     }
 }
 
-/// The header lines: simulated or not, driver, CUDA.
+/// The header lines: the node (cluster mode), simulated or not, driver,
+/// CUDA.
 fn write_header(o: &mut dyn Write, n: &GpuNodeView) -> io::Result<()> {
+    if let Some(node) = &n.node {
+        writeln!(o, "Node: {node}")?;
+    }
     if n.simulated {
         writeln!(
             o,

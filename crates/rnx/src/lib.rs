@@ -9,7 +9,8 @@
 //! exactly once across reconnects. `rnx workflow` reads and checks its file
 //! locally with `joblet-workflow` (in [`settings`]), decides what to upload
 //! in [`workflow_uploads`], and shows runs through [`workflow_view`] (JSON)
-//! and [`workflow_text`] (text).
+//! and [`workflow_text`] (text). `rnx node` shows a cluster's nodes through
+//! [`node_view`].
 //!
 //! rnx talks to the daemon only through the gRPC API in `joblet-proto`; it
 //! must not depend on the daemon's crates (store, shim) or read its files
@@ -24,6 +25,7 @@ pub mod error;
 pub mod exit;
 pub mod follow;
 pub mod gpu_view;
+pub mod node_view;
 pub mod parsers;
 pub mod printer;
 pub mod runtime_files;

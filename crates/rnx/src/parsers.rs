@@ -405,6 +405,24 @@ pub fn gpu_ref(s: &str) -> Result<String, String> {
     Ok(t.to_string())
 }
 
+/// A cluster node's name (`rnx node drain NAME`, `rnx gpu status --on
+/// NAME`): a host-name-like word. Whether the cluster has such a node is
+/// the node's business; here only its form is checked.
+pub fn cluster_node(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let ok = !t.is_empty()
+        && t.len() <= 253
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+    if !ok {
+        return Err(
+            "expected a node name as `rnx node list` shows it, like gpu-07 (letters, digits, '-', '.' and '_')"
+                .to_owned(),
+        );
+    }
+    Ok(t.to_owned())
+}
+
 /// `gpu watch --interval`: at least 100ms.
 pub fn watch_interval(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
@@ -476,6 +494,17 @@ impl TypedValueParser for SecretEnvParser {
 mod tests {
     use super::*;
     use joblet_core::JobRequest;
+
+    #[test]
+    fn cluster_node_names_are_host_names() {
+        for good in ["gpu-07", "n1", "node.rack3.example", "GPU_7", " n2 "] {
+            assert_eq!(cluster_node(good).unwrap(), good.trim(), "{good:?}");
+        }
+        for bad in ["", " ", "a b", "n1/x", "é", &"n".repeat(254)] {
+            let e = cluster_node(bad).unwrap_err();
+            assert!(e.contains("like gpu-07"), "{bad:?}: {e}");
+        }
+    }
 
     #[test]
     fn names_follow_the_core_rule() {

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::audit_view::{self, AuditView};
 use crate::gpu_view::{self, GpuHealthView, GpuNodeView, GpuView};
+use crate::node_view::{self, NodeListView, NodeView};
 use crate::runtime_view::{self, InstalledView, RuntimeView};
 use crate::view::{command_line, rfc3339, JobView, WhoAmIView};
 use crate::volume_view::{self, VolumeChange, VolumeView};
@@ -162,6 +163,29 @@ impl<W: Write> Printer<W> {
         }
     }
 
+    /// `node list`: the table and who answered, or one JSON object with
+    /// `cluster`, `answered_by` and `nodes`.
+    pub fn node_list(&mut self, list: &NodeListView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(list),
+            Format::Human => {
+                node_view::write_list(&mut self.out, list)?;
+                self.out.flush()
+            }
+        }
+    }
+
+    /// `node drain|undrain`: the node's new state, or the node as JSON.
+    pub fn node_changed(&mut self, node: &NodeView) -> io::Result<()> {
+        match self.format {
+            Format::Json => self.json(node),
+            Format::Human => {
+                writeln!(self.out, "{}", node_view::change_line(node))?;
+                self.out.flush()
+            }
+        }
+    }
+
     /// `audit`: the table, or a JSON array with one object per record.
     pub fn audit(&mut self, records: &[AuditView]) -> io::Result<()> {
         match self.format {
@@ -298,6 +322,7 @@ pub fn write_status(
         }
         writeln!(o, "{line}")?;
     }
+    write_cluster(o, job)?;
     if let Some(created) = job.created_unix_ms {
         writeln!(o, "Created: {}", rfc3339(created))?;
     }
@@ -411,6 +436,34 @@ pub fn write_status(
     Ok(())
 }
 
+/// Cluster mode: where the job runs or ran, which attempt, and its restart
+/// policy; nothing on a node on its own.
+fn write_cluster(o: &mut dyn Write, job: &JobView) -> io::Result<()> {
+    let Some(attempt) = job.attempt else {
+        return Ok(());
+    };
+    match job.nodes.as_deref().unwrap_or_default() {
+        [] if matches!(job.state.as_str(), "PENDING" | "QUEUED" | "PREEMPTED") => {
+            writeln!(o, "Node: - (not placed yet)")?
+        }
+        [] => writeln!(o, "Node: -")?,
+        [one] => writeln!(o, "Node: {one}")?,
+        many => writeln!(o, "Nodes: {}", many.join(", "))?,
+    }
+    if attempt > 1 {
+        writeln!(
+            o,
+            "Attempt: {attempt} (placed again after its node was lost)"
+        )?;
+    } else {
+        writeln!(o, "Attempt: {attempt}")?;
+    }
+    if let Some(restart) = &job.restart {
+        writeln!(o, "Restart: {restart}")?;
+    }
+    Ok(())
+}
+
 /// `512 B`, `3.4 MiB`, `1.2 GiB`, `2.0 TiB`.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
@@ -494,11 +547,16 @@ fn write_gpus(o: &mut dyn Write, job: &JobView) -> io::Result<()> {
     Ok(())
 }
 
-/// The human `job list` table; a WORKFLOW column (`1a2b3c4d/train#1`)
-/// when some job is part of a workflow.
+/// The human `job list` table; a NODE column (cluster mode: the job's
+/// nodes) when some job has cluster information, and a WORKFLOW column
+/// (`1a2b3c4d/train#1`) when some job is part of a workflow.
 pub fn write_list(o: &mut dyn Write, jobs: &[JobView]) -> io::Result<()> {
+    let cluster = jobs.iter().any(|j| j.attempt.is_some());
     let workflows = jobs.iter().any(|j| j.workflow_id.is_some());
     let mut header = vec!["ID", "STATUS", "EXIT", "OWNER", "CREATED"];
+    if cluster {
+        header.push("NODE");
+    }
     if workflows {
         header.push("WORKFLOW");
     }
@@ -514,6 +572,9 @@ pub fn write_list(o: &mut dyn Write, jobs: &[JobView]) -> io::Result<()> {
                 j.owner.clone(),
                 j.created_unix_ms.map_or_else(|| "-".to_owned(), rfc3339),
             ];
+            if cluster {
+                row.push(j.nodes_cell());
+            }
             if workflows {
                 row.push(j.workflow_ref().unwrap_or_else(|| "-".to_owned()));
             }

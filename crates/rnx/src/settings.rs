@@ -7,7 +7,8 @@ use joblet_core::gpu::AdminAction;
 use joblet_core::{FieldError, JobRequest, JobState};
 
 use crate::args::{
-    Cli, Command, GpuCommand, JobCommand, RunArgs, RuntimeCommand, VolumeCommand, WorkflowCommand,
+    Cli, Command, GpuCommand, JobCommand, NodeCommand, RunArgs, RuntimeCommand, VolumeCommand,
+    WorkflowCommand,
 };
 use crate::config::{self, LookupEnv};
 use crate::error::Error;
@@ -51,6 +52,7 @@ pub enum Action {
     },
     WhoAmI,
     Gpu(GpuAction),
+    Node(NodeAction),
     Runtime(RuntimeAction),
     Volume(VolumeAction),
     Workflow(WorkflowAction),
@@ -61,11 +63,13 @@ pub enum Action {
     },
 }
 
-/// `rnx gpu ...`.
+/// `rnx gpu ...`. `on`: cluster mode, the node whose GPUs to show
+/// (`--on`); `None` = the node connected to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GpuAction {
     Status {
         all: bool,
+        on: Option<String>,
     },
     Health {
         gpu_id: String,
@@ -74,10 +78,22 @@ pub enum GpuAction {
         interval: std::time::Duration,
         count: Option<u64>,
         all: bool,
+        on: Option<String>,
     },
     Set {
         gpu_id: String,
         action: AdminAction,
+    },
+}
+
+/// `rnx node ...`: the cluster's nodes, by their cluster names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeAction {
+    List,
+    /// `drain` (true) or `undrain` (false).
+    Drain {
+        name: String,
+        drain: bool,
     },
 }
 
@@ -240,12 +256,16 @@ pub fn action(command: Command) -> Result<Action, Error> {
             owner: a.owner,
         },
         Command::Gpu(gpu) => Action::Gpu(match gpu {
-            GpuCommand::Status(a) => GpuAction::Status { all: a.all },
+            GpuCommand::Status(a) => GpuAction::Status {
+                all: a.all,
+                on: a.on,
+            },
             GpuCommand::Health(a) => GpuAction::Health { gpu_id: a.gpu_id },
             GpuCommand::Watch(a) => GpuAction::Watch {
                 interval: a.interval,
                 count: a.count,
                 all: a.all,
+                on: a.on,
             },
             GpuCommand::Drain(a) => GpuAction::Set {
                 gpu_id: a.gpu_id,
@@ -258,6 +278,17 @@ pub fn action(command: Command) -> Result<Action, Error> {
             GpuCommand::Online(a) => GpuAction::Set {
                 gpu_id: a.gpu_id,
                 action: AdminAction::Online,
+            },
+        }),
+        Command::Node(n) => Action::Node(match n {
+            NodeCommand::List => NodeAction::List,
+            NodeCommand::Drain(a) => NodeAction::Drain {
+                name: a.name,
+                drain: true,
+            },
+            NodeCommand::Undrain(a) => NodeAction::Drain {
+                name: a.name,
+                drain: false,
             },
         }),
         Command::Runtime(r) => Action::Runtime(match r {
@@ -382,6 +413,7 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         cuda_version: a.cuda.clone().unwrap_or_default(),
         mig_profile: a.mig.clone().unwrap_or_default(),
         gpu_profiling: a.gpu_profiling,
+        restart: a.restart.clone().unwrap_or_default(),
     };
     checkable(&request)
         .validate()
@@ -424,6 +456,7 @@ pub fn flag_for_field(e: &FieldError) -> &'static str {
         ("cuda_version", _) => "--cuda",
         ("mig_profile", _) => "--mig",
         ("gpu_profiling", _) => "--gpu-profiling",
+        ("restart", _) => "--restart",
         ("env", _) => "--env",
         ("secret_env", _) => "--secret-env",
         ("uploads", _) => "--upload",

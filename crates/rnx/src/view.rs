@@ -65,6 +65,15 @@ pub struct JobView {
     pub workflow_job: Option<String>,
     /// Which attempt of that workflow job it is (1 for the first).
     pub workflow_attempt: Option<u32>,
+    /// Cluster mode: the node(s) it runs or ran on (`[]` while it waits
+    /// to be placed); `null` on a node on its own.
+    pub nodes: Option<Vec<String>>,
+    /// Cluster mode: 1 for its first placement, one more each time it was
+    /// placed again after its node was lost; `null` on a node on its own.
+    pub attempt: Option<u32>,
+    /// Cluster mode: `never` or `on-node-failure`, what happens to it when
+    /// its node is lost; `null` on a node on its own.
+    pub restart: Option<String>,
 }
 
 /// Resource limits; `null` = not set.
@@ -239,11 +248,24 @@ impl From<&pb::Job> for JobView {
             workflow_job: non_empty(&j.workflow_id).and(non_empty(&j.workflow_job)),
             workflow_attempt: (!j.workflow_id.is_empty() && j.workflow_attempt > 0)
                 .then_some(j.workflow_attempt),
+            // The node sends attempt 0 unless it is in a cluster.
+            nodes: (j.attempt > 0).then(|| j.nodes.clone()),
+            attempt: (j.attempt > 0).then_some(j.attempt),
+            restart: (j.attempt > 0).then(|| non_empty(&j.restart)).flatten(),
         }
     }
 }
 
 impl JobView {
+    /// The NODE cell of `job list`: its nodes joined by `,`, `-` when it
+    /// has none (not placed yet, or not in a cluster).
+    pub fn nodes_cell(&self) -> String {
+        match self.nodes.as_deref() {
+            Some(nodes) if !nodes.is_empty() => nodes.join(","),
+            _ => "-".to_owned(),
+        }
+    }
+
     /// `1a2b3c4d/model-training#2`: the workflow (short id), the job's name
     /// in it and the attempt; `None` for a job run on its own.
     pub fn workflow_ref(&self) -> Option<String> {

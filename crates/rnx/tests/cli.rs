@@ -53,6 +53,26 @@ fn help_rnx_gpu_offline() {
 }
 
 #[test]
+fn help_rnx_gpu_status() {
+    insta::assert_snapshot!(help(&["gpu", "status", "--help"]));
+}
+
+#[test]
+fn help_rnx_node() {
+    insta::assert_snapshot!(help(&["node", "--help"]));
+}
+
+#[test]
+fn help_rnx_node_list() {
+    insta::assert_snapshot!(help(&["node", "list", "--help"]));
+}
+
+#[test]
+fn help_rnx_node_drain() {
+    insta::assert_snapshot!(help(&["node", "drain", "--help"]));
+}
+
+#[test]
 fn help_rnx_runtime() {
     insta::assert_snapshot!(help(&["runtime", "--help"]));
 }

@@ -21,6 +21,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tonic::{Request, Response, Status};
 
+#[path = "fake_node/cluster.rs"]
+mod cluster;
 #[path = "fake_node/workflow.rs"]
 mod workflow;
 
@@ -77,6 +79,8 @@ struct Fake {
     last_set_shared: Mutex<Option<pb::SetVolumeSharedRequest>>,
     /// The fake WorkflowService's state (tests/fake_node/workflow.rs).
     workflows: workflow::FakeWorkflows,
+    /// The fake NodeService's and GpuService's (tests/fake_node/cluster.rs).
+    cluster: cluster::FakeCluster,
 }
 
 fn job(state: pb::JobState) -> pb::Job {
@@ -236,7 +240,8 @@ impl JobService for Fake {
     }
 
     async fn get_job_status(&self, r: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {
-        find(&r.into_inner().job_id).map(Response::new)
+        let j = find(&r.into_inner().job_id)?;
+        Ok(Response::new(cluster::placed(self, j)))
     }
 
     async fn list_jobs(
@@ -244,7 +249,7 @@ impl JobService for Fake {
         _: Request<pb::ListJobsRequest>,
     ) -> Result<Response<pb::ListJobsResponse>, Status> {
         Ok(Response::new(pb::ListJobsResponse {
-            jobs: vec![job(pb::JobState::Running)],
+            jobs: vec![cluster::placed(self, job(pb::JobState::Running))],
         }))
     }
 
@@ -666,12 +671,15 @@ async fn start(fake: Fake) -> Node {
     let runtimes = RuntimeServiceServer::from_arc(fake.clone()).max_decoding_message_size(80 << 20);
     let volumes = VolumeServiceServer::from_arc(fake.clone());
     let workflows = joblet_proto::WorkflowServiceServer::from_arc(fake.clone());
+    let (nodes, gpus) = cluster::services(&fake);
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(svc)
             .add_service(runtimes)
             .add_service(volumes)
             .add_service(workflows)
+            .add_service(nodes)
+            .add_service(gpus)
             .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await
             .unwrap();

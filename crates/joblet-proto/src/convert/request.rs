@@ -34,6 +34,7 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
         cuda_version: r.cuda_version,
         mig_profile: r.mig_profile,
         gpu_profiling: r.gpu_profiling,
+        restart: r.restart,
     }
 }
 
@@ -64,6 +65,7 @@ pub fn job_request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
         cuda_version: r.cuda_version.clone(),
         mig_profile: r.mig_profile.clone(),
         gpu_profiling: r.gpu_profiling,
+        restart: r.restart.clone(),
     }
 }
 

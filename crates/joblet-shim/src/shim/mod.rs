@@ -590,6 +590,7 @@ fn run_job(
         spec.timeout_ms.map(Duration::from_millis),
         Duration::from_millis(spec.stop_grace_ms),
         early_end,
+        spec.fence.as_deref(),
     );
     finished.store(true, Ordering::SeqCst);
     // Everything in the job's group was killed; once its members are reaped

@@ -13,6 +13,8 @@ pub(crate) enum Reason {
     Stopped,
     Killed,
     TimedOut(Duration),
+    /// Cluster mode: the node's fencing deadline passed (cut off from etcd).
+    Fenced,
 }
 
 /// `(outcome, exit_code, signal, message)` for a reaped leader.
@@ -46,6 +48,10 @@ pub(crate) fn classify(
         None => (Outcome::Exited, how),
         Some(Reason::Stopped) => (Outcome::Stopped, format!("stopped by request; {how}")),
         Some(Reason::Killed) => (Outcome::Killed, format!("killed by request; {how}")),
+        Some(Reason::Fenced) => (
+            Outcome::Killed,
+            format!("killed: this node was cut off from the cluster past its fencing deadline, so the job may be placed again elsewhere; {how}"),
+        ),
         Some(Reason::TimedOut(t)) => (
             Outcome::TimedOut,
             format!("timed out after {}; {how}", human(t)),

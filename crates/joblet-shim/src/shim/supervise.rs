@@ -49,6 +49,9 @@ pub(super) struct Ended {
     pub unreaped: Option<Pid>,
 }
 
+/// How often a cluster job's shim reads the node's fencing deadline.
+const FENCE_CHECK: Duration = Duration::from_millis(200);
+
 /// How long, after the leader's exit, the runner's early word is awaited
 /// when it has not come yet: the leader's exit means the runner's
 /// descriptor holds the word or its end already, so this is a bound, not a
@@ -69,15 +72,19 @@ pub(super) fn supervise(
     timeout: Option<Duration>,
     stop_grace: Duration,
     early_word: bool,
+    fence: Option<&std::path::Path>,
 ) -> Ended {
     let group = Group { pgid: pid };
     let mut reason: Option<Reason> = None;
     let timeout_at = timeout.map(|t| Instant::now() + t);
     let mut timeout_pending = timeout_at.is_some();
     let mut kill_at: Option<Instant> = None;
+    // Cluster mode: the fencing deadline is looked at this often.
+    let mut fence_check = fence.map(|_| Instant::now());
+    let mut fenced = false;
 
     let ended = loop {
-        let next = [timeout_at.filter(|_| timeout_pending), kill_at]
+        let next = [timeout_at.filter(|_| timeout_pending), kill_at, fence_check]
             .into_iter()
             .flatten()
             .min();
@@ -88,6 +95,18 @@ pub(super) fn supervise(
         let now = Instant::now();
         match ev {
             Err(RecvTimeoutError::Timeout) => {
+                if let (Some(at), Some(path)) = (fence_check, fence) {
+                    if at <= now {
+                        fence_check = Some(now + FENCE_CHECK);
+                        if !fenced && crate::fence::passed(path) {
+                            fenced = true;
+                            tracing::error!(fence = %path.display(), "the node's fencing deadline passed: killing the job");
+                            reason.get_or_insert(Reason::Fenced);
+                            kill_at = None;
+                            group.signal(Signal::SIGKILL);
+                        }
+                    }
+                }
                 if timeout_pending && timeout_at.is_some_and(|t| t <= now) {
                     timeout_pending = false;
                     if let Some(t) = timeout {

@@ -36,6 +36,7 @@ pub fn spec(cwd: &Path, command: &str, args: &[&str]) -> ShimSpec {
         timeout_ms: None,
         stop_grace_ms: 5_000,
         runner: None,
+        fence: None,
     }
 }
 

@@ -106,6 +106,8 @@ impl LocalAgent {
             timeout_ms: order.wall_limit_ms,
             stop_grace_ms: order.stop_grace_ms,
             runner,
+            // A cluster job dies with the node's fencing deadline.
+            fence: rec.spec.cluster.as_ref().map(|_| self.dirs.cluster_fence()),
         };
         let (handle, sandbox) = self.launch(id, &dir, &spec)?;
         tracing::info!(job = %id, shim_pid = handle.pid(), sandbox, "job started");

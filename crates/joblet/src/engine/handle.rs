@@ -49,10 +49,32 @@ impl EngineHandle {
         work: Option<PathBuf>,
     ) -> Result<JobRecord, ApiError> {
         self.call(|reply| Msg::Submit {
+            id: None,
             owner,
             spec: Box::new(spec),
             secrets,
             work,
+            reply,
+        })
+        .await
+    }
+
+    /// Cluster mode: records and starts run `id` of a job the cluster's
+    /// leader placed here (`spec.cluster` names the placement; see
+    /// `joblet_engine`'s pinned jobs). Nothing is uploaded and no secret
+    /// travels with it.
+    pub async fn submit_assigned(
+        &self,
+        id: JobId,
+        owner: String,
+        spec: JobSpec,
+    ) -> Result<JobRecord, ApiError> {
+        self.call(|reply| Msg::Submit {
+            id: Some(id),
+            owner,
+            spec: Box::new(spec),
+            secrets: BTreeMap::new(),
+            work: None,
             reply,
         })
         .await

@@ -53,6 +53,9 @@ const TICK: Duration = Duration::from_secs(1);
 
 enum Msg {
     Submit {
+        /// The id it must have (cluster mode: the run id the leader's
+        /// assignment names); `None`: a new one.
+        id: Option<JobId>,
         owner: String,
         spec: Box<JobSpec>,
         secrets: BTreeMap<String, String>,
@@ -187,13 +190,14 @@ impl<A: NodeAgent> Engine<A> {
     fn on_msg(&mut self, msg: Msg) {
         match msg {
             Msg::Submit {
+                id,
                 owner,
                 spec,
                 secrets,
                 work,
                 reply,
             } => {
-                let _ = reply.send(self.submit(owner, *spec, secrets, work));
+                let _ = reply.send(self.submit(id, owner, *spec, secrets, work));
             }
             Msg::Check {
                 owner,

@@ -22,6 +22,7 @@ use crate::gpu::admission::Refused;
 impl<A: NodeAgent> Engine<A> {
     pub(super) fn submit(
         &mut self,
+        given: Option<JobId>,
         owner: String,
         spec: JobSpec,
         secrets: BTreeMap<String, String>,
@@ -34,9 +35,23 @@ impl<A: NodeAgent> Engine<A> {
             }
             return Err(full.into());
         }
-        let id = match self.agent.reserve_id(&spec) {
-            Some(id) => id,
-            None => JobId::parse(&uuid::Uuid::new_v4().to_string())?,
+        // A job the cluster's leader placed here keeps the id it was given
+        // (no warm sandbox: they come with ids of their own).
+        let id = match given {
+            Some(id) => {
+                // Recorded already (an assignment seen twice): nothing of
+                // the recorded job may be touched.
+                if matches!(self.store.get(&id), Ok(Some(_))) {
+                    return Err(ApiError::Internal(format!(
+                        "job {id} is recorded on this node already"
+                    )));
+                }
+                id
+            }
+            None => match self.agent.reserve_id(&spec) {
+                Some(id) => id,
+                None => JobId::parse(&uuid::Uuid::new_v4().to_string())?,
+            },
         };
         let sub = Submission::of(id.clone(), &owner, &spec, &self.cfg.rules);
         if let Err(e) = self.admit(&sub, &spec) {

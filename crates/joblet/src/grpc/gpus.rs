@@ -5,16 +5,18 @@ use tonic::{Request, Response, Status};
 
 use super::caller;
 use super::gpu_pb::{gpu_pb, status_pb};
-use crate::service::Gpus;
+use crate::service::{Gpus, Nodes};
 
 /// The `GpuService` of one node.
 pub struct GpuApi {
     gpus: Gpus,
+    /// Where another node of the cluster is (`GpuStatusRequest.node`).
+    nodes: std::sync::Arc<Nodes>,
 }
 
 impl GpuApi {
-    pub fn new(gpus: Gpus) -> GpuApi {
-        GpuApi { gpus }
+    pub fn new(gpus: Gpus, nodes: std::sync::Arc<Nodes>) -> GpuApi {
+        GpuApi { gpus, nodes }
     }
 }
 
@@ -24,8 +26,25 @@ impl GpuService for GpuApi {
         &self,
         req: Request<pb::GpuStatusRequest>,
     ) -> Result<Response<pb::GpuStatusResponse>, Status> {
-        let status = self.gpus.status(&caller(&req)?)?;
-        Ok(Response::new(status_pb(&status)))
+        let who = caller(&req)?;
+        let node = req.get_ref().node.clone();
+        // Another node's GPUs: asked of it (its answer names it).
+        if let Some((name, channel)) = self.nodes.other(&node).await? {
+            who.check(crate::service::Access::Read)?;
+            let mut c = joblet_proto::GpuServiceClient::new(channel);
+            let mut r = c
+                .get_gpu_status(pb::GpuStatusRequest {
+                    node: String::new(),
+                })
+                .await?
+                .into_inner();
+            r.node = name;
+            return Ok(Response::new(r));
+        }
+        let status = self.gpus.status(&who)?;
+        let mut r = status_pb(&status);
+        r.node = node;
+        Ok(Response::new(r))
     }
 
     async fn get_gpu_health(

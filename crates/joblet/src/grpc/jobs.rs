@@ -93,7 +93,7 @@ impl JobService for JobApi {
 
     async fn get_job_status(&self, req: Request<pb::JobRef>) -> Result<Response<pb::Job>, Status> {
         let who = caller(&req)?;
-        let job = self.jobs.status(&who, &req.get_ref().job_id)?;
+        let job = self.jobs.status(&who, &req.get_ref().job_id).await?;
         Ok(Response::new(joblet_proto::job_to_pb(&job)))
     }
 
@@ -107,7 +107,7 @@ impl JobService for JobApi {
             states: joblet_proto::states_from_pb(&r.states).map_err(ApiError::from)?,
             limit: r.limit,
         };
-        let jobs = self.jobs.list(&who, &filter)?;
+        let jobs = self.jobs.list(&who, &filter).await?;
         Ok(Response::new(pb::ListJobsResponse {
             jobs: jobs.iter().map(joblet_proto::job_to_pb).collect(),
         }))
@@ -121,7 +121,10 @@ impl JobService for JobApi {
     ) -> Result<Response<Self::GetJobLogsStream>, Status> {
         let who = caller(&req)?;
         let r = req.into_inner();
-        let output = self.jobs.logs(&who, &r.job_id, r.from_seq, r.follow)?;
+        let output = self
+            .jobs
+            .logs(&who, &r.job_id, r.from_seq, r.follow)
+            .await?;
         Ok(Response::new(Box::pin(events(output))))
     }
 

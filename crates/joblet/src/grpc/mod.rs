@@ -7,6 +7,7 @@
 mod gpu_pb;
 mod gpus;
 mod jobs;
+mod nodes;
 mod runtimes;
 pub mod status;
 mod volumes;
@@ -16,6 +17,7 @@ use tonic::Request;
 
 pub use gpus::GpuApi;
 pub use jobs::JobApi;
+pub use nodes::NodeApi;
 pub use runtimes::RuntimeApi;
 pub use volumes::VolumeApi;
 pub use workflows::WorkflowApi;

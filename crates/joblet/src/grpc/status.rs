@@ -25,7 +25,7 @@ pub fn code(e: &ApiError) -> Code {
         ApiError::PermissionDenied { .. } => Code::PermissionDenied,
         ApiError::BadIdentity(_) => Code::Unauthenticated,
         ApiError::Transition { .. } | ApiError::Internal(_) => Code::Internal,
-        ApiError::ShuttingDown => Code::Unavailable,
+        ApiError::ShuttingDown | ApiError::Cluster(_) => Code::Unavailable,
         ApiError::DiskFull(_) => Code::ResourceExhausted,
     }
 }
@@ -59,6 +59,7 @@ impl From<LogError> for Status {
         let code = match e {
             LogError::Deleted { .. } => Code::NotFound,
             LogError::Store { .. } | LogError::Read { .. } => Code::Internal,
+            LogError::Remote { .. } => Code::Unavailable,
         };
         Status::new(code, bounded(e.to_string()))
     }

@@ -95,6 +95,10 @@ pub enum ApiError {
         state: String,
         hint: &'static str,
     },
+    /// Cluster mode: etcd or another node could not serve the request
+    /// (unreachable, its quota used up); the text says which and what to do.
+    #[error("{0}")]
+    Cluster(String),
     /// The daemon is shutting down or restarting.
     #[error("the joblet daemon is shutting down; retry in a moment")]
     ShuttingDown,

@@ -13,6 +13,7 @@ use joblet_store::Store;
 use super::admission::{self, Admission};
 use super::logs::{self, LogStream};
 use super::{store_error, Access, ApiError, Caller};
+use crate::cluster::ClusterNode;
 use crate::engine::EngineHandle;
 use crate::state_dir::StateDir;
 use crate::storage::NodeStorage;
@@ -26,6 +27,8 @@ pub struct Jobs {
     admission: Admission,
     /// The node's runtimes and volumes (`None` without a sandbox).
     storage: Option<Arc<NodeStorage>>,
+    /// Cluster mode: jobs are the cluster's (see [`crate::cluster`]).
+    cluster: Option<Arc<ClusterNode>>,
 }
 
 /// Which jobs a list shows, as the client asked.
@@ -62,6 +65,7 @@ impl Jobs {
         dirs: StateDir,
         admission: Admission,
         storage: Option<Arc<NodeStorage>>,
+        cluster: Option<Arc<ClusterNode>>,
     ) -> Jobs {
         Jobs {
             store,
@@ -69,13 +73,23 @@ impl Jobs {
             dirs,
             admission,
             storage,
+            cluster,
         }
+    }
+
+    /// Cluster mode's part of this node, if it is in a cluster.
+    pub fn cluster(&self) -> Option<&Arc<ClusterNode>> {
+        self.cluster.as_ref()
     }
 
     /// RunJob: records and schedules a job that uploads nothing.
     pub async fn run(&self, caller: &Caller, req: JobRequest) -> Result<JobDetails, ApiError> {
         let (owner, mut spec, secrets) = self.accept_run(caller, &req)?;
         let _gate = self.admit_mounts(caller, &mut spec).await?;
+        if let Some(c) = &self.cluster {
+            cluster_only(&secrets)?;
+            return c.submit(owner, spec, restart_policy(&req.restart)?).await;
+        }
         let rec = self.engine.submit(owner, spec, secrets, None).await?;
         self.details(rec, false)
     }
@@ -88,6 +102,16 @@ impl Jobs {
     ) -> Result<(JobDetails, LogStream), ApiError> {
         let (owner, mut spec, secrets) = self.accept_run(caller, &req)?;
         let gate = self.admit_mounts(caller, &mut spec).await?;
+        if let Some(c) = &self.cluster {
+            cluster_only(&secrets)?;
+            let accepted = c.submit(owner, spec, restart_policy(&req.restart)?).await?;
+            drop(gate);
+            let id = accepted.record.id.to_string();
+            let output = c
+                .logs(&id, 0, true, |run| self.local_logs(run, 0, true))
+                .await?;
+            return Ok((accepted, output));
+        }
         // Before the job exists: its end cannot be announced unheard.
         let ended = self.engine.subscribe_ended();
         let rec = self.engine.submit(owner, spec, secrets, None).await?;
@@ -110,9 +134,18 @@ impl Jobs {
     }
 
     /// A job with its history.
-    pub fn status(&self, caller: &Caller, job: &str) -> Result<JobDetails, ApiError> {
+    pub async fn status(&self, caller: &Caller, job: &str) -> Result<JobDetails, ApiError> {
         caller.check(Access::Read)?;
+        if let Some(c) = &self.cluster {
+            return c.status(job, |run| self.local_status(run)).await;
+        }
         let id = self.resolve(job)?;
+        self.local_status(&id)
+    }
+
+    /// A job of this node's store, with its history.
+    fn local_status(&self, id: &JobId) -> Result<JobDetails, ApiError> {
+        let id = id.clone();
         let rec = self
             .store
             .get(&id)
@@ -122,9 +155,16 @@ impl Jobs {
     }
 
     /// Jobs newest first, without their histories.
-    pub fn list(&self, caller: &Caller, filter: &JobFilter) -> Result<Vec<JobDetails>, ApiError> {
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        filter: &JobFilter,
+    ) -> Result<Vec<JobDetails>, ApiError> {
         caller.check(Access::Read)?;
         let limit = admission::list_limit(filter.limit)?;
+        if let Some(c) = &self.cluster {
+            return c.list(&filter.states, limit.unwrap_or(0)).await;
+        }
         let jobs = self
             .store
             .list(&filter.states, limit)
@@ -133,7 +173,7 @@ impl Jobs {
     }
 
     /// A job's output from byte `from_seq`; with `follow`, until it ends.
-    pub fn logs(
+    pub async fn logs(
         &self,
         caller: &Caller,
         job: &str,
@@ -141,7 +181,19 @@ impl Jobs {
         follow: bool,
     ) -> Result<LogStream, ApiError> {
         caller.check(Access::Read)?;
+        if let Some(c) = &self.cluster {
+            return c
+                .logs(job, from_seq, follow, |run| {
+                    self.local_logs(run, from_seq, follow)
+                })
+                .await;
+        }
         let id = self.resolve(job)?;
+        self.local_logs(id, from_seq, follow)
+    }
+
+    /// The output of a job of this node's store.
+    fn local_logs(&self, id: JobId, from_seq: u64, follow: bool) -> Result<LogStream, ApiError> {
         logs::stream(
             self.store.clone(),
             &self.engine,
@@ -162,8 +214,11 @@ impl Jobs {
         grace_seconds: Option<i64>,
     ) -> Result<JobDetails, ApiError> {
         caller.check(Access::Admin("stop jobs"))?;
-        let id = self.resolve(job)?;
         let grace = admission::grace(grace_seconds)?;
+        if let Some(c) = &self.cluster {
+            return c.stop(job, false).await;
+        }
+        let id = self.resolve(job)?;
         let rec = self.engine.stop(id, grace, false).await?;
         self.details(rec, false)
     }
@@ -171,6 +226,9 @@ impl Jobs {
     /// SIGKILL at once.
     pub async fn kill(&self, caller: &Caller, job: &str) -> Result<JobDetails, ApiError> {
         caller.check(Access::Admin("kill jobs"))?;
+        if let Some(c) = &self.cluster {
+            return c.stop(job, true).await;
+        }
         let id = self.resolve(job)?;
         let rec = self.engine.stop(id, None, true).await?;
         self.details(rec, false)
@@ -383,5 +441,35 @@ impl Submission<'_> {
             .submit(self.owner, spec, secrets, Some(staged))
             .await?;
         jobs.details(rec, false)
+    }
+}
+
+/// What cluster mode does not carry yet, refused before anything is
+/// recorded: secret values would have to travel through etcd.
+fn cluster_only(secrets: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if secrets.is_empty() {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            "secret_env",
+            "secret variables are not carried between the nodes of a cluster yet; pass them as files on a volume, or run on a single node",
+        )
+        .into())
+    }
+}
+
+/// `restart` as a request gives it.
+fn restart_policy(s: &str) -> Result<joblet_cluster::RestartPolicy, ApiError> {
+    match s {
+        "" | "never" => Ok(joblet_cluster::RestartPolicy::Never),
+        "on-node-failure" => Ok(joblet_cluster::RestartPolicy::OnNodeFailure),
+        other => Err(FieldError::new(
+            "restart",
+            format!(
+                "{:?} is not a restart policy; expected never or on-node-failure",
+                joblet_core::text::clip(other)
+            ),
+        )
+        .into()),
     }
 }

@@ -37,6 +37,13 @@ pub enum LogError {
     Store { id: JobId, source: StoreError },
     #[error("cannot read the log of job {id}: {source}")]
     Read { id: JobId, source: ShimError },
+    /// Cluster mode: the node running the job stopped serving its log.
+    #[error("the log of job {id} from node {node}: {message}")]
+    Remote {
+        id: String,
+        node: String,
+        message: String,
+    },
 }
 
 fn log_path(dirs: &StateDir, id: &JobId) -> std::path::PathBuf {

@@ -83,7 +83,7 @@ async fn node() -> Node {
     let store = Arc::new(Store::open(&dirs.db(), &dirs.secrets_key()).unwrap());
     let handle = engine(store.clone(), dirs.clone()).await;
     Node {
-        jobs: Jobs::new(store.clone(), handle, dirs, admission(), None),
+        jobs: Jobs::new(store.clone(), handle, dirs, admission(), None, None),
         audit: Audit::new(store.clone()),
         store,
         _dir: dir,
@@ -190,17 +190,17 @@ async fn a_viewer_is_refused_every_change_before_its_request_is_looked_at() {
 async fn a_viewer_reads() {
     let n = node().await;
     let id = stored(&n.store, 1, 0);
-    let job = n.jobs.status(&viewer(), &id.as_str()[..4]).unwrap();
+    let job = n.jobs.status(&viewer(), &id.as_str()[..4]).await.unwrap();
     assert_eq!(job.record.id, id);
     assert_eq!(job.transitions.len(), 4, "status shows the history");
     assert_eq!(job.gpus, None);
-    let all = n.jobs.list(&viewer(), &JobFilter::default()).unwrap();
+    let all = n.jobs.list(&viewer(), &JobFilter::default()).await.unwrap();
     assert_eq!(all.len(), 1);
     assert!(all[0].transitions.is_empty(), "a list does not");
     let me = n.jobs.whoami(&viewer());
     assert_eq!((me.name.as_str(), me.role), ("bob", Role::Viewer));
     assert!(me.supported.contains(&"upload"), "{:?}", me.supported);
-    assert!(n.jobs.logs(&viewer(), id.as_str(), 0, false).is_ok());
+    assert!(n.jobs.logs(&viewer(), id.as_str(), 0, false).await.is_ok());
 }
 
 #[tokio::test]
@@ -237,13 +237,13 @@ async fn an_admins_bad_request_is_refused_naming_the_field() {
         states: Vec::new(),
         limit: -1,
     };
-    assert_eq!(field(n.jobs.list(&admin(), &filter)), "limit");
+    assert_eq!(field(n.jobs.list(&admin(), &filter).await), "limit");
     let query = AuditQuery {
         since_ms: -1,
         owner: String::new(),
     };
     assert_eq!(field(n.audit.list(&admin(), &query)), "since_ms");
-    let e = n.jobs.status(&admin(), "ffff").unwrap_err();
+    let e = n.jobs.status(&admin(), "ffff").await.unwrap_err();
     assert_eq!(
         e.to_string(),
         "no job with id or prefix \"ffff\" (see `rnx job list`)"
@@ -254,12 +254,13 @@ async fn an_admins_bad_request_is_refused_naming_the_field() {
         ..request()
     };
     assert_eq!(field(n.jobs.run(&admin(), big_env).await), "env[\"BIG\"]");
-    let listed = n.jobs.list(&admin(), &JobFilter::default()).unwrap();
+    let listed = n.jobs.list(&admin(), &JobFilter::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "only the stored job");
     // A 100 KB id is named by its start.
     let e = n
         .jobs
         .status(&admin(), &"a".repeat(100 * 1024))
+        .await
         .unwrap_err();
     assert!(e.to_string().len() < 200, "{e}");
 }
@@ -376,7 +377,7 @@ async fn a_jobs_gpus_come_from_its_audit_record() {
             reason: None,
         })
         .unwrap();
-    let job = n.jobs.status(&viewer(), id.as_str()).unwrap();
+    let job = n.jobs.status(&viewer(), id.as_str()).await.unwrap();
     let gpus = job.gpus.expect("a placed GPU job shows its GPUs");
     assert_eq!(
         (gpus.indices, gpus.memory_mb_per_gpu),

@@ -16,11 +16,11 @@ pub async fn run(mut ctx: Ctx, action: GpuAction) -> Result<u8, Error> {
     let status_err = |s| Error::from_status(&address, s);
     let mut printer = Printer::new(ctx.format, std::io::stdout());
     match action {
-        GpuAction::Status { all } => {
+        GpuAction::Status { all, on } => {
             let r = ctx
                 .gpu
                 .get_gpu_status(pb::GpuStatusRequest {
-                    node: String::new(),
+                    node: on.unwrap_or_default(),
                 })
                 .await
                 .map_err(status_err)?
@@ -44,7 +44,11 @@ pub async fn run(mut ctx: Ctx, action: GpuAction) -> Result<u8, Error> {
             interval,
             count,
             all,
+            on,
         } => {
+            let request = pb::GpuStatusRequest {
+                node: on.unwrap_or_default(),
+            };
             let clear = ctx.format == Format::Human && std::io::stdout().is_terminal();
             let mut shown = 0u64;
             let mut tick = tokio::time::interval(interval);
@@ -52,9 +56,7 @@ pub async fn run(mut ctx: Ctx, action: GpuAction) -> Result<u8, Error> {
                 tick.tick().await;
                 let r = ctx
                     .gpu
-                    .get_gpu_status(pb::GpuStatusRequest {
-                        node: String::new(),
-                    })
+                    .get_gpu_status(request.clone())
                     .await
                     .map_err(status_err)?
                     .into_inner();

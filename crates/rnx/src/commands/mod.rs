@@ -4,6 +4,7 @@
 mod audit;
 mod gpu;
 mod job;
+mod node;
 mod runtime;
 mod volume;
 mod whoami;
@@ -13,7 +14,9 @@ mod workflow_logs;
 
 use joblet_proto::ResolvedNode;
 
-use crate::client::{self, Client, GpuClient, RuntimeClient, VolumeClient, WorkflowClient};
+use crate::client::{
+    self, Client, GpuClient, NodeClient, RuntimeClient, VolumeClient, WorkflowClient,
+};
 use crate::config;
 use crate::error::Error;
 use crate::settings::{Action, Settings};
@@ -24,8 +27,11 @@ pub struct Ctx {
     /// What the connection runs over: `unix:PATH` or `host:port`.
     pub endpoint: String,
     pub client: Client,
-    /// The GPU, runtime, volume and workflow services, on the same connection.
+    /// The GPU, node, runtime, volume and workflow services, on the same
+    /// connection.
     pub gpu: GpuClient,
+    /// NodeService: the cluster's nodes (`node` is the config entry).
+    pub nodes: NodeClient,
     pub runtime: RuntimeClient,
     pub volume: VolumeClient,
     pub workflow: WorkflowClient,
@@ -41,6 +47,7 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         endpoint: conn.endpoint,
         client: Client::new(conn.channel.clone()),
         gpu: GpuClient::new(conn.channel.clone()),
+        nodes: NodeClient::new(conn.channel.clone()),
         runtime: RuntimeClient::new(conn.channel.clone()),
         volume: VolumeClient::new(conn.channel.clone()),
         workflow: WorkflowClient::new(conn.channel),
@@ -56,6 +63,7 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         Action::Delete { id } => job::delete(ctx, &id).await,
         Action::WhoAmI => whoami::run(ctx).await,
         Action::Gpu(gpu) => gpu::run(ctx, gpu).await,
+        Action::Node(n) => node::run(ctx, n).await,
         Action::Runtime(r) => runtime::run(ctx, r).await,
         Action::Volume(v) => volume::run(ctx, v).await,
         Action::Workflow(w) => workflow::run(ctx, w).await,

@@ -372,3 +372,203 @@ fn audit_json() {
     assert_eq!(v[0]["start"], "2025-01-02T03:04:05.000Z");
     assert_eq!(v[0]["duration_ms"], 5_430_000);
 }
+
+/// A job of a cluster: placed on `nodes`, as attempt `attempt`.
+fn cluster_job(nodes: &[&str], attempt: u32) -> pb::Job {
+    pb::Job {
+        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        attempt,
+        restart: "on-node-failure".into(),
+        ..minimal_running_job()
+    }
+}
+
+#[test]
+fn list_human_cluster() {
+    let mut queued = cluster_job(&[], 1);
+    queued.id = "77777777-0000-4000-8000-000000000002".into();
+    queued.state = pb::JobState::Queued as i32;
+    queued.started_unix_ms = 0;
+    let mut spread = cluster_job(&["gpu-01", "gpu-02"], 1);
+    spread.id = "5a5a5a5a-0000-4000-8000-000000000003".into();
+    let jobs = [
+        JobView::from(&cluster_job(&["gpu-07"], 2)),
+        JobView::from(&spread),
+        JobView::from(&queued),
+    ];
+    insta::assert_snapshot!(human(|p| p.job_list(&jobs)));
+}
+
+#[test]
+fn the_node_column_shows_only_with_cluster_information() {
+    let single = [
+        JobView::from(&minimal_running_job()),
+        JobView::from(&sample_job()),
+    ];
+    let text = human(|p| p.job_list(&single));
+    assert!(!text.contains("NODE"), "{text}");
+    assert!(
+        text.starts_with("ID        STATUS     EXIT  OWNER  CREATED               COMMAND\n"),
+        "{text}"
+    );
+
+    // One job with cluster information is enough; the others show `-`.
+    let mixed = [
+        JobView::from(&cluster_job(&["gpu-07"], 1)),
+        JobView::from(&sample_job()),
+    ];
+    let text = human(|p| p.job_list(&mixed));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].contains("  CREATED               NODE    COMMAND"),
+        "{text}"
+    );
+    assert!(lines[1].ends_with("  gpu-07  sleep 600"), "{text}");
+    assert!(lines[2].contains("  -       python train.py"), "{text}");
+
+    // With a workflow too: NODE comes before WORKFLOW.
+    let mut in_wf = cluster_job(&["gpu-07"], 1);
+    in_wf.workflow_id = "1a2b3c4d-0000-4000-8000-00000000abcd".into();
+    in_wf.workflow_job = "train".into();
+    in_wf.workflow_attempt = 1;
+    let text = human(|p| p.job_list(&[JobView::from(&in_wf)]));
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .ends_with("CREATED               NODE    WORKFLOW          COMMAND"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  gpu-07  1a2b3c4d/train#1  sleep 600"),
+        "{text}"
+    );
+}
+
+#[test]
+fn status_shows_node_attempt_and_restart_in_a_cluster() {
+    let job = JobView::from(&cluster_job(&["gpu-07"], 2));
+    let text = human(|p| p.job_status(&job, false, T0 + 62_000));
+    assert!(
+        text.contains("Owner: alice\nNode: gpu-07\nAttempt: 2 (placed again after its node was lost)\nRestart: on-node-failure\nCreated: "),
+        "{text}"
+    );
+
+    let job = JobView::from(&cluster_job(&["gpu-01", "gpu-02"], 1));
+    let text = human(|p| p.job_status(&job, false, T0 + 62_000));
+    assert!(
+        text.contains("Nodes: gpu-01, gpu-02\nAttempt: 1\nRestart: on-node-failure\n"),
+        "{text}"
+    );
+
+    let mut queued = cluster_job(&[], 1);
+    queued.restart = String::new();
+    queued.state = pb::JobState::Queued as i32;
+    let text = human(|p| p.job_status(&JobView::from(&queued), false, T0));
+    assert!(
+        text.contains("Node: - (not placed yet)\nAttempt: 1\nCreated: "),
+        "{text}"
+    );
+    queued.state = pb::JobState::Stopped as i32;
+    let text = human(|p| p.job_status(&JobView::from(&queued), false, T0));
+    assert!(text.contains("Node: -\nAttempt: 1\n"), "{text}");
+
+    for single in [sample_job(), minimal_running_job()] {
+        let text = human(|p| p.job_status(&JobView::from(&single), true, T0));
+        for word in ["Node", "Attempt", "Restart"] {
+            assert!(!text.contains(word), "{word}: {text}");
+        }
+    }
+}
+
+#[test]
+fn cluster_fields_in_json() {
+    let job = JobView::from(&cluster_job(&["gpu-01", "gpu-02"], 3));
+    let v = json(|p| p.job_status(&job, false, 0));
+    assert_eq!(v["nodes"], serde_json::json!(["gpu-01", "gpu-02"]));
+    assert_eq!(v["attempt"], 3);
+    assert_eq!(v["restart"], "on-node-failure");
+    let list = json(|p| p.job_list(std::slice::from_ref(&job)));
+    assert_eq!(list[0]["nodes"], v["nodes"]);
+    assert_eq!(list[0]["attempt"], 3);
+
+    let queued = json(|p| p.job_status(&JobView::from(&cluster_job(&[], 1)), false, 0));
+    assert_eq!(queued["nodes"], serde_json::json!([]));
+
+    // On a node on its own the fields are there, and null, as the
+    // workflow fields are.
+    let single = json(|p| p.job_status(&JobView::from(&sample_job()), false, 0));
+    for key in ["nodes", "attempt", "restart"] {
+        assert_eq!(single[key], serde_json::Value::Null, "{key}");
+    }
+    // A node not in a cluster sends attempt 0, whatever else it sends.
+    let stray = pb::Job {
+        nodes: vec!["x".into()],
+        restart: "never".into(),
+        ..minimal_running_job()
+    };
+    let v = json(|p| p.job_status(&JobView::from(&stray), false, 0));
+    assert_eq!(v["nodes"], serde_json::Value::Null);
+    assert_eq!(v["restart"], serde_json::Value::Null);
+}
+
+#[test]
+fn gpu_status_names_the_node_in_a_cluster() {
+    let response = pb::GpuStatusResponse {
+        node: "gpu-07".into(),
+        backend: "nvml".into(),
+        driver_version: "550.54".into(),
+        cuda_driver_version: "12.4".into(),
+        ..Default::default()
+    };
+    let view = GpuNodeView::from_pb(response.clone());
+    let text = human(|p| p.gpu_status(&view, false));
+    assert_eq!(
+        text,
+        "Node: gpu-07\nDriver 550.54 · CUDA 12.4 · via nvml\nno GPUs on this node\n"
+    );
+    assert_eq!(json(|p| p.gpu_status(&view, false))["node"], "gpu-07");
+
+    let alone = GpuNodeView::from_pb(pb::GpuStatusResponse {
+        node: String::new(),
+        ..response
+    });
+    let text = human(|p| p.gpu_status(&alone, false));
+    assert!(text.starts_with("Driver 550.54"), "{text}");
+    assert_eq!(
+        json(|p| p.gpu_status(&alone, false))["node"],
+        serde_json::Value::Null
+    );
+}
+
+#[test]
+fn node_list_and_changes_through_the_printer() {
+    let list = NodeListView::from(&pb::ListNodesResponse {
+        cluster: true,
+        answered_by: "n1".into(),
+        nodes: vec![pb::Node {
+            name: "n1".into(),
+            address: "10.0.0.1:50051".into(),
+            state: "ready".into(),
+            leader: true,
+            gpus_total: 8,
+            gpus_free: 8,
+            ..Default::default()
+        }],
+    });
+    assert_eq!(
+        human(|p| p.node_list(&list)),
+        "NAME  STATE  LEADER  GPUS  JOBS  CPU  MEMORY  ADDRESS         LABELS\n\
+         n1    ready  *       8/8   0     -    -       10.0.0.1:50051  -\n\
+         answered by n1\n"
+    );
+    let v = json(|p| p.node_list(&list));
+    assert_eq!(v["nodes"][0]["leader"], true);
+    assert_eq!(v["nodes"][0]["memory_mb"], serde_json::Value::Null);
+    let node = &list.nodes[0];
+    assert_eq!(
+        human(|p| p.node_changed(node)),
+        "node n1 is ready: new jobs may be placed on it\n"
+    );
+    assert_eq!(json(|p| p.node_changed(node))["name"], "n1");
+}

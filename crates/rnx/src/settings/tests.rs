@@ -212,6 +212,7 @@ fn all_run_flags_reach_the_request() {
         cuda_version: "12.2".into(),
         mig_profile: "1g.10gb".into(),
         gpu_profiling: true,
+        restart: String::new(),
     };
     assert_eq!(run.request, want);
     assert_eq!(run.uploads, [std::path::PathBuf::from("a.txt")]);
@@ -717,6 +718,68 @@ fn volume_commands() {
             "volume inspect v:ro",
             &["'<NAME>'", "a volume name, not a path"],
         ),
+    ] {
+        let msg = parse(&words(line)).unwrap_err();
+        for n in needles {
+            assert!(msg.contains(n), "{line}: {n:?} not in:\n{msg}");
+        }
+    }
+}
+
+#[test]
+fn node_commands_and_gpus_of_another_node() {
+    let drain = |name: &str, drain| {
+        Action::Node(NodeAction::Drain {
+            name: name.into(),
+            drain,
+        })
+    };
+    assert_eq!(
+        parse(&words("node list")),
+        Ok(Action::Node(NodeAction::List))
+    );
+    assert_eq!(
+        parse(&words("node drain gpu-07")),
+        Ok(drain("gpu-07", true))
+    );
+    assert_eq!(parse(&words("node undrain n2")), Ok(drain("n2", false)));
+    assert_eq!(
+        parse(&words("gpu status --on gpu-07 --all")),
+        Ok(Action::Gpu(GpuAction::Status {
+            all: true,
+            on: Some("gpu-07".into()),
+        }))
+    );
+    assert_eq!(
+        parse(&words("gpu watch --on n3 --count 2")),
+        Ok(Action::Gpu(GpuAction::Watch {
+            interval: Duration::from_secs(1),
+            count: Some(2),
+            all: false,
+            on: Some("n3".into()),
+        }))
+    );
+    assert_eq!(
+        parse(&words("gpu status")),
+        Ok(Action::Gpu(GpuAction::Status {
+            all: false,
+            on: None,
+        }))
+    );
+    // The global --node still picks the config entry, wherever it stands.
+    let cli = Cli::try_parse_from(words("rnx gpu status --node prod --on n2")).unwrap();
+    assert_eq!(cli.global.node.as_deref(), Some("prod"));
+    for (line, needles) in [
+        ("node drain", &["<NAME>"][..]),
+        (
+            "node drain n1/x",
+            &[
+                "'<NAME>'",
+                "expected a node name as `rnx node list` shows it",
+            ],
+        ),
+        ("gpu status --on a,b", &["'--on <NODE>'", "like gpu-07"]),
+        ("node frobnicate n1", &["unrecognized subcommand"]),
     ] {
         let msg = parse(&words(line)).unwrap_err();
         for n in needles {

@@ -1,0 +1,131 @@
+//! Cluster mode (issue 32): more than one node, on etcd.
+//!
+//! Every node runs `joblet server` with `cluster:` in its config. It
+//! registers its inventory under a lease ([`lease`]), runs what the
+//! cluster's leader assigns it ([`agent`]) and may campaign to be that
+//! leader ([`leader`]); the decisions are `joblet_cluster`'s pure cores.
+//! A client may ask any node: job submission, status, list and stop are
+//! cluster-wide ([`ops`]), a job's status and log come from the node that
+//! runs it ([`peer`]), and `rnx node list` shows every node ([`nodes`]).
+//!
+//! Etcd holds the small cluster-wide state (see `joblet_cluster::keys`);
+//! a job's log, history and runtime data stay in the SQLite store of the
+//! node that ran it. Without `cluster:` none of this runs and no etcd is
+//! needed.
+
+mod agent;
+pub mod etcd;
+mod leader;
+mod lease;
+mod nodes;
+mod ops;
+mod peer;
+
+use std::sync::Arc;
+
+use etcd_client::Client;
+use joblet_cluster::records::NodeRecord;
+use joblet_cluster::Keys;
+use joblet_engine::JobRules;
+use joblet_sched::model::SchedConfig;
+use joblet_store::Store;
+
+pub use etcd::ClusterError;
+pub use leader::LeaderCounters;
+pub use nodes::NodeView;
+
+use crate::config::ClusterConfig;
+use crate::engine::EngineHandle;
+
+/// This node's part in the cluster, as the service layer uses it.
+pub struct ClusterNode {
+    pub name: String,
+    /// Where this node's API is reached.
+    pub address: String,
+    keys: Keys,
+    client: Client,
+    endpoints: Vec<String>,
+    counters: Arc<LeaderCounters>,
+    rules: JobRules,
+    peers: peer::Peers,
+}
+
+/// What starting cluster mode needs from the daemon.
+pub struct ClusterStart<'a> {
+    pub cfg: &'a ClusterConfig,
+    /// The node's inventory as registered.
+    pub record: NodeRecord,
+    pub engine: EngineHandle,
+    pub store: Arc<Store>,
+    /// Where the fencing deadline is published for the shims.
+    pub fence_file: std::path::PathBuf,
+    pub rules: JobRules,
+    pub sched: SchedConfig,
+    /// The cluster CA and this node's admin identity (for calls to other
+    /// nodes).
+    pub ca_pem: String,
+    pub identity: joblet_pki::CertPem,
+}
+
+impl ClusterNode {
+    /// Connects to etcd and starts membership, the agent and (with
+    /// `cluster.scheduler`) the campaign for leadership.
+    pub async fn start(s: ClusterStart<'_>) -> Result<Arc<ClusterNode>, ClusterError> {
+        let client = etcd::connect(s.cfg).await?;
+        let keys = Keys::new(&s.cfg.prefix);
+        let name = s.record.name.clone();
+        let address = s.record.address.clone();
+        let scheduler = s.record.scheduler;
+        let membership = lease::start(
+            client.clone(),
+            keys.clone(),
+            s.record,
+            s.cfg.lease_ttl,
+            s.fence_file,
+        );
+        let counters = Arc::new(LeaderCounters::default());
+        agent::start(
+            client.clone(),
+            keys.clone(),
+            name.clone(),
+            s.engine.clone(),
+            s.store.clone(),
+            membership.clone(),
+        );
+        if scheduler {
+            leader::start(
+                client.clone(),
+                keys.clone(),
+                name.clone(),
+                membership.clone(),
+                s.sched,
+                counters.clone(),
+            );
+        }
+        let peers = peer::Peers::new(&s.ca_pem, &s.identity).map_err(|e| ClusterError::Etcd {
+            endpoints: "(node certificate)".into(),
+            source: etcd_client::Error::InvalidArgs(e.to_string()),
+        })?;
+        tracing::info!(node = %name, %address, etcd = %s.cfg.etcd.join(","), scheduler, "cluster mode");
+        Ok(Arc::new(ClusterNode {
+            name,
+            address,
+            keys,
+            client,
+            endpoints: s.cfg.etcd.clone(),
+            counters,
+            rules: s.rules,
+            peers,
+        }))
+    }
+
+    /// A fresh handle on the etcd client (cheap: it shares the connection).
+    fn etcd(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// An etcd failure in the API's terms.
+    fn failed(&self, e: etcd_client::Error) -> crate::service::ApiError {
+        crate::service::ApiError::Cluster(etcd::etcd_error(&self.endpoints, e).to_string())
+    }
+}
