@@ -50,6 +50,8 @@ enum Step {
     Interfere(usize),
     NewLeader,
     Tick,
+    /// `rnx node drain` / `undrain`.
+    Drain(usize, bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -62,6 +64,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..NODES).prop_map(Step::Interfere),
         1 => Just(Step::NewLeader),
         1 => Just(Step::Tick),
+        1 => (0..NODES, any::<bool>()).prop_map(|(i, d)| Step::Drain(i, d)),
     ]
 }
 
@@ -260,6 +263,8 @@ struct World {
     core: LeaderCore,
     fence: i64,
     up: [bool; NODES],
+    /// Drained nodes, with the jobs assigned there when they were drained.
+    drained: BTreeMap<String, Vec<String>>,
     submitted: u32,
     now: i64,
 }
@@ -280,6 +285,7 @@ impl World {
             }),
             fence: 0,
             up: [false; NODES],
+            drained: BTreeMap::new(),
             submitted: 0,
             now: 1_000,
         };
@@ -428,10 +434,40 @@ impl World {
                 self.feed(Input::Snapshot(Box::new(self.etcd.snapshot(self.fence))));
             }
             Step::Tick => self.feed(Input::Tick),
+            Step::Drain(i, drained) => {
+                let node = format!("n{i}");
+                let key = self.etcd.keys.drain(&node);
+                if drained {
+                    self.drained.insert(node.clone(), self.assigned_on(&node));
+                    self.etcd.put(key, Vec::new());
+                } else {
+                    self.drained.remove(&node);
+                    self.etcd.delete(&key);
+                }
+                self.feed(Input::Drain { node, drained });
+            }
         }
     }
 
+    /// Jobs with an assignment on `node`.
+    fn assigned_on(&self, node: &str) -> Vec<String> {
+        self.etcd
+            .under(&self.etcd.keys.assigns_of(node))
+            .into_iter()
+            .map(|(k, _, _)| k.rsplit('/').next().unwrap().to_string())
+            .collect()
+    }
+
     fn check(&self) {
+        // A drained node takes no new job.
+        for (node, before) in &self.drained {
+            for job in self.assigned_on(node) {
+                assert!(
+                    before.contains(&job),
+                    "job {job} placed on drained node {node}"
+                );
+            }
+        }
         let mut h = History::new(self.etcd.keys.clone());
         h.replay(&self.etcd.history);
         assert!(h.violations.is_empty(), "{:?}", h.violations);
@@ -476,11 +512,12 @@ proptest! {
             w.apply(s);
             w.check();
         }
-        // Everything ends: nodes come back, report every part ended.
+        // Everything ends: nodes come back undrained, report every part ended.
         for i in 0..NODES {
             if !w.up[i] {
                 w.apply(Step::NodeUp(i));
             }
+            w.apply(Step::Drain(i, false));
         }
         for _ in 0..200 {
             let jobs = w.assigned();

@@ -237,6 +237,12 @@ pub enum Event {
         health: GpuHealth,
     },
     NodeAdded(NodeSpec),
+    /// The node takes no new jobs (`true`) or takes them again; what runs
+    /// there keeps running.
+    NodeDrained {
+        node: NodeId,
+        drained: bool,
+    },
     /// The node's jobs are lost; they get `Reject`/requeue per policy.
     NodeRemoved(NodeId),
     /// Time passed (aging, rate limits, LAS quanta, backfill windows).

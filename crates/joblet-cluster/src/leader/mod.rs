@@ -273,7 +273,10 @@ impl LeaderCore {
             self.pending.touch_alloc(&name);
         }
         let spec = self.spec_of(id);
-        let actions = self.sched.handle(SchedEvent::NodeAdded(spec), now);
+        // Its drain is known before it can take anything.
+        let drained = self.drained.contains(&name);
+        self.sched.add_node(spec, drained, now);
+        let actions = self.sched.handle(SchedEvent::Tick, now);
         self.on_actions(actions, now);
         self.apply_health(id, now);
     }

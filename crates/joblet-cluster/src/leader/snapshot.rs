@@ -158,6 +158,10 @@ impl LeaderCore {
                 self.pending.delete_assign(&node, &job);
             }
         }
+        // Every drain is known before the first decision.
+        for n in self.nodes.values() {
+            self.sched.set_drained(n.id, n.drained);
+        }
         let ids: Vec<_> = self.nodes.values().map(|n| n.id).collect();
         for id in ids {
             self.apply_health(id, now);

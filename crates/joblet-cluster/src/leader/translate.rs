@@ -40,19 +40,25 @@ impl LeaderCore {
         spec
     }
 
-    /// Tells the scheduler every GPU's health on node `id`, paused where
-    /// the node is drained.
+    /// Tells the scheduler every GPU's health on node `id`, and whether the
+    /// node is drained.
     pub(crate) fn apply_health(&mut self, id: NodeId, now: UnixMillis) {
         let name = self.names[&id].clone();
         let n = &self.nodes[&name];
         let drained = n.drained;
+        let actions = self.sched.handle(
+            joblet_sched::model::Event::NodeDrained { node: id, drained },
+            now,
+        );
+        self.on_actions(actions, now);
+        let n = &self.nodes[&name];
         let gpus: Vec<(u32, GpuHealth)> = n
             .record
             .spec
             .gpus
             .iter()
             .map(|g| {
-                let mut h = n
+                let h = n
                     .record
                     .health
                     .iter()
@@ -63,7 +69,6 @@ impl LeaderCore {
                         paused: false,
                         temperature_c: None,
                     });
-                h.paused |= drained;
                 (g.index, h)
             })
             .collect();

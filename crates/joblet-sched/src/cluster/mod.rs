@@ -158,6 +158,13 @@ impl ClusterState {
         });
     }
 
+    /// Drains (or undrains) a node: no new job is placed on it while
+    /// drained; its jobs keep what they hold (unknown node: ignored).
+    pub fn set_drained(&mut self, node: NodeId, drained: bool) {
+        // Re-indexed: a drained node has no free slot in the index.
+        self.with_node(node, |n| n.drained = drained);
+    }
+
     /// One GPU's health as last set (unknown node or GPU: `None`).
     pub fn health(&self, node: NodeId, index: u32) -> Option<GpuHealth> {
         let n = self.nodes.get(&node)?;

@@ -198,6 +198,9 @@ pub(crate) struct Node {
     /// What is held for a job whose preemption victims are still stopping
     /// (nobody else may take it).
     pub claimed: HostLoad,
+    /// Drained (cluster mode, `rnx node drain`): no new job lands here;
+    /// what runs here keeps running.
+    pub drained: bool,
 }
 
 impl Node {
@@ -219,6 +222,7 @@ impl Node {
             capacity: spec.capacity,
             used: HostLoad::default(),
             claimed: HostLoad::default(),
+            drained: false,
         };
         node.recount_all();
         node
@@ -231,15 +235,17 @@ impl Node {
 
     /// Whether one more job of `load` fits the node's host capacity.
     pub fn host_fits(&self, load: HostLoad) -> bool {
-        self.room().fits(load)
+        !self.drained && self.room().fits(load)
     }
 
     /// Whether any job could start here now (a job slot is free): nodes
     /// without one are left out of the free-capacity index.
     pub fn has_slot(&self) -> bool {
-        self.capacity
-            .max_jobs
-            .is_none_or(|m| self.used.jobs.saturating_add(self.claimed.jobs) < m)
+        !self.drained
+            && self
+                .capacity
+                .max_jobs
+                .is_none_or(|m| self.used.jobs.saturating_add(self.claimed.jobs) < m)
     }
 
     pub fn gpu_pos(&self, index: u32) -> Option<usize> {

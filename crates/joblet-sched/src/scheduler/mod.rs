@@ -190,6 +190,7 @@ impl Scheduler {
                 health,
             } => self.on_gpu_changed(node, index, health),
             Event::NodeAdded(spec) => self.on_node_added(spec, now),
+            Event::NodeDrained { node, drained } => self.set_drained(node, drained),
             Event::NodeRemoved(id) => self.on_node_removed(id, now),
             Event::Tick => {}
         }
@@ -219,6 +220,24 @@ impl Scheduler {
         self.limits.hold(&req);
         self.insert_running(req, now, now, 0, placement);
         Ok(())
+    }
+
+    /// Adds a node, drained or not, without deciding anything yet (the
+    /// next event's pass may place on it; see [`Event::NodeAdded`]).
+    pub fn add_node(&mut self, spec: NodeSpec, drained: bool, now: UnixMillis) {
+        let id = spec.id;
+        self.on_node_added(spec, now);
+        self.cluster.set_drained(id, drained);
+        // Whatever `on_node_added` decided for jobs of a replaced node is
+        // the caller's to hear with the next event's actions.
+    }
+
+    /// Drains or undrains a node without deciding anything yet (a
+    /// restore sets every node's drain before the first pass; see
+    /// [`Event::NodeDrained`]).
+    pub fn set_drained(&mut self, node: NodeId, drained: bool) {
+        self.cluster.set_drained(node, drained);
+        self.capacity_changed();
     }
 
     pub fn cluster(&self) -> &ClusterState {
