@@ -615,3 +615,30 @@ fn a_lost_node_s_jobs_end_or_run_again_elsewhere_as_their_next_attempt() {
     );
     w.check();
 }
+
+#[test]
+fn a_drained_node_gets_no_new_job() {
+    let mut w = World::new();
+    for i in 0..2 {
+        w.apply(Step::NodeUp(i));
+    }
+    w.apply(Step::Drain(0, true));
+    for _ in 0..3 {
+        w.apply(Step::Submit {
+            gpus: 2,
+            restart: false,
+            cross: false,
+        });
+    }
+    // n1's 4 GPUs hold two; the third waits rather than go to n0.
+    assert!(matches!(entry_of(&w, 3).phase, JobPhase::Queued { .. }));
+    for n in 1..=2 {
+        assert_eq!(
+            entry_of(&w, n).nodes(),
+            ["n1"],
+            "job {n}: {:?}",
+            entry_of(&w, n).phase
+        );
+    }
+    w.check();
+}

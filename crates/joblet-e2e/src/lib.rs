@@ -12,6 +12,8 @@
 //! fake NVML (or another profile) with device nodes of its own; the
 //! `gpu_*` methods of [`Node`] read `rnx --json gpu status`.
 
+pub mod cluster;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};

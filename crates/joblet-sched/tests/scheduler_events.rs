@@ -212,3 +212,47 @@ fn restore_re_derives_the_same_allocations() {
     .unwrap_err();
     assert!(err.to_string().contains("twin"), "{err}");
 }
+
+#[test]
+fn a_drained_node_takes_no_new_job_and_its_running_ones_keep_their_gpus() {
+    for policy in [Policy::Fifo, Policy::Backfill, Policy::Las] {
+        let mut s = Scheduler::new(config(policy), vec![node(0, 8), node(1, 8)]);
+        let a = submit(&mut s, req("a", 2), 0);
+        assert_eq!(started(&a), ["a"]);
+        let on = |s: &Scheduler, j: &str| s.cluster().placement(j).map(|p| p.node);
+        let first = on(&s, "a").unwrap();
+        let other = 1 - first;
+        let _ = s.handle(
+            Event::NodeDrained {
+                node: first,
+                drained: true,
+            },
+            1,
+        );
+        for (i, j) in ["b", "c", "d", "e"].into_iter().enumerate() {
+            let acts = submit(&mut s, req(j, 2), 2 + i as i64);
+            assert_eq!(started(&acts), [j], "{policy:?}: {j}");
+            assert_eq!(
+                on(&s, j),
+                Some(other),
+                "{policy:?}: {j} placed on the drained node"
+            );
+        }
+        // Full but for the drained node: the next one waits.
+        assert_eq!(
+            started(&submit(&mut s, req("f", 2), 10)),
+            Vec::<String>::new()
+        );
+        assert_eq!(on(&s, "a"), Some(first), "a keeps its GPUs");
+        // Undrained: it starts there.
+        let acts = s.handle(
+            Event::NodeDrained {
+                node: first,
+                drained: false,
+            },
+            11,
+        );
+        assert_eq!(started(&acts), ["f"], "{policy:?}");
+        assert_eq!(on(&s, "f"), Some(first));
+    }
+}

@@ -176,7 +176,10 @@ async fn lead(
                             tracing::warn!(compacted = resp.compact_revision(), reason = resp.cancel_reason(), "the cluster watch was cancelled; reading the cluster again");
                             continue 'resync;
                         }
-                        pending.extend(resp.events().iter().filter_map(|ev| input_of(keys, ev)));
+                        for i in resp.events().iter().filter_map(|ev| input_of(keys, ev)) {
+                            tracing::debug!(input = ?i, "leader input");
+                            pending.push(i);
+                        }
                     }
                     Ok(None) | Err(_) => continue 'resync,
                 },

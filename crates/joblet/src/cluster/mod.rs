@@ -15,8 +15,8 @@
 
 mod agent;
 pub mod etcd;
-mod leader;
-mod lease;
+pub mod leader;
+pub mod lease;
 mod nodes;
 mod ops;
 mod peer;
@@ -33,6 +33,7 @@ use joblet_store::Store;
 pub use etcd::ClusterError;
 pub use leader::LeaderCounters;
 pub use nodes::NodeView;
+pub use peer::CALL_TIMEOUT;
 
 use crate::config::ClusterConfig;
 use crate::engine::EngineHandle;

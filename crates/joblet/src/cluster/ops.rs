@@ -194,11 +194,11 @@ impl ClusterNode {
             .channel(node, &address)
             .map_err(|e| ApiError::Cluster(e.to_string()))?;
         let mut c = pb::job_service_client::JobServiceClient::new(ch);
-        let job = c
-            .get_job_status(pb::JobRef {
-                job_id: run.to_string(),
-            })
-            .await
+        let call = c.get_job_status(pb::JobRef {
+            job_id: run.to_string(),
+        });
+        let job = within(node, call)
+            .await?
             .map_err(|s| ApiError::Cluster(format!("node {node}: {}", s.message())))?
             .into_inner();
         joblet_proto::job_from_pb(job).map_err(ApiError::InvalidField)
@@ -265,13 +265,13 @@ impl ClusterNode {
             .channel(&node, &address)
             .map_err(|e| ApiError::Cluster(e.to_string()))?;
         let mut c = pb::job_service_client::JobServiceClient::new(ch);
-        let mut stream = c
-            .get_job_logs(pb::GetJobLogsRequest {
-                job_id: run.to_string(),
-                from_seq,
-                follow,
-            })
-            .await
+        let call = c.get_job_logs(pb::GetJobLogsRequest {
+            job_id: run.to_string(),
+            from_seq,
+            follow,
+        });
+        let mut stream = within(&node, call)
+            .await?
             .map_err(|s| ApiError::Cluster(format!("node {node}: {}", s.message())))?
             .into_inner();
         let (tx, rx) = mpsc::channel(16);
@@ -323,6 +323,18 @@ impl ClusterNode {
             .map_err(|e| self.failed(e))?;
         Ok(details(&entry))
     }
+}
+
+/// `call` to node `node`, given [`super::peer::CALL_TIMEOUT`] to answer.
+async fn within<T>(node: &str, call: impl std::future::Future<Output = T>) -> Result<T, ApiError> {
+    tokio::time::timeout(super::peer::CALL_TIMEOUT, call)
+        .await
+        .map_err(|_| {
+            ApiError::Cluster(format!(
+                "node {node} did not answer within {:?} (down or cut off?)",
+                super::peer::CALL_TIMEOUT
+            ))
+        })
 }
 
 /// How a job that never ran (or whose node is gone) ended, from its entry.

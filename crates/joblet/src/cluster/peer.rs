@@ -11,6 +11,9 @@ use joblet_pki::CertPem;
 use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+/// How long a unary call to another node may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Connections to other nodes, by address.
 pub struct Peers {
     tls: Arc<rustls::ClientConfig>,
@@ -46,7 +49,12 @@ impl Peers {
         };
         let endpoint = Endpoint::from_shared(format!("http://{address}"))
             .map_err(|e| err(e.to_string()))?
-            .connect_timeout(Duration::from_secs(3));
+            .connect_timeout(Duration::from_secs(3))
+            // A node cut off mid-call must not hang its callers: the
+            // connection is found dead within seconds.
+            .http2_keep_alive_interval(Duration::from_secs(2))
+            .keep_alive_timeout(Duration::from_secs(3))
+            .keep_alive_while_idle(true);
         let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
         let addr = address.to_string();
         let dial = tower::service_fn(move |_: Uri| {

@@ -32,11 +32,17 @@ impl GpuService for GpuApi {
         if let Some((name, channel)) = self.nodes.other(&node).await? {
             who.check(crate::service::Access::Read)?;
             let mut c = joblet_proto::GpuServiceClient::new(channel);
-            let mut r = c
-                .get_gpu_status(pb::GpuStatusRequest {
-                    node: String::new(),
-                })
-                .await?
+            let call = c.get_gpu_status(pb::GpuStatusRequest {
+                node: String::new(),
+            });
+            let mut r = tokio::time::timeout(crate::cluster::CALL_TIMEOUT, call)
+                .await
+                .map_err(|_| {
+                    Status::unavailable(format!(
+                        "node {name} did not answer within {:?} (down or cut off?)",
+                        crate::cluster::CALL_TIMEOUT
+                    ))
+                })??
                 .into_inner();
             r.node = name;
             return Ok(Response::new(r));

@@ -1,0 +1,398 @@
+//! Cluster mode end to end (issue 32): 3 etcd members and 3 joblet nodes
+//! on simulated 8-GPU A100s, each in a network namespace of its own
+//! (`scripts/dev-cluster.sh`, through [`DevCluster`]). Every test ends by
+//! replaying etcd's whole history through `joblet_cluster::history`: no
+//! GPU was ever held by two jobs at one revision, every job's entry ended
+//! at most once and never changed after, and (once everything is over)
+//! every accepted job ended.
+
+use std::time::{Duration, Instant};
+
+use joblet_cluster::history::{Change, History};
+use joblet_cluster::Keys;
+use joblet_e2e::cluster::{wait_until, ClusterOptions, DevCluster};
+use serde_json::Value;
+
+fn up(nodes: usize) -> DevCluster {
+    let c = DevCluster::up(nodes, ClusterOptions::default()).expect("cluster up");
+    // Every node registered, a leader elected.
+    wait_until(
+        Duration::from_secs(30),
+        "every node registered and a scheduler leader",
+        || {
+            let out = c.rnx("n1", &["--json", "node", "list"]);
+            let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
+                return false;
+            };
+            let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+            nodes.len() == c.node_names().len()
+                && nodes.iter().all(|n| n["state"] == "ready")
+                && nodes.iter().any(|n| n["leader"] == true)
+        },
+        || c.status(),
+    );
+    c
+}
+
+/// The invariants over etcd's whole history; `all_ended`: every accepted
+/// job must have ended by now.
+fn check_history(c: &DevCluster, all_ended: bool) {
+    let changes: Vec<Change> = c
+        .etcd_history("/joblet/")
+        .expect("etcd history")
+        .into_iter()
+        .map(|e| Change {
+            revision: e.revision,
+            key: e.key,
+            value: e.value,
+        })
+        .collect();
+    let mut h = History::new(Keys::new("/joblet"));
+    h.replay(&changes);
+    assert!(
+        h.violations.is_empty(),
+        "invariants broken: {:?}",
+        h.violations
+    );
+    if all_ended {
+        assert_eq!(
+            h.unfinished(),
+            Vec::<String>::new(),
+            "jobs that never ended"
+        );
+    }
+    assert!(
+        h.ended() > 0,
+        "the history saw no job end: {} changes",
+        changes.len()
+    );
+}
+
+fn jobs(c: &DevCluster, via: &str) -> Vec<Value> {
+    c.rnx_json(via, &["job", "list"])
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn job(c: &DevCluster, via: &str, id: &str) -> Value {
+    c.rnx_json(via, &["job", "status", id])
+}
+
+fn nodes_of(j: &Value) -> Vec<String> {
+    j["nodes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The leader's name, from `rnx node list`.
+fn leader(c: &DevCluster, via: &str) -> Option<String> {
+    let v = c.rnx_json(via, &["node", "list"]);
+    v["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["leader"] == true)
+        .and_then(|n| n["name"].as_str().map(str::to_owned))
+}
+
+/// Numbers of 19 digits (`date +%s%N`) a job printed, in order, from the
+/// output log of run `run` on `node` (read on the host: one clock).
+fn stamps(c: &DevCluster, node: &str, run: &str) -> Vec<u128> {
+    let log = c.state_dir(node).join("jobs").join(run).join("output.log");
+    let bytes = std::fs::read(&log).unwrap_or_default();
+    String::from_utf8_lossy(&bytes)
+        .split(|ch: char| !ch.is_ascii_digit())
+        .filter(|s| s.len() == 19)
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
+
+const TICKER: &str = "while true; do date +%s%N; sleep 0.05; done";
+
+#[test]
+fn a_gpu_job_runs_on_another_node_and_its_log_streams_back_through_the_node_asked() {
+    let c = up(3);
+    // n1 takes no jobs: the job must run elsewhere.
+    c.rnx_ok("n1", &["node", "drain", "n1"]);
+    let out = c.rnx_ok(
+        "n1",
+        &[
+            "job",
+            "run",
+            "--gpu=2",
+            "--follow",
+            "--",
+            "sh",
+            "-c",
+            "echo hello from $JOBLET_NODE attempt $JOBLET_ATTEMPT gpus $CUDA_VISIBLE_DEVICES",
+        ],
+    );
+    assert!(out.contains("hello from n"), "{out}");
+    assert!(
+        !out.contains("hello from n1"),
+        "ran on the drained node: {out}"
+    );
+    assert!(out.contains("attempt 1"), "{out}");
+    let list = jobs(&c, "n1");
+    assert_eq!(list.len(), 1);
+    let ran_on = nodes_of(&list[0]);
+    assert_eq!(ran_on.len(), 1);
+    assert_ne!(ran_on[0], "n1");
+    assert_eq!(list[0]["state"], "COMPLETED");
+    // Its status comes from the node that ran it: its GPUs.
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    let st = job(&c, "n1", &id);
+    assert_eq!(
+        st["gpus"]["indices"].as_array().map(Vec::len),
+        Some(2),
+        "{st}"
+    );
+    // The log, asked of a third node.
+    let third = ["n2", "n3"].into_iter().find(|n| *n != ran_on[0]).unwrap();
+    let log = c.rnx_ok(third, &["job", "log", &id]);
+    assert!(log.contains(&format!("hello from {}", ran_on[0])), "{log}");
+    // Every node in `node list`, and another node's GPUs through n1.
+    let nodes = c.rnx_json("n1", &["node", "list"]);
+    let names: Vec<&str> = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    assert_eq!(names, ["n1", "n2", "n3"]);
+    assert!(nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["gpus_total"] == 8));
+    let gpus = c.rnx_json("n1", &["gpu", "status", "--on", "n3"]);
+    assert_eq!(gpus["node"], "n3", "{gpus}");
+    assert_eq!(gpus["gpus"].as_array().map(Vec::len), Some(8));
+    check_history(&c, true);
+}
+
+/// Kills (or cuts off) the node running a restartable job; returns the
+/// seconds from the fault until its next attempt runs elsewhere, and
+/// checks that the two attempts never ran at once (on one host clock).
+fn lose_node(c: &DevCluster, how: &str) -> f64 {
+    // Placed on n3: the others are drained meanwhile.
+    c.rnx_ok("n1", &["node", "drain", "n1"]);
+    c.rnx_ok("n1", &["node", "drain", "n2"]);
+    let id = c
+        .rnx_ok(
+            "n1",
+            &[
+                "job",
+                "run",
+                "--gpu=2",
+                "--restart=on-node-failure",
+                "--",
+                "sh",
+                "-c",
+                TICKER,
+            ],
+        )
+        .trim()
+        .to_string();
+    wait_until(
+        Duration::from_secs(30),
+        "the job running on n3",
+        || {
+            let j = job(c, "n1", &id);
+            j["state"] == "RUNNING" && nodes_of(&j) == ["n3"] && !stamps(c, "n3", &id).is_empty()
+        },
+        || c.status(),
+    );
+    c.rnx_ok("n1", &["node", "undrain", "n1"]);
+    c.rnx_ok("n1", &["node", "undrain", "n2"]);
+    let t0 = Instant::now();
+    match how {
+        "kill" => {
+            c.kill("n3");
+            c.kill_shims("n3");
+        }
+        "partition" => c.partition("n3"),
+        other => panic!("{other}"),
+    }
+    let mut second = String::new();
+    wait_until(
+        Duration::from_secs(60),
+        "the job's next attempt running elsewhere",
+        || {
+            let j = job(c, "n1", &id);
+            let ok = j["state"] == "RUNNING"
+                && j["attempt"] == 2
+                && nodes_of(&j).first().is_some_and(|n| n != "n3");
+            if ok {
+                second = nodes_of(&j)[0].clone();
+            }
+            ok
+        },
+        || c.status(),
+    );
+    let took = t0.elapsed().as_secs_f64();
+    let run2 = joblet_cluster::records::run_id(&id, 2);
+    wait_until(
+        Duration::from_secs(10),
+        "the new attempt's first output",
+        || !stamps(c, &second, &run2).is_empty(),
+        || c.status(),
+    );
+    // No overlap: the old attempt's last tick is before the new one's first.
+    let old = stamps(c, "n3", &id);
+    let new = stamps(c, &second, &run2);
+    let (old_last, new_first) = (*old.last().expect("old attempt ticked"), new[0]);
+    assert!(
+        old_last < new_first,
+        "attempts overlapped: the old one ticked at {old_last}, {} ms after the new one's first tick {new_first}",
+        (old_last - new_first) / 1_000_000
+    );
+    if how == "partition" {
+        // The cut-off node's run was killed by fencing, not left running.
+        std::thread::sleep(Duration::from_millis(500));
+        let ticks = stamps(c, "n3", &id).len();
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(
+            stamps(c, "n3", &id).len(),
+            ticks,
+            "the old attempt still runs on the cut-off node"
+        );
+        c.heal("n3");
+    }
+    c.rnx_ok("n1", &["job", "kill", &id]);
+    wait_until(
+        Duration::from_secs(30),
+        "the job's end",
+        || job(c, "n1", &id)["state"] != "RUNNING",
+        || c.status(),
+    );
+    took
+}
+
+#[test]
+fn a_killed_node_s_job_runs_again_elsewhere_within_30_s_and_never_twice_at_once() {
+    let c = up(3);
+    let took = lose_node(&c, "kill");
+    eprintln!("node kill -9: next attempt running after {took:.2} s");
+    assert!(took < 30.0, "{took} s");
+    check_history(&c, true);
+}
+
+#[test]
+fn a_partitioned_node_kills_its_job_before_the_next_attempt_starts_elsewhere() {
+    let c = up(3);
+    let took = lose_node(&c, "partition");
+    eprintln!("node partition: next attempt running after {took:.2} s");
+    assert!(took < 30.0, "{took} s");
+    check_history(&c, true);
+}
+
+#[test]
+fn a_new_scheduler_leads_after_the_leader_is_killed_and_no_job_is_lost() {
+    let c = up(3);
+    let old = leader(&c, "n1").expect("a leader");
+    let via = c.node_names().into_iter().find(|n| *n != old).unwrap();
+    // A job before, and one while nobody leads.
+    let before = c
+        .rnx_ok(&via, &["job", "run", "--gpu=1", "--", "sleep", "1"])
+        .trim()
+        .to_string();
+    c.kill(&old);
+    c.kill_shims(&old);
+    let t0 = Instant::now();
+    let during = c
+        .rnx_ok(&via, &["job", "run", "--gpu=1", "--", "true"])
+        .trim()
+        .to_string();
+    let mut new = String::new();
+    wait_until(
+        Duration::from_secs(30),
+        "a new leader",
+        || match leader(&c, &via) {
+            Some(l) if l != old => {
+                new = l;
+                true
+            }
+            _ => false,
+        },
+        || c.status(),
+    );
+    let took = t0.elapsed().as_secs_f64();
+    eprintln!("scheduler leader kill -9: {new} leads after {took:.2} s");
+    // Lease TTL (3 s) plus a few seconds.
+    assert!(took < 3.0 + 7.0, "{took} s");
+    for id in [&before, &during] {
+        wait_until(
+            Duration::from_secs(60),
+            "every job's end",
+            || {
+                let j = job(&c, &via, id);
+                j["state"]
+                    .as_str()
+                    .is_some_and(|s| s != "QUEUED" && s != "RUNNING")
+            },
+            || c.status(),
+        );
+    }
+    // The job submitted while nobody led ran.
+    assert_eq!(job(&c, &via, &during)["state"], "COMPLETED");
+    check_history(&c, true);
+}
+
+#[test]
+fn a_twelve_gpu_gang_runs_on_two_8_gpu_nodes_with_consistent_ranks() {
+    let c = up(3);
+    let id = c
+        .rnx_ok(
+            "n1",
+            &[
+                "job", "run", "--gpu=12", "--",
+                "sh", "-c",
+                "echo RANK=$RANK WORLD_SIZE=$WORLD_SIZE NODE_RANK=$NODE_RANK NNODES=$NNODES NPROC_PER_NODE=$NPROC_PER_NODE MASTER=$MASTER_ADDR:$MASTER_PORT GPUS=$CUDA_VISIBLE_DEVICES",
+            ],
+        )
+        .trim()
+        .to_string();
+    wait_until(
+        Duration::from_secs(60),
+        "the gang's end",
+        || job(&c, "n1", &id)["state"] == "COMPLETED",
+        || c.status(),
+    );
+    let j = job(&c, "n1", &id);
+    let nodes = nodes_of(&j);
+    assert_eq!(nodes.len(), 2, "{j}");
+    let mut lines = Vec::new();
+    for n in &nodes {
+        let log = std::fs::read(c.state_dir(n).join("jobs").join(&id).join("output.log")).unwrap();
+        let text = String::from_utf8_lossy(&log).to_string();
+        let line = text
+            .lines()
+            .find(|l| l.contains("RANK="))
+            .map(|l| l[l.find("RANK=").unwrap()..].to_string());
+        lines.push(line.unwrap_or_else(|| panic!("no ranks in {n}'s part: {text}")));
+    }
+    let field = |l: &str, k: &str| {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(field(&lines[0], "WORLD_SIZE"), "2");
+    assert_eq!(field(&lines[1], "WORLD_SIZE"), "2");
+    let mut ranks = [field(&lines[0], "RANK"), field(&lines[1], "RANK")];
+    ranks.sort();
+    assert_eq!(ranks, ["0", "1"]);
+    assert_eq!(field(&lines[0], "MASTER"), field(&lines[1], "MASTER"));
+    let procs: u32 = lines
+        .iter()
+        .map(|l| field(l, "NPROC_PER_NODE").parse::<u32>().unwrap())
+        .sum();
+    assert_eq!(procs, 12, "{lines:?}");
+    check_history(&c, true);
+}
