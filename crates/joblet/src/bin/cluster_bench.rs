@@ -122,8 +122,9 @@ async fn main() -> anyhow::Result<()> {
     }
     // The leader's own node, on a lease like a daemon's.
     let fence = std::env::temp_dir().join(format!("joblet-bench-fence-{}", std::process::id()));
+    let pool = joblet::cluster::EtcdPool::with_endpoints(&a.etcd).await?;
     let membership = lease::start(
-        client.clone(),
+        pool.clone(),
         keys.clone(),
         node(0, a.gpus_per_node),
         Duration::from_secs(10),
@@ -135,7 +136,7 @@ async fn main() -> anyhow::Result<()> {
         ..SchedConfig::default()
     };
     leader::start(
-        client.clone(),
+        pool,
         keys.clone(),
         "sim-000".into(),
         membership,

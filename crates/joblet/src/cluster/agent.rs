@@ -20,6 +20,7 @@ use joblet_core::{ClusterRun, JobId, JobState, Resources};
 use joblet_store::Store;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::etcd::EtcdPool;
 use super::lease::Membership;
 use crate::engine::{Ended, EngineHandle};
 
@@ -34,6 +35,7 @@ struct Run {
 }
 
 struct Agent {
+    pool: EtcdPool,
     client: Client,
     keys: Keys,
     name: String,
@@ -48,7 +50,7 @@ struct Agent {
 
 /// Starts the agent (in a task).
 pub fn start(
-    client: Client,
+    pool: EtcdPool,
     keys: Keys,
     name: String,
     engine: EngineHandle,
@@ -56,7 +58,8 @@ pub fn start(
     membership: Membership,
 ) {
     let agent = Agent {
-        client,
+        client: pool.client(),
+        pool,
         keys,
         name,
         engine,
@@ -74,9 +77,11 @@ impl Agent {
         let mut fenced = self.membership.fenced.clone();
         let mut retry = tokio::time::interval(Duration::from_secs(1));
         'resync: loop {
+            self.client = self.pool.client();
             let (rev, stops) = match self.read_assignments().await {
                 Ok(r) => r,
                 Err(e) => {
+                    self.pool.failed(&e);
                     tracing::warn!(error = %e, "cannot read this node's assignments; retrying");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                     continue;
@@ -92,11 +97,17 @@ impl Agent {
                 .await
             {
                 Ok(w) => w,
-                Err(_) => continue,
+                Err(e) => {
+                    self.pool.failed(&e);
+                    continue;
+                }
             };
             let mut stops = match self.client.watch(self.keys.stops(), opts(rev + 1)).await {
                 Ok(w) => w,
-                Err(_) => continue,
+                Err(e) => {
+                    self.pool.failed(&e);
+                    continue;
+                }
             };
             loop {
                 tokio::select! {
@@ -114,7 +125,10 @@ impl Agent {
                                 }
                             }
                         }
-                        _ => continue 'resync,
+                        _ => {
+                            self.pool.rotate();
+                            continue 'resync;
+                        }
                     },
                     m = stops.message() => match m {
                         Ok(Some(resp)) if !resp.canceled() => {
@@ -129,7 +143,10 @@ impl Agent {
                                 }
                             }
                         }
-                        _ => continue 'resync,
+                        _ => {
+                            self.pool.rotate();
+                            continue 'resync;
+                        }
                     },
                     e = ended.recv() => match e {
                         Ok(Ended { id, .. }) => self.ended(&id).await,
@@ -400,6 +417,8 @@ impl Agent {
                 true
             }
             Err(e) => {
+                self.pool.failed(&e);
+                self.client = self.pool.client();
                 tracing::warn!(%job, error = %e, "cannot report a run's end yet; will retry");
                 false
             }

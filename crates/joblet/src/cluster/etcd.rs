@@ -163,3 +163,81 @@ pub async fn commit(
         .succeeded()
         .then(|| resp.header().map_or(0, |h| h.revision())))
 }
+
+/// Clients of every etcd member, one each, and which one calls go to.
+///
+/// etcd-client balances one channel over all endpoints, and a request that
+/// meets a dead member fails ("tcp connect error") instead of going to a
+/// live one; so the daemon keeps a client per member and, when a call
+/// fails as if its member were down, moves every later call to the next
+/// member ([`EtcdPool::rotate`]).
+#[derive(Clone)]
+pub struct EtcdPool {
+    clients: std::sync::Arc<Vec<Client>>,
+    current: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    pub endpoints: Vec<String>,
+}
+
+impl EtcdPool {
+    /// Connects (lazily) to each configured endpoint.
+    pub async fn connect(cfg: &ClusterConfig) -> Result<EtcdPool, ClusterError> {
+        let mut clients = Vec::new();
+        for ep in &cfg.etcd {
+            let one = ClusterConfig {
+                etcd: vec![ep.clone()],
+                ..cfg.clone()
+            };
+            clients.push(connect(&one).await?);
+        }
+        Ok(EtcdPool {
+            clients: std::sync::Arc::new(clients),
+            current: Default::default(),
+            endpoints: cfg.etcd.clone(),
+        })
+    }
+
+    /// One client per endpoint in `endpoints` (tests, benchmarks).
+    pub async fn with_endpoints(endpoints: &[String]) -> Result<EtcdPool, ClusterError> {
+        let cfg = ClusterConfig {
+            etcd: endpoints.to_vec(),
+            ..ClusterConfig::default()
+        };
+        EtcdPool::connect(&cfg).await
+    }
+
+    /// The client calls go to now.
+    pub fn client(&self) -> Client {
+        let i = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        self.clients[i % self.clients.len()].clone()
+    }
+
+    /// The last call failed as if its member were down: later calls go to
+    /// the next member.
+    pub fn rotate(&self) {
+        self.current
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Rotates when `e` looks like an unreachable member or leader.
+    pub fn failed(&self, e: &etcd_client::Error) {
+        if transient(e) {
+            self.rotate();
+        }
+    }
+}
+
+/// An etcd error that another member, or a retry, may not meet.
+pub fn transient(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => matches!(
+            s.code(),
+            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::DeadlineExceeded
+        ),
+        etcd_client::Error::TransportError(_)
+        | etcd_client::Error::IoError(_)
+        | etcd_client::Error::LeaseKeepAliveError(_)
+        | etcd_client::Error::WatchError(_)
+        | etcd_client::Error::ElectError(_) => true,
+        _ => false,
+    }
+}

@@ -18,7 +18,7 @@ use joblet_cluster::records::decode;
 use joblet_cluster::Keys;
 use joblet_sched::model::SchedConfig;
 
-use super::etcd;
+use super::etcd::{self, EtcdPool};
 use super::lease::Membership;
 
 /// Counters for `rnx node list` and metrics.
@@ -32,18 +32,18 @@ pub struct LeaderCounters {
 
 /// Campaigns forever (in a task).
 pub fn start(
-    client: Client,
+    pool: EtcdPool,
     keys: Keys,
     name: String,
     membership: Membership,
     sched: SchedConfig,
     counters: Arc<LeaderCounters>,
 ) {
-    tokio::spawn(campaign(client, keys, name, membership, sched, counters));
+    tokio::spawn(campaign(pool, keys, name, membership, sched, counters));
 }
 
 async fn campaign(
-    mut client: Client,
+    pool: EtcdPool,
     keys: Keys,
     name: String,
     membership: Membership,
@@ -57,6 +57,7 @@ async fn campaign(
             let _ = lease_rx.changed().await;
             continue;
         };
+        let mut client = pool.client();
         let won = tokio::select! {
             r = client.campaign(keys.election(), name.clone(), lease) => r,
             _ = lease_rx.changed() => continue,
@@ -67,6 +68,7 @@ async fn campaign(
                 None => continue,
             },
             Err(e) => {
+                pool.failed(&e);
                 tracing::warn!(error = %e, "campaign for scheduler leadership failed; retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
@@ -75,9 +77,10 @@ async fn campaign(
         let fence = key.rev();
         counters.terms.fetch_add(1, Ordering::Relaxed);
         tracing::info!(node = %name, fence, "leading the cluster's scheduler");
-        let why = lead(&mut client, &keys, &key, &membership, &sched, &counters).await;
+        let why = lead(&pool, &keys, &key, &membership, &sched, &counters).await;
         tracing::warn!(node = %name, fence, reason = %why, "no longer leading the cluster's scheduler");
-        let _ = client
+        let _ = pool
+            .client()
             .resign(Some(ResignOptions::new().with_leader(key)))
             .await;
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -86,7 +89,7 @@ async fn campaign(
 
 /// Leads until the fence no longer holds; returns why it stopped.
 async fn lead(
-    client: &mut Client,
+    pool: &EtcdPool,
     keys: &Keys,
     key: &LeaderKey,
     membership: &Membership,
@@ -100,9 +103,12 @@ async fn lead(
     let mut core = LeaderCore::new(cfg);
     let mut lease = membership.lease.clone();
     'resync: loop {
+        let mut client = pool.client();
+        let client = &mut client;
         let snap = match etcd::snapshot(client, keys, fence).await {
             Ok(s) => s,
             Err(e) => {
+                pool.failed(&e);
                 tracing::warn!(error = %e, "cannot read the cluster from etcd; retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 if membership.expired() {
@@ -122,6 +128,7 @@ async fn lead(
         {
             Ok(w) => w,
             Err(e) => {
+                pool.failed(&e);
                 tracing::warn!(error = %e, "cannot watch the cluster; retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
@@ -160,6 +167,7 @@ async fn lead(
                                     pending.push(Input::Rejected { plan: plan.id });
                                 }
                                 Err(e) => {
+                                    pool.failed(&e);
                                     tracing::warn!(error = %e, "a plan's transaction failed; reading the cluster again");
                                     continue 'resync;
                                 }
@@ -181,7 +189,10 @@ async fn lead(
                             pending.push(i);
                         }
                     }
-                    Ok(None) | Err(_) => continue 'resync,
+                    Ok(None) | Err(_) => {
+                        pool.rotate();
+                        continue 'resync;
+                    }
                 },
                 _ = tick.tick() => pending.push(Input::Tick),
                 _ = lease.changed() => {

@@ -8,10 +8,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{Client, PutOptions};
+use etcd_client::PutOptions;
 use joblet_cluster::fence::FenceClock;
 use joblet_cluster::records::{encode, NodeRecord};
 use joblet_cluster::Keys;
+
+use super::etcd::EtcdPool;
 use tokio::sync::watch;
 
 /// Now on the clock the fencing deadline is kept in (shared with shims).
@@ -45,7 +47,7 @@ impl Membership {
 /// Registers `record` and keeps it alive, in a task; publishes the
 /// fencing deadline in `fence_file` for the shims.
 pub fn start(
-    client: Client,
+    pool: EtcdPool,
     keys: Keys,
     record: NodeRecord,
     ttl: Duration,
@@ -67,7 +69,7 @@ pub fn start(
         fenced,
     };
     tokio::spawn(keep(
-        client,
+        pool,
         keys,
         record,
         ttl,
@@ -82,7 +84,7 @@ pub fn start(
 /// Grants a lease, puts the record on it, keeps it alive; starts over
 /// whenever the lease is lost.
 async fn keep(
-    mut client: Client,
+    pool: EtcdPool,
     keys: Keys,
     record: NodeRecord,
     ttl: Duration,
@@ -103,9 +105,11 @@ async fn keep(
     };
     loop {
         let sent = mono_ms();
+        let mut client = pool.client();
         let grant = match client.lease_grant(ttl_s, None).await {
             Ok(g) => g,
             Err(e) => {
+                pool.failed(&e);
                 tracing::warn!(error = %e, "cannot get an etcd lease; retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
@@ -121,6 +125,7 @@ async fn keep(
             )
             .await;
         if let Err(e) = put {
+            pool.failed(&e);
             tracing::warn!(error = %e, "cannot register this node in etcd; retrying");
             let _ = client.lease_revoke(id).await;
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -128,7 +133,7 @@ async fn keep(
         }
         tracing::info!(node = %record.name, lease = id, ttl = grant.ttl(), "registered in the cluster");
         let _ = lease_tx.send(Some(id));
-        keep_alive(&mut client, id, ttl, &renewed).await;
+        keep_alive(&pool, id, ttl, &renewed).await;
         tracing::warn!(node = %record.name, lease = id, "the node's etcd lease is gone; registering again");
         {
             let mut f = fence.lock().expect("fence lock");
@@ -141,12 +146,13 @@ async fn keep(
 
 /// Keeps lease `id` alive until etcd says it is gone; reopens the stream
 /// when it breaks.
-async fn keep_alive(client: &mut Client, id: i64, ttl: Duration, renewed: &impl Fn(u64, i64)) {
+async fn keep_alive(pool: &EtcdPool, id: i64, ttl: Duration, renewed: &impl Fn(u64, i64)) {
     let every = ttl / 3;
     loop {
-        let (mut keeper, mut stream) = match client.lease_keep_alive(id).await {
+        let (mut keeper, mut stream) = match pool.client().lease_keep_alive(id).await {
             Ok(ks) => ks,
             Err(e) => {
+                pool.rotate();
                 tracing::warn!(error = %e, "cannot open the lease keep-alive; retrying");
                 tokio::time::sleep(every.min(Duration::from_millis(500))).await;
                 continue;
@@ -163,12 +169,14 @@ async fn keep_alive(client: &mut Client, id: i64, ttl: Duration, renewed: &impl 
                 Ok(Ok(Some(_))) => return, // TTL 0: the lease is gone.
                 Ok(Ok(None)) | Ok(Err(_)) => break,
                 Err(_) => {
-                    tracing::warn!("lease keep-alive unanswered");
-                    continue;
+                    tracing::warn!("lease keep-alive unanswered; trying another etcd member");
+                    break;
                 }
             }
             tokio::time::sleep(every).await;
         }
+        // Its member may be down: the next stream goes to another.
+        pool.rotate();
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

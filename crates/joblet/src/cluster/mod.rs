@@ -23,6 +23,7 @@ mod peer;
 
 use std::sync::Arc;
 
+pub use etcd::EtcdPool;
 use etcd_client::Client;
 use joblet_cluster::records::NodeRecord;
 use joblet_cluster::Keys;
@@ -44,12 +45,14 @@ pub struct ClusterNode {
     /// Where this node's API is reached.
     pub address: String,
     keys: Keys,
-    client: Client,
-    endpoints: Vec<String>,
+    etcd: EtcdPool,
     counters: Arc<LeaderCounters>,
     rules: JobRules,
     peers: peer::Peers,
 }
+
+/// How long a client's request waits for etcd to be reachable again.
+const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What starting cluster mode needs from the daemon.
 pub struct ClusterStart<'a> {
@@ -72,13 +75,13 @@ impl ClusterNode {
     /// Connects to etcd and starts membership, the agent and (with
     /// `cluster.scheduler`) the campaign for leadership.
     pub async fn start(s: ClusterStart<'_>) -> Result<Arc<ClusterNode>, ClusterError> {
-        let client = etcd::connect(s.cfg).await?;
+        let pool = EtcdPool::connect(s.cfg).await?;
         let keys = Keys::new(&s.cfg.prefix);
         let name = s.record.name.clone();
         let address = s.record.address.clone();
         let scheduler = s.record.scheduler;
         let membership = lease::start(
-            client.clone(),
+            pool.clone(),
             keys.clone(),
             s.record,
             s.cfg.lease_ttl,
@@ -86,7 +89,7 @@ impl ClusterNode {
         );
         let counters = Arc::new(LeaderCounters::default());
         agent::start(
-            client.clone(),
+            pool.clone(),
             keys.clone(),
             name.clone(),
             s.engine.clone(),
@@ -95,7 +98,7 @@ impl ClusterNode {
         );
         if scheduler {
             leader::start(
-                client.clone(),
+                pool.clone(),
                 keys.clone(),
                 name.clone(),
                 membership.clone(),
@@ -112,8 +115,7 @@ impl ClusterNode {
             name,
             address,
             keys,
-            client,
-            endpoints: s.cfg.etcd.clone(),
+            etcd: pool,
             counters,
             rules: s.rules,
             peers,
@@ -122,11 +124,37 @@ impl ClusterNode {
 
     /// A fresh handle on the etcd client (cheap: it shares the connection).
     fn etcd(&self) -> Client {
-        self.client.clone()
+        self.etcd.client()
+    }
+
+    /// Runs `op` on a fresh client handle, again while etcd cannot be
+    /// reached (a member down, an election under way), for up to
+    /// [`RETRY_FOR`]. Only for operations that may safely run twice.
+    async fn retrying<T, Fut>(
+        &self,
+        mut op: impl FnMut(Client) -> Fut,
+    ) -> Result<T, crate::service::ApiError>
+    where
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let deadline = std::time::Instant::now() + RETRY_FOR;
+        let mut delay = std::time::Duration::from_millis(50);
+        loop {
+            match op(self.etcd()).await {
+                Ok(v) => return Ok(v),
+                Err(e) if etcd::transient(&e) && std::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "etcd unreachable; retrying");
+                    self.etcd.rotate();
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_millis(500));
+                }
+                Err(e) => return Err(self.failed(e)),
+            }
+        }
     }
 
     /// An etcd failure in the API's terms.
     fn failed(&self, e: etcd_client::Error) -> crate::service::ApiError {
-        crate::service::ApiError::Cluster(etcd::etcd_error(&self.endpoints, e).to_string())
+        crate::service::ApiError::Cluster(etcd::etcd_error(&self.etcd.endpoints, e).to_string())
     }
 }

@@ -32,21 +32,30 @@ impl ClusterNode {
     /// Every node: registered ones, and those with jobs recorded on them
     /// that are registered no more (`lost`).
     pub async fn nodes(&self) -> Result<Vec<NodeView>, ApiError> {
-        let mut etcd = self.etcd();
-        let all = etcd
-            .get(
-                format!("{}/", self.keys.prefix()),
-                Some(GetOptions::new().with_prefix()),
-            )
+        let prefix = format!("{}/", self.keys.prefix());
+        let all = self
+            .retrying(|mut c| {
+                let prefix = prefix.clone();
+                async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
+        let election = self.keys.election();
+        let leader = self
+            .retrying(|mut c| {
+                let election = election.clone();
+                async move {
+                    match c.leader(election).await {
+                        Ok(r) => Ok(r
+                            .kv()
+                            .map(|kv| String::from_utf8_lossy(kv.value()).to_string())),
+                        // Nobody elected is an error, not an empty answer.
+                        Err(e) if e.to_string().contains("no leader") => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                }
+            })
             .await
-            .map_err(|e| self.failed(e))?;
-        let leader = match etcd.leader(self.keys.election()).await {
-            Ok(r) => r
-                .kv()
-                .map(|kv| String::from_utf8_lossy(kv.value()).to_string()),
-            // Nobody elected is an error, not an empty answer.
-            Err(_) => None,
-        };
+            .unwrap_or(None);
         let mut records: BTreeMap<String, NodeRecord> = BTreeMap::new();
         let mut allocs: BTreeMap<String, NodeAlloc> = BTreeMap::new();
         let mut drained: BTreeSet<String> = BTreeSet::new();
@@ -135,16 +144,18 @@ impl ClusterNode {
                 names.join(", ")
             )));
         }
-        let mut etcd = self.etcd();
-        if drain {
-            etcd.put(self.keys.drain(name), "", None)
-                .await
-                .map_err(|e| self.failed(e))?;
-        } else {
-            etcd.delete(self.keys.drain(name), None)
-                .await
-                .map_err(|e| self.failed(e))?;
-        }
+        let key = self.keys.drain(name);
+        self.retrying(|mut c| {
+            let key = key.clone();
+            async move {
+                if drain {
+                    c.put(key, "", None).await.map(|_| ())
+                } else {
+                    c.delete(key, None).await.map(|_| ())
+                }
+            }
+        })
+        .await?;
         tracing::info!(node = %name, drain, "node drain changed");
         self.nodes()
             .await?

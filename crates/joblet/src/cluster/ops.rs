@@ -51,11 +51,27 @@ impl ClusterNode {
             },
         };
         let key = self.keys.job(id.as_str());
-        let txn = Txn::new()
-            .when(vec![Compare::version(key.as_str(), CompareOp::Equal, 0)])
-            .and_then(vec![TxnOp::put(key.as_str(), encode(&entry), None)]);
-        let r = self.etcd().txn(txn).await.map_err(|e| self.failed(e))?;
-        if !r.succeeded() {
+        let value = encode(&entry);
+        let done = self
+            .retrying(|mut c| {
+                let (key, value) = (key.clone(), value.clone());
+                async move {
+                    let txn = Txn::new()
+                        .when(vec![Compare::version(key.as_str(), CompareOp::Equal, 0)])
+                        .and_then(vec![TxnOp::put(key.as_str(), value.clone(), None)]);
+                    if c.txn(txn).await?.succeeded() {
+                        return Ok(true);
+                    }
+                    // Taken: by an earlier try of this very request whose
+                    // answer was lost, or (never, with fresh UUIDs) another.
+                    let r = c.get(key.as_str(), None).await?;
+                    Ok(r.kvs()
+                        .first()
+                        .is_some_and(|kv| kv.value() == value.as_slice()))
+                }
+            })
+            .await?;
+        if !done {
             return Err(ApiError::Internal(format!("job id {id} is taken already")));
         }
         tracing::info!(job = %id, owner = %entry.owner, gpus = entry.submission.request.gpu_count, "job queued in the cluster");
@@ -64,11 +80,13 @@ impl ClusterNode {
 
     /// The GPUs of the largest registered node.
     async fn largest_node_gpus(&self) -> Result<u32, ApiError> {
+        let key = self.keys.nodes();
         let r = self
-            .etcd()
-            .get(self.keys.nodes(), Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(|e| self.failed(e))?;
+            .retrying(|mut c| {
+                let key = key.clone();
+                async move { c.get(key, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
         Ok(r.kvs()
             .iter()
             .filter_map(|kv| decode::<NodeRecord>("node record", "", kv.value()).ok())
@@ -84,11 +102,13 @@ impl ClusterNode {
         states: &[JobState],
         limit: usize,
     ) -> Result<Vec<JobDetails>, ApiError> {
+        let key = self.keys.jobs();
         let r = self
-            .etcd()
-            .get(self.keys.jobs(), Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(|e| self.failed(e))?;
+            .retrying(|mut c| {
+                let key = key.clone();
+                async move { c.get(key, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
         let mut entries: Vec<JobEntry> = r
             .kvs()
             .iter()
@@ -120,13 +140,14 @@ impl ClusterNode {
         }
         joblet_core::id::check_prefix(prefix)?;
         let r = self
-            .etcd()
-            .get(
-                self.keys.job(prefix),
-                Some(GetOptions::new().with_prefix().with_limit(3)),
-            )
-            .await
-            .map_err(|e| self.failed(e))?;
+            .retrying(|mut c| {
+                let key = self.keys.job(prefix);
+                async move {
+                    c.get(key, Some(GetOptions::new().with_prefix().with_limit(3)))
+                        .await
+                }
+            })
+            .await?;
         match r.kvs() {
             [] => Err(PrefixError::NotFound(prefix.to_string()).into()),
             [one] => Ok(Found {
@@ -169,14 +190,17 @@ impl ClusterNode {
         };
         match from_node {
             Ok(mut d) => {
-                // The cluster's view of identity and state wins.
+                // The cluster's view of identity and state wins (the
+                // run's own end is the cluster's once its node reported
+                // it); the run's details (GPUs, history, output) are kept.
                 let e = details(&entry);
                 d.record.id = e.record.id;
                 d.cluster = e.cluster;
-                if e.record.state.is_terminal() {
+                if d.record.state != e.record.state {
                     d.record.state = e.record.state;
                     d.record.reason = e.record.reason;
                     d.record.exit_code = e.record.exit_code;
+                    d.record.ended_ms = e.record.ended_ms;
                 }
                 Ok(d)
             }
@@ -218,10 +242,11 @@ impl ClusterNode {
             return Ok(self.address.clone());
         }
         let r = self
-            .etcd()
-            .get(self.keys.node(name), None)
-            .await
-            .map_err(|e| self.failed(e))?;
+            .retrying(|mut c| {
+                let key = self.keys.node(name);
+                async move { c.get(key, None).await }
+            })
+            .await?;
         let kv = r.kvs().first().ok_or_else(|| {
             ApiError::Cluster(format!(
                 "node {name} is not registered in the cluster (down, or its lease expired)"
@@ -313,14 +338,15 @@ impl ClusterNode {
                 hint: "it has ended already",
             });
         }
-        self.etcd()
-            .put(
-                self.keys.stop(entry.id()),
-                if kill { "kill" } else { "stop" },
-                None,
-            )
-            .await
-            .map_err(|e| self.failed(e))?;
+        let (key, how) = (
+            self.keys.stop(entry.id()),
+            if kill { "kill" } else { "stop" },
+        );
+        self.retrying(|mut c| {
+            let key = key.clone();
+            async move { c.put(key, how, None).await }
+        })
+        .await?;
         Ok(details(&entry))
     }
 }

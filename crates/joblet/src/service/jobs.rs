@@ -127,6 +127,14 @@ impl Jobs {
     /// read at all.
     pub fn submission(&self, caller: &Caller) -> Result<Submission<'_>, ApiError> {
         caller.check(Access::Admin("run jobs"))?;
+        if self.cluster.is_some() {
+            // The files would have to reach whichever node runs the job.
+            return Err(FieldError::new(
+                "uploads",
+                "uploaded files are not carried between the nodes of a cluster yet; put them on a volume every node mounts, or in a runtime",
+            )
+            .into());
+        }
         Ok(Submission {
             jobs: self,
             owner: caller.name.clone(),

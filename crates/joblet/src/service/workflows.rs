@@ -82,6 +82,12 @@ impl Workflows {
     /// upload is not read at all.
     pub fn submission(&self, caller: &Caller) -> Result<Submission<'_>, ApiError> {
         caller.check(Access::Admin("run workflows"))?;
+        if self.jobs.cluster().is_some() {
+            // Its jobs would bypass the cluster's scheduler on this node.
+            return Err(ApiError::NodeCannot(
+                "workflows are not placed across a cluster yet: run them on a node without `cluster:` in its joblet-config.yml".into(),
+            ));
+        }
         Ok(Submission {
             workflows: self,
             caller: caller.clone(),
