@@ -24,8 +24,13 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-/// Directory holding the workspace's built binaries (`target/debug`).
+/// Directory holding the workspace's built binaries (`target/debug`), or
+/// `JOBLET_E2E_BIN` when set (a benchmark driving release binaries from a
+/// debug test).
 pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("JOBLET_E2E_BIN") {
+        return PathBuf::from(dir);
+    }
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().expect("deps dir");
     if dir.ends_with("deps") {

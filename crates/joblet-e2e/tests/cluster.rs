@@ -174,6 +174,16 @@ fn a_gpu_job_runs_on_another_node_and_its_log_streams_back_through_the_node_aske
     assert_eq!(gpus["node"], "n3", "{gpus}");
     assert_eq!(gpus["gpus"].as_array().map(Vec::len), Some(8));
     check_history(&c, true);
+    // Deleted through n1: gone from the cluster and from the node that ran it.
+    c.rnx_ok("n1", &["job", "delete", &id]);
+    assert!(jobs(&c, "n1").is_empty());
+    let run_dir = c.state_dir(&ran_on[0]).join("jobs").join(&id);
+    wait_until(
+        Duration::from_secs(10),
+        "the run's files deleted on its node",
+        || !run_dir.exists(),
+        || c.status(),
+    );
 }
 
 /// Kills (or cuts off) the node running a restartable job; returns the
@@ -692,6 +702,19 @@ fn a_random_fault_loop_never_gives_a_gpu_twice_and_every_job_ends_once() {
         }
     }
     eprintln!("faults: {faults:?}; {} jobs accepted", submitted.len());
+    // Every node is back in the cluster (a cut-off node registers again
+    // once its lease expired).
+    wait_until(
+        Duration::from_secs(60),
+        "every node ready again",
+        || {
+            let v = c.rnx_json("n1", &["node", "list"]);
+            v["nodes"]
+                .as_array()
+                .is_some_and(|a| a.len() == nodes.len() && a.iter().all(|n| n["state"] == "ready"))
+        },
+        || c.status(),
+    );
     assert!(!submitted.is_empty(), "no job was accepted");
     // Every accepted job ends (they may run again after a lost node).
     wait_until(
@@ -711,4 +734,96 @@ fn a_random_fault_loop_never_gives_a_gpu_twice_and_every_job_ends_once() {
         || c.status(),
     );
     check_history(&c, true);
+}
+
+/// Milliseconds from spawning `rnx job run --follow -- true` through `via`
+/// to its exit, `n` times.
+fn start_to_exit_ms(c: &DevCluster, via: &str, n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            c.rnx_ok(via, &["job", "run", "--follow", "--", "true"]);
+            t.elapsed().as_secs_f64() * 1_000.0
+        })
+        .collect()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// The recovery distribution and the remote start (bench/cluster-recovery.sh):
+/// `CLUSTER_TRIALS` (default 10) node kills and as many partitions, each
+/// timed from the fault until the job's next attempt runs elsewhere; and
+/// `rnx job run --follow -- true` through n1 placed on n1 itself and on
+/// another node. Prints one JSON line (`CLUSTER_BENCH {...}`).
+#[test]
+#[ignore = "a benchmark: bench/cluster-recovery.sh runs it"]
+fn cluster_recovery_and_remote_start_benchmark() {
+    let trials: usize = std::env::var("CLUSTER_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let c = up(3);
+    let mut kill = Vec::new();
+    let mut partition = Vec::new();
+    for i in 0..trials {
+        let t = lose_node(&c, "kill");
+        c.restart("n3");
+        kill.push(t);
+        let p = lose_node(&c, "partition");
+        partition.push(p);
+        eprintln!("trial {}: kill {t:.2} s, partition {p:.2} s", i + 1);
+        wait_until(
+            Duration::from_secs(30),
+            "n3 ready again",
+            || {
+                let v = c.rnx_json("n1", &["node", "list"]);
+                v["nodes"]
+                    .as_array()
+                    .is_some_and(|a| a.len() == 3 && a.iter().all(|n| n["state"] == "ready"))
+            },
+            || c.status(),
+        );
+    }
+    // Starts: through n1, placed on n1 (the others drained), then on n2.
+    for n in ["n2", "n3"] {
+        c.rnx_ok("n1", &["node", "drain", n]);
+    }
+    let _ = start_to_exit_ms(&c, "n1", 3);
+    let mut local = start_to_exit_ms(&c, "n1", 20);
+    c.rnx_ok("n1", &["node", "drain", "n1"]);
+    c.rnx_ok("n1", &["node", "undrain", "n2"]);
+    let _ = start_to_exit_ms(&c, "n1", 3);
+    let mut remote = start_to_exit_ms(&c, "n1", 20);
+    check_history(&c, true);
+    drop(c);
+    // The same start on a single node (no cluster), in the same run.
+    let single = joblet_e2e::Node::start().expect("single node");
+    let time = |n: usize| -> Vec<f64> {
+        (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                single.run(&["--follow", "--", "true"]);
+                t.elapsed().as_secs_f64() * 1_000.0
+            })
+            .collect()
+    };
+    let _ = time(3);
+    let mut alone = time(20);
+    println!(
+        "CLUSTER_BENCH {}",
+        serde_json::json!({
+            "start_single_node_ms_median": median(&mut alone),
+            "trials": trials,
+            "kill_s": kill,
+            "partition_s": partition,
+            "start_local_ms_median": median(&mut local),
+            "start_remote_ms_median": median(&mut remote),
+            "start_local_ms": local,
+            "start_remote_ms": remote,
+        })
+    );
+    assert!(kill.iter().chain(&partition).all(|t| *t < 30.0));
 }

@@ -151,6 +151,7 @@ async fn keep_alive(pool: &EtcdPool, id: i64, ttl: Duration, renewed: &impl Fn(u
     loop {
         let (mut keeper, mut stream) = match pool.client().lease_keep_alive(id).await {
             Ok(ks) => ks,
+            Err(e) if gone(&e) => return,
             Err(e) => {
                 pool.rotate();
                 tracing::warn!(error = %e, "cannot open the lease keep-alive; retrying");
@@ -167,6 +168,7 @@ async fn keep_alive(pool: &EtcdPool, id: i64, ttl: Duration, renewed: &impl Fn(u
             match tokio::time::timeout(every, stream.message()).await {
                 Ok(Ok(Some(resp))) if resp.ttl() > 0 => renewed(sent, resp.ttl()),
                 Ok(Ok(Some(_))) => return, // TTL 0: the lease is gone.
+                Ok(Err(e)) if gone(&e) => return,
                 Ok(Ok(None)) | Ok(Err(_)) => break,
                 Err(_) => {
                     tracing::warn!("lease keep-alive unanswered; trying another etcd member");
@@ -179,6 +181,12 @@ async fn keep_alive(pool: &EtcdPool, id: i64, ttl: Duration, renewed: &impl Fn(u
         pool.rotate();
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// etcd says the lease does not exist (it expired while the node was cut
+/// off): keeping it alive is over; a new one is granted.
+fn gone(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("lease not found")
 }
 
 /// Fences the node when its deadline passes: bumps `fenced` once per lost

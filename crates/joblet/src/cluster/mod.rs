@@ -49,6 +49,9 @@ pub struct ClusterNode {
     counters: Arc<LeaderCounters>,
     rules: JobRules,
     peers: peer::Peers,
+    /// This node's store (a run assigned here is recorded by the agent
+    /// a moment after its assignment).
+    store: Arc<Store>,
 }
 
 /// How long a client's request waits for etcd to be reachable again.
@@ -119,6 +122,7 @@ impl ClusterNode {
             counters,
             rules: s.rules,
             peers,
+            store: s.store,
         }))
     }
 

@@ -269,9 +269,8 @@ impl ClusterNode {
         let Found { mut entry } = self.find(prefix).await?;
         let id = entry.id().to_string();
         // A queued job has no output yet: wait for its placement.
-        while entry.nodes().is_empty() && follow && !entry.state().is_terminal() {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            entry = self.find(&id).await?.entry;
+        if entry.nodes().is_empty() && follow && !entry.state().is_terminal() {
+            entry = self.placed(entry).await?;
         }
         let Some(node) = entry.nodes().first().cloned() else {
             let (tx, rx) = mpsc::channel(1);
@@ -282,6 +281,11 @@ impl ClusterNode {
         };
         let run = JobId::parse(&run_id(&id, entry.attempt()))?;
         if node == self.name {
+            // Assigned here: the agent records the run a moment after.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while matches!(self.store.get(&run), Ok(None)) && std::time::Instant::now() < deadline {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
             return local(run);
         }
         let address = self.address_of(&node).await?;
@@ -327,6 +331,46 @@ impl ClusterNode {
         Ok(rx)
     }
 
+    /// `entry` (queued) once it is placed or has ended: its key watched
+    /// (re-read and watched again if the watch breaks).
+    async fn placed(&self, mut entry: JobEntry) -> Result<JobEntry, ApiError> {
+        let key = self.keys.job(entry.id());
+        loop {
+            let mut c = self.etcd();
+            let got = self
+                .retrying(|mut c| {
+                    let key = key.clone();
+                    async move { c.get(key, None).await }
+                })
+                .await?;
+            let rev = got.header().map_or(0, |h| h.revision());
+            match got.kvs().first() {
+                Some(kv) => {
+                    entry = decode("job entry", &key, kv.value())
+                        .map_err(|e| ApiError::Internal(e.to_string()))?;
+                }
+                None => return Err(PrefixError::NotFound(entry.id().to_string()).into()),
+            }
+            if !entry.nodes().is_empty() || entry.state().is_terminal() {
+                return Ok(entry);
+            }
+            let opts = etcd_client::WatchOptions::new().with_start_revision(rev + 1);
+            let Ok(mut w) = c.watch(key.as_str(), Some(opts)).await else {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            };
+            while let Ok(Some(resp)) = w.message().await {
+                if resp.canceled() {
+                    break;
+                }
+                let changed = resp.events().iter().any(|ev| ev.kv().is_some());
+                if changed {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Asks for a job to stop (`kill`: at once): a queued job ends
     /// STOPPED by the leader, a placed one is stopped by its nodes.
     pub async fn stop(&self, prefix: &str, kill: bool) -> Result<JobDetails, ApiError> {
@@ -348,6 +392,68 @@ impl ClusterNode {
         })
         .await?;
         Ok(details(&entry))
+    }
+}
+
+impl ClusterNode {
+    /// Deletes an ended job: its entry in etcd, and every run of it on
+    /// the nodes that ran it (`local` on this node; the others asked, their
+    /// failure only logged: the entry is what lists and finds the job).
+    pub async fn delete<F, Fut>(&self, prefix: &str, local: F) -> Result<JobId, ApiError>
+    where
+        F: Fn(JobId) -> Fut,
+        Fut: std::future::Future<Output = Result<(), ApiError>>,
+    {
+        let Found { entry } = self.find(prefix).await?;
+        let id = entry.submission.job.clone();
+        if !entry.state().is_terminal() {
+            return Err(ApiError::WrongState {
+                id: id.to_string(),
+                state: entry.state(),
+                hint: "stop it first with `rnx job stop`",
+            });
+        }
+        let key = self.keys.job(id.as_str());
+        let value = encode(&entry);
+        self.retrying(|mut c| {
+            let (key, value) = (key.clone(), value.clone());
+            async move {
+                // Only the entry as read: an entry changed meanwhile stays.
+                let txn = Txn::new()
+                    .when(vec![Compare::value(key.as_str(), CompareOp::Equal, value)])
+                    .and_then(vec![TxnOp::delete(key.as_str(), None)]);
+                c.txn(txn).await.map(|_| ())
+            }
+        })
+        .await?;
+        for attempt in 1..=entry.attempt() {
+            let Ok(run) = JobId::parse(&run_id(id.as_str(), attempt)) else {
+                continue;
+            };
+            for node in entry.nodes() {
+                let done = if *node == self.name {
+                    local(run.clone()).await
+                } else {
+                    self.remote_delete(node, &run).await
+                };
+                if let Err(e) = done {
+                    tracing::debug!(job = %id, %node, run = %run, error = %e, "run not deleted on its node");
+                }
+            }
+        }
+        tracing::info!(job = %id, "job deleted from the cluster");
+        Ok(id)
+    }
+
+    async fn remote_delete(&self, node: &str, run: &JobId) -> Result<(), ApiError> {
+        let mut c = pb::job_service_client::JobServiceClient::new(self.peer(node).await?);
+        let call = c.delete_job(pb::JobRef {
+            job_id: run.to_string(),
+        });
+        within(node, call)
+            .await?
+            .map_err(|s| ApiError::Cluster(format!("node {node}: {}", s.message())))?;
+        Ok(())
     }
 }
 

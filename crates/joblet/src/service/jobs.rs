@@ -245,6 +245,21 @@ impl Jobs {
     /// Deletes a finished job; returns its full id.
     pub async fn delete(&self, caller: &Caller, job: &str) -> Result<JobId, ApiError> {
         caller.check(Access::Admin("delete jobs"))?;
+        if let Some(c) = &self.cluster {
+            let deleted = c
+                .delete(job, |run| {
+                    let engine = self.engine.clone();
+                    async move { engine.delete(run).await }
+                })
+                .await;
+            match deleted {
+                // No such job in the cluster: a run of one whose entry is
+                // gone (the node that deleted it asks each node to delete
+                // its runs) is deleted from this node's store.
+                Err(ApiError::JobRef(PrefixError::NotFound(_))) => {}
+                other => return other,
+            }
+        }
         let id = self.resolve(job)?;
         self.engine.delete(id.clone()).await?;
         Ok(id)
