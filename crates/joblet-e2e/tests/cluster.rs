@@ -827,3 +827,49 @@ fn cluster_recovery_and_remote_start_benchmark() {
     );
     assert!(kill.iter().chain(&partition).all(|t| *t < 30.0));
 }
+
+#[test]
+fn a_gpu_taken_offline_on_a_node_gets_no_new_cluster_job() {
+    let c = up(3);
+    c.rnx_ok("n1", &["node", "drain", "n1"]);
+    c.rnx_ok("n1", &["node", "drain", "n3"]);
+    // n2 keeps GPUs 6 and 7 only.
+    for g in 0..6 {
+        c.rnx_ok("n2", &["gpu", "offline", "--gpu-id", &g.to_string()]);
+    }
+    // The leader hears of it through n2's record, put again within a
+    // second of a change.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let id = c
+        .rnx_ok("n1", &["job", "run", "--gpu=2", "--", "true"])
+        .trim()
+        .to_string();
+    wait_until(
+        Duration::from_secs(30),
+        "the job's end",
+        || {
+            job(&c, "n1", &id)["state"]
+                .as_str()
+                .is_some_and(|s| s != "QUEUED" && s != "RUNNING")
+        },
+        || c.status(),
+    );
+    let st = job(&c, "n1", &id);
+    assert_eq!(st["state"], "COMPLETED", "{st}");
+    assert_eq!(st["gpus"]["indices"], serde_json::json!([6, 7]), "{st}");
+    // A third GPU cannot be had: the job waits rather than land on one.
+    let id = c
+        .rnx_ok("n1", &["job", "run", "--gpu=3", "--", "true"])
+        .trim()
+        .to_string();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(job(&c, "n1", &id)["state"], "QUEUED");
+    c.rnx_ok("n2", &["gpu", "online", "--gpu-id", "0"]);
+    wait_until(
+        Duration::from_secs(30),
+        "the 3-GPU job ran once GPU 0 came back",
+        || job(&c, "n1", &id)["state"] == "COMPLETED",
+        || c.status(),
+    );
+    check_history(&c, true);
+}

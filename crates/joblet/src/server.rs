@@ -240,6 +240,15 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             engine: engine.clone(),
             store: store.clone(),
             fence_file: dirs.cluster_fence(),
+            health: {
+                let shared = gpus.as_ref().map(|(shared, _)| shared.clone());
+                std::sync::Arc::new(move || {
+                    shared
+                        .as_ref()
+                        .map(crate::gpu::allocation::health_now)
+                        .unwrap_or_default()
+                })
+            },
             rules: rules_for_cluster.clone(),
             sched,
             ca_pem: pki.ca.cert_pem().to_owned(),

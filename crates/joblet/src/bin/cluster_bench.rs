@@ -129,6 +129,7 @@ async fn main() -> anyhow::Result<()> {
         node(0, a.gpus_per_node),
         Duration::from_secs(10),
         fence.clone(),
+        std::sync::Arc::new(Vec::new),
     );
     let counters = Arc::new(LeaderCounters::default());
     let sched = SchedConfig {

@@ -12,6 +12,7 @@ use etcd_client::PutOptions;
 use joblet_cluster::fence::FenceClock;
 use joblet_cluster::records::{encode, NodeRecord};
 use joblet_cluster::Keys;
+use joblet_sched::model::GpuHealth;
 
 use super::etcd::EtcdPool;
 use tokio::sync::watch;
@@ -44,15 +45,22 @@ impl Membership {
     }
 }
 
+/// Every GPU's health now (by index), for the node's record.
+pub type HealthNow = Arc<dyn Fn() -> Vec<(u32, GpuHealth)> + Send + Sync>;
+
 /// Registers `record` and keeps it alive, in a task; publishes the
-/// fencing deadline in `fence_file` for the shims.
+/// fencing deadline in `fence_file` for the shims; puts the record again
+/// whenever `health` changes (a GPU failed, was drained or came back), so
+/// the leader places nothing on a GPU that takes no jobs.
 pub fn start(
     pool: EtcdPool,
     keys: Keys,
-    record: NodeRecord,
+    mut record: NodeRecord,
     ttl: Duration,
     fence_file: PathBuf,
+    health: HealthNow,
 ) -> Membership {
+    record.health = health();
     let (lease_tx, lease) = watch::channel(None);
     let (fenced_tx, fenced) = watch::channel(0u64);
     // Nothing of an earlier life holds: no cluster job runs until the
@@ -68,6 +76,8 @@ pub fn start(
         fence: fence.clone(),
         fenced,
     };
+    let (pool_for_health, keys_for_health, record_for_health) =
+        (pool.clone(), keys.clone(), record.clone());
     tokio::spawn(keep(
         pool,
         keys,
@@ -78,6 +88,13 @@ pub fn start(
         fence_file,
     ));
     tokio::spawn(watchdog(m.clone(), fenced_tx));
+    tokio::spawn(republish(
+        pool_for_health,
+        keys_for_health,
+        record_for_health,
+        m.lease.clone(),
+        health,
+    ));
     m
 }
 
@@ -187,6 +204,53 @@ async fn keep_alive(pool: &EtcdPool, id: i64, ttl: Duration, renewed: &impl Fn(u
 /// off): keeping it alive is over; a new one is granted.
 fn gone(e: &etcd_client::Error) -> bool {
     e.to_string().contains("lease not found")
+}
+
+/// Puts the node's record again, on its current lease, when its GPUs'
+/// health differs from what was last put (checked every second).
+async fn republish(
+    pool: EtcdPool,
+    keys: Keys,
+    mut record: NodeRecord,
+    mut lease: watch::Receiver<Option<i64>>,
+    health: HealthNow,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut put_on: Option<i64> = None;
+    loop {
+        tick.tick().await;
+        let Some(id) = *lease.borrow_and_update() else {
+            continue;
+        };
+        let now = health();
+        // A new lease was registered with the record as it was then.
+        if put_on != Some(id) {
+            put_on = Some(id);
+            if now == record.health {
+                continue;
+            }
+        } else if now == record.health {
+            continue;
+        }
+        record.health = now;
+        let put = pool
+            .client()
+            .put(
+                keys.node(&record.name),
+                encode(&record),
+                Some(PutOptions::new().with_lease(id)),
+            )
+            .await;
+        match put {
+            Ok(_) => tracing::info!(node = %record.name, "GPU health changed: node record updated"),
+            Err(e) => {
+                pool.failed(&e);
+                // Tried again on the next tick.
+                record.health.clear();
+                tracing::warn!(error = %e, "cannot update this node's record");
+            }
+        }
+    }
 }
 
 /// Fences the node when its deadline passes: bumps `fenced` once per lost

@@ -66,6 +66,8 @@ pub struct ClusterStart<'a> {
     pub store: Arc<Store>,
     /// Where the fencing deadline is published for the shims.
     pub fence_file: std::path::PathBuf,
+    /// Every GPU's health now (the record is put again when it changes).
+    pub health: lease::HealthNow,
     pub rules: JobRules,
     pub sched: SchedConfig,
     /// The cluster CA and this node's admin identity (for calls to other
@@ -89,6 +91,7 @@ impl ClusterNode {
             s.record,
             s.cfg.lease_ttl,
             s.fence_file,
+            s.health,
         );
         let counters = Arc::new(LeaderCounters::default());
         agent::start(

@@ -318,12 +318,7 @@ impl NodeGpus {
 
     /// Every GPU's health now, by index.
     pub fn health_now(&self) -> Vec<(u32, GpuHealth)> {
-        let node = self.shared.lock();
-        node.pool
-            .entries()
-            .iter()
-            .filter_map(|e| health_in(&node, &e.uuid))
-            .collect()
+        health_now(&self.shared)
     }
 
     /// What the release check must look at for a job that ended.
@@ -419,6 +414,16 @@ fn parents(gpus: &[JobGpu]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Every GPU's health as the scheduler sees it now (by index).
+pub fn health_now(shared: &SharedGpus) -> Vec<(u32, GpuHealth)> {
+    let node = shared.lock();
+    node.pool
+        .entries()
+        .iter()
+        .filter_map(|e| health_in(&node, &e.uuid))
+        .collect()
 }
 
 fn health_in(node: &super::GpuNode, uuid: &str) -> Option<(u32, GpuHealth)> {
