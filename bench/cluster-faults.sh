@@ -7,7 +7,7 @@
 # --restart=on-node-failure are submitted through the nodes still up; then
 # everything heals, every accepted job must end, and etcd's whole history
 # is replayed: no GPU held by two jobs at one revision, every job ended
-# exactly once (crates/joblet-e2e/tests/cluster.rs).
+# exactly once (crates/joblet-e2e/tests/cluster_faults.rs).
 #
 # Usage: bench/cluster-faults.sh [SECONDS] [SEED]   (as root; default 600 s, a new seed)
 set -euo pipefail
@@ -17,5 +17,5 @@ SECS="${1:-600}"
 export CLUSTER_FAULT_SECS="$SECS"
 [ $# -ge 2 ] && export CLUSTER_FAULT_SEED="$2"
 cargo build -q --workspace
-cargo test -q -p joblet-e2e --test cluster -- --exact \
+cargo test -q -p joblet-e2e --test cluster_faults -- --exact \
   a_random_fault_loop_never_gives_a_gpu_twice_and_every_job_ends_once --nocapture --test-threads=1

@@ -28,8 +28,8 @@ pub enum ClusterError {
     Record(#[from] RecordError),
     #[error("etcd's space quota is used up (etcd alarm NOSPACE): the cluster takes no new jobs until an operator compacts and defragments etcd and disarms the alarm (etcdctl alarm disarm); running jobs keep running")]
     NoSpace,
-    #[error("this node is not registered in the cluster yet (no etcd lease); retry in a moment")]
-    NotRegistered,
+    #[error("this node's certificate for calls to other nodes: {0}")]
+    Pki(#[from] joblet_pki::PkiError),
 }
 
 /// How a failed etcd call reads to a user.

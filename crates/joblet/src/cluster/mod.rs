@@ -112,10 +112,7 @@ impl ClusterNode {
                 counters.clone(),
             );
         }
-        let peers = peer::Peers::new(&s.ca_pem, &s.identity).map_err(|e| ClusterError::Etcd {
-            endpoints: "(node certificate)".into(),
-            source: etcd_client::Error::InvalidArgs(e.to_string()),
-        })?;
+        let peers = peer::Peers::new(&s.ca_pem, &s.identity)?;
         tracing::info!(node = %name, %address, etcd = %s.cfg.etcd.join(","), scheduler, "cluster mode");
         Ok(Arc::new(ClusterNode {
             name,
