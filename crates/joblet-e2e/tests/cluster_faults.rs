@@ -13,6 +13,28 @@ use cluster_common::*;
 use joblet_e2e::cluster::{wait_until, DevCluster};
 use serde_json::Value;
 
+/// Waits for a leader other than `old` (asked through `via`); returns it
+/// and the seconds since `t0`, which must be within the lease TTL (3 s)
+/// plus a few seconds.
+fn new_leader(c: &DevCluster, via: &str, old: &str, t0: Instant) -> (String, f64) {
+    let mut new = String::new();
+    wait_until(
+        Duration::from_secs(30),
+        "a new leader",
+        || match leader(c, via) {
+            Some(l) if l != old => {
+                new = l;
+                true
+            }
+            _ => false,
+        },
+        || c.status(),
+    );
+    let took = t0.elapsed().as_secs_f64();
+    assert!(took < 3.0 + 7.0, "{new} led only after {took} s");
+    (new, took)
+}
+
 #[test]
 fn a_new_scheduler_leads_after_the_leader_is_killed_and_no_job_is_lost() {
     let c = up(3);
@@ -30,23 +52,8 @@ fn a_new_scheduler_leads_after_the_leader_is_killed_and_no_job_is_lost() {
         .rnx_ok(&via, &["job", "run", "--gpu=1", "--", "true"])
         .trim()
         .to_string();
-    let mut new = String::new();
-    wait_until(
-        Duration::from_secs(30),
-        "a new leader",
-        || match leader(&c, &via) {
-            Some(l) if l != old => {
-                new = l;
-                true
-            }
-            _ => false,
-        },
-        || c.status(),
-    );
-    let took = t0.elapsed().as_secs_f64();
+    let (new, took) = new_leader(&c, &via, &old, t0);
     eprintln!("scheduler leader kill -9: {new} leads after {took:.2} s");
-    // Lease TTL (3 s) plus a few seconds.
-    assert!(took < 3.0 + 7.0, "{took} s");
     for id in [&before, &during] {
         wait_until(
             Duration::from_secs(60),
@@ -107,22 +114,8 @@ fn a_paused_scheduler_leader_is_replaced_and_its_writes_after_resuming_all_fail(
         .rnx_ok(&via, &["job", "run", "--gpu=1", "--", "true"])
         .trim()
         .to_string();
-    let mut new = String::new();
-    wait_until(
-        Duration::from_secs(30),
-        "a new leader",
-        || match leader(&c, &via) {
-            Some(l) if l != old => {
-                new = l;
-                true
-            }
-            _ => false,
-        },
-        || c.status(),
-    );
-    let took = t0.elapsed().as_secs_f64();
+    let (new, took) = new_leader(&c, &via, &old, t0);
     eprintln!("scheduler leader SIGSTOP: {new} leads after {took:.2} s");
-    assert!(took < 3.0 + 7.0, "{took} s");
     wait_until(
         Duration::from_secs(30),
         "the job submitted meanwhile ran",
