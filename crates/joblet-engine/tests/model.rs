@@ -529,19 +529,15 @@ impl World {
                 if jobs.is_empty() {
                     return;
                 }
+                // A job the node already ends for another reason keeps that
+                // first reason, as the engine does.
                 let reason = format!("GPU {g} failed");
                 for id in &jobs {
                     let j = self.job(id);
                     j.ended_by_node.get_or_insert_with(|| reason.clone());
                 }
-                // The first reason given is the one recorded.
-                let reason = self.jobs[&jobs[0]].ended_by_node.clone().unwrap();
-                let same: Vec<JobId> = jobs
-                    .into_iter()
-                    .filter(|id| self.jobs[id].ended_by_node.as_deref() == Some(&reason))
-                    .collect();
                 self.feed(Event::EndJobs {
-                    jobs: same,
+                    jobs,
                     reason,
                     failed,
                 });
