@@ -32,6 +32,10 @@ struct Run {
     /// The assignment's create revision: the end report holds only while
     /// it is the same assignment.
     assigned_rev: i64,
+    /// How many times the node had fenced itself when this run started: a
+    /// fence kills only runs started before it (the agent may see the
+    /// fence late, after the lease was renewed and newer runs started).
+    fences: u64,
 }
 
 struct Agent {
@@ -226,6 +230,8 @@ impl Agent {
         {
             return;
         }
+        // Read before the deadline check: a fence after it counts more.
+        let fences = *self.membership.fenced.borrow();
         if self.membership.expired() {
             tracing::warn!(job = %a.job, "not starting an assignment while fenced");
             return;
@@ -238,6 +244,7 @@ impl Agent {
             attempt: a.attempt,
             id: id.clone(),
             assigned_rev,
+            fences,
         };
         self.runs.insert(a.job.clone(), run);
         // Recorded already (a restart, or the watch seen again): its end
@@ -434,10 +441,16 @@ impl Agent {
         }
     }
 
-    /// Cut off from etcd: every cluster run dies before the lease can
-    /// expire on the other side.
+    /// Cut off from etcd: every cluster run started before the fence dies
+    /// before the lease can expire on the other side.
     async fn fence(&mut self) {
-        let runs: Vec<Run> = self.runs.values().cloned().collect();
+        let fences = *self.membership.fenced.borrow();
+        let runs: Vec<Run> = self
+            .runs
+            .values()
+            .filter(|r| r.fences < fences)
+            .cloned()
+            .collect();
         for run in runs {
             tracing::error!(run = %run.id, "fencing: killing a cluster run");
             if let Err(e) = self.engine.stop(run.id.clone(), None, true).await {
