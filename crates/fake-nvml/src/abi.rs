@@ -1,6 +1,6 @@
 //! NVML's C ABI: return codes, enum values and `repr(C)` structs, laid out as in `nvml.h` (checked against nvml-wrapper-sys in tests).
 
-use std::os::raw::{c_char, c_uint, c_ulonglong, c_void};
+use std::os::raw::{c_char, c_int, c_uint, c_ulong, c_ulonglong, c_void};
 
 /// `nvmlReturn_t` values the fake returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +80,60 @@ pub const EVENT_SINGLE_BIT_ECC: u64 = 1;
 pub const EVENT_DOUBLE_BIT_ECC: u64 = 2;
 pub const EVENT_XID_CRITICAL: u64 = 8;
 
+pub const NVML_CLOCK_GRAPHICS: c_uint = 0;
+pub const NVML_CLOCK_SM: c_uint = 1;
+pub const NVML_CLOCK_MEM: c_uint = 2;
+pub const NVML_CLOCK_VIDEO: c_uint = 3;
+
+pub const NVML_CLOCK_ID_CURRENT: c_uint = 0;
+pub const NVML_CLOCK_ID_APP_CLOCK_TARGET: c_uint = 1;
+pub const NVML_CLOCK_ID_APP_CLOCK_DEFAULT: c_uint = 2;
+pub const NVML_CLOCK_ID_CUSTOMER_BOOST_MAX: c_uint = 3;
+
+pub const NVML_PCIE_UTIL_TX_BYTES: c_uint = 0;
+pub const NVML_PCIE_UTIL_RX_BYTES: c_uint = 1;
+
+pub const NVML_INFOROM_OEM: c_uint = 0;
+pub const NVML_INFOROM_ECC: c_uint = 1;
+pub const NVML_INFOROM_POWER: c_uint = 2;
+
+/// `nvmlValueType_t` values the fake writes into field values.
+pub const NVML_VALUE_TYPE_UNSIGNED_INT: c_uint = 1;
+pub const NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: c_uint = 3;
+
+/// `NVML_FI_DEV_*` field ids the fake answers (`nvml.h` numbering, which
+/// R580.82's renumbering leaves unchanged below 251).
+pub mod field {
+    pub const ECC_CURRENT: u32 = 1;
+    pub const ECC_PENDING: u32 = 2;
+    pub const ECC_SBE_VOL_TOTAL: u32 = 3;
+    pub const ECC_DBE_VOL_TOTAL: u32 = 4;
+    pub const ECC_SBE_AGG_TOTAL: u32 = 5;
+    pub const ECC_DBE_AGG_TOTAL: u32 = 6;
+    pub const RETIRED_SBE: u32 = 29;
+    pub const RETIRED_DBE: u32 = 30;
+    pub const RETIRED_PENDING: u32 = 31;
+    pub const MEMORY_TEMP: u32 = 82;
+    pub const TOTAL_ENERGY_CONSUMPTION: u32 = 83;
+    pub const NVLINK_LINK_COUNT: u32 = 91;
+    pub const PCIE_REPLAY_COUNTER: u32 = 94;
+    pub const REMAPPED_COR: u32 = 142;
+    pub const REMAPPED_UNC: u32 = 143;
+    pub const REMAPPED_PENDING: u32 = 144;
+    pub const REMAPPED_FAILURE: u32 = 145;
+    pub const POWER_AVERAGE: u32 = 185;
+    pub const POWER_INSTANT: u32 = 186;
+    pub const POWER_MIN_LIMIT: u32 = 187;
+    pub const POWER_MAX_LIMIT: u32 = 188;
+    pub const POWER_DEFAULT_LIMIT: u32 = 189;
+    pub const POWER_CURRENT_LIMIT: u32 = 190;
+    pub const ENERGY: u32 = 191;
+    pub const POWER_REQUESTED_LIMIT: u32 = 192;
+}
+
+/// `NVML_POWER_SCOPE_GPU`, the scope id of the power fields for the GPU itself.
+pub const NVML_POWER_SCOPE_GPU: c_uint = 0;
+
 /// `NVML_VALUE_NOT_AVAILABLE` for unsigned long long fields.
 pub const VALUE_NOT_AVAILABLE_U64: u64 = u64::MAX;
 /// Instance id of "the whole GPU" in event and process data.
@@ -138,6 +192,70 @@ pub struct ProcessInfo {
     pub used_gpu_memory: c_ulonglong,
     pub gpu_instance_id: c_uint,
     pub compute_instance_id: c_uint,
+}
+
+/// `nvmlProcessInfo_v1_t`, used by the suffix-less process queries.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessInfoV1 {
+    pub pid: c_uint,
+    pub used_gpu_memory: c_ulonglong,
+}
+
+impl From<ProcessInfo> for ProcessInfoV1 {
+    fn from(p: ProcessInfo) -> Self {
+        Self {
+            pid: p.pid,
+            used_gpu_memory: p.used_gpu_memory,
+        }
+    }
+}
+
+/// `nvmlBAR1Memory_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Bar1Memory {
+    pub bar1_total: c_ulonglong,
+    pub bar1_free: c_ulonglong,
+    pub bar1_used: c_ulonglong,
+}
+
+/// `nvmlProcessUtilizationSample_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessUtilizationSample {
+    pub pid: c_uint,
+    pub time_stamp: c_ulonglong,
+    pub sm_util: c_uint,
+    pub mem_util: c_uint,
+    pub enc_util: c_uint,
+    pub dec_util: c_uint,
+}
+
+/// `nvmlValue_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union Value {
+    pub d_val: f64,
+    pub ui_val: c_uint,
+    pub ul_val: c_ulong,
+    pub ull_val: c_ulonglong,
+    pub sll_val: i64,
+    pub si_val: c_int,
+    pub us_val: u16,
+}
+
+/// `nvmlFieldValue_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FieldValue {
+    pub field_id: c_uint,
+    pub scope_id: c_uint,
+    pub timestamp: i64,
+    pub latency_usec: i64,
+    pub value_type: c_uint,
+    pub nvml_return: c_uint,
+    pub value: Value,
 }
 
 /// `nvmlDeviceAttributes_t`.
@@ -255,6 +373,41 @@ mod tests {
             memory_size_mb = memorySizeMB
         );
         same_layout!(
+            ProcessInfoV1,
+            sys::nvmlProcessInfo_v1_t,
+            pid = pid,
+            used_gpu_memory = usedGpuMemory
+        );
+        same_layout!(
+            Bar1Memory,
+            sys::nvmlBAR1Memory_t,
+            bar1_total = bar1Total,
+            bar1_free = bar1Free,
+            bar1_used = bar1Used
+        );
+        same_layout!(
+            ProcessUtilizationSample,
+            sys::nvmlProcessUtilizationSample_t,
+            pid = pid,
+            time_stamp = timeStamp,
+            sm_util = smUtil,
+            mem_util = memUtil,
+            enc_util = encUtil,
+            dec_util = decUtil
+        );
+        same_layout!(
+            FieldValue,
+            sys::nvmlFieldValue_t,
+            field_id = fieldId,
+            scope_id = scopeId,
+            timestamp = timestamp,
+            latency_usec = latencyUsec,
+            value_type = valueType,
+            nvml_return = nvmlReturn,
+            value = value
+        );
+        assert_eq!(size_of::<Value>(), size_of::<sys::nvmlValue_t>());
+        same_layout!(
             EventData,
             sys::nvmlEventData_t,
             device = device,
@@ -339,6 +492,56 @@ mod tests {
             MEMORY_V2_VERSION as usize,
             size_of::<sys::nvmlMemory_v2_t>() | (2 << 24)
         );
+        assert_eq!(NVML_CLOCK_SM, sys::nvmlClockType_enum_NVML_CLOCK_SM);
+        assert_eq!(NVML_CLOCK_MEM, sys::nvmlClockType_enum_NVML_CLOCK_MEM);
+        assert_eq!(NVML_CLOCK_VIDEO, sys::nvmlClockType_enum_NVML_CLOCK_VIDEO);
+        assert_eq!(
+            NVML_CLOCK_ID_CUSTOMER_BOOST_MAX,
+            sys::nvmlClockId_enum_NVML_CLOCK_ID_CUSTOMER_BOOST_MAX
+        );
+        assert_eq!(
+            NVML_CLOCK_ID_APP_CLOCK_DEFAULT,
+            sys::nvmlClockId_enum_NVML_CLOCK_ID_APP_CLOCK_DEFAULT
+        );
+        assert_eq!(
+            NVML_PCIE_UTIL_RX_BYTES,
+            sys::nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_RX_BYTES
+        );
+        assert_eq!(
+            NVML_INFOROM_POWER,
+            sys::nvmlInforomObject_enum_NVML_INFOROM_POWER
+        );
+        assert_eq!(
+            NVML_VALUE_TYPE_UNSIGNED_INT,
+            sys::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT
+        );
+        assert_eq!(
+            NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+            sys::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        );
+        {
+            use nvml_wrapper_sys::bindings::field_id as fi;
+            assert_eq!(field::MEMORY_TEMP, fi::NVML_FI_DEV_MEMORY_TEMP);
+            assert_eq!(
+                field::TOTAL_ENERGY_CONSUMPTION,
+                fi::NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+            );
+            assert_eq!(
+                field::PCIE_REPLAY_COUNTER,
+                fi::NVML_FI_DEV_PCIE_REPLAY_COUNTER
+            );
+            assert_eq!(field::REMAPPED_COR, fi::NVML_FI_DEV_REMAPPED_COR);
+            assert_eq!(field::REMAPPED_FAILURE, fi::NVML_FI_DEV_REMAPPED_FAILURE);
+            assert_eq!(field::RETIRED_PENDING, fi::NVML_FI_DEV_RETIRED_PENDING);
+            assert_eq!(field::ECC_DBE_AGG_TOTAL, fi::NVML_FI_DEV_ECC_DBE_AGG_TOTAL);
+            assert_eq!(field::NVLINK_LINK_COUNT, fi::NVML_FI_DEV_NVLINK_LINK_COUNT);
+            assert_eq!(field::POWER_INSTANT, fi::NVML_FI_DEV_POWER_INSTANT);
+            assert_eq!(field::ENERGY, fi::NVML_FI_DEV_ENERGY);
+            assert_eq!(
+                field::POWER_REQUESTED_LIMIT,
+                fi::NVML_FI_DEV_POWER_REQUESTED_LIMIT
+            );
+        }
         assert_eq!(error_string(15), b"GPU is lost\0");
         assert_eq!(error_string(12345), b"Unknown Error\0");
     }

@@ -313,6 +313,27 @@ macro_rules! scalar_query {
     };
 }
 
+/// Generates an export that writes one string query result into a caller buffer.
+macro_rules! string_query {
+    ($(#[$doc:meta])* $name:ident, $query:expr) => {
+        $(#[$doc])*
+        /// # Safety
+        /// `buf` must be NULL or writable for `length` bytes.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            device: NvmlDevice,
+            buf: *mut c_char,
+            length: c_uint,
+        ) -> NvmlReturn {
+            call_initialized(|| {
+                let v = $query(device)?;
+                // SAFETY: the caller's buffer contract, forwarded.
+                unsafe { write_str(buf, length, &v) }
+            })
+        }
+    };
+}
+
 scalar_query!(nvmlDeviceGetIndex, c_uint, queries::index);
 scalar_query!(nvmlDeviceGetMinorNumber, c_uint, queries::minor_number);
 scalar_query!(nvmlDeviceGetNumaNodeId, c_uint, queries::numa_node);
@@ -365,7 +386,7 @@ scalar_query!(
     })
 );
 
-fn feature(on: bool) -> c_uint {
+pub(crate) fn feature(on: bool) -> c_uint {
     if on {
         abi::NVML_FEATURE_ENABLED
     } else {
@@ -620,54 +641,6 @@ pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
     })
 }
 
-// ---------------------------------------------------------------- processes
-
-/// # Safety
-/// `info_count` in/out; `infos` NULL or an array of `*info_count` elements.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
-    device: NvmlDevice,
-    info_count: *mut c_uint,
-    infos: *mut abi::ProcessInfo,
-) -> NvmlReturn {
-    call_initialized(|| {
-        if info_count.is_null() {
-            return Err(Status::InvalidArgument);
-        }
-        // SAFETY: non-NULL and readable per the contract.
-        let capacity = unsafe { info_count.read_unaligned() };
-        let list = queries::compute_processes(device)?;
-        let needed = c_uint::try_from(list.len()).map_err(|_| Status::Unknown)?;
-        // SAFETY: non-NULL and writable per the contract.
-        let count_out = unsafe { Out::new(info_count) }?;
-        if capacity < needed {
-            count_out.put(needed);
-            return Err(Status::InsufficientSize);
-        }
-        if needed > 0 {
-            // SAFETY: the caller's array contract (`capacity` elements).
-            let out = unsafe { OutSlice::new(infos, capacity as usize) }?;
-            out.fill(&list);
-        }
-        count_out.put(needed);
-        Ok(())
-    })
-}
-
-/// Same struct and behaviour as `_v3`.
-///
-/// # Safety
-/// As [`nvmlDeviceGetComputeRunningProcesses_v3`].
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
-    device: NvmlDevice,
-    info_count: *mut c_uint,
-    infos: *mut abi::ProcessInfo,
-) -> NvmlReturn {
-    // SAFETY: same contract as `_v3`.
-    unsafe { nvmlDeviceGetComputeRunningProcesses_v3(device, info_count, infos) }
-}
-
 // ---------------------------------------------------------------- MIG
 
 /// # Safety
@@ -781,3 +754,13 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
 pub extern "C" fn nvmlEventSetFree(set: NvmlEventSet) -> NvmlReturn {
     call_initialized(|| events::free(set))
 }
+
+// ---------------------------------------------------------------- by area
+// Declared last so the macros above are in scope in them.
+
+mod board;
+mod clocks;
+mod fields;
+mod pcie;
+mod power;
+mod processes;

@@ -33,13 +33,18 @@
 //!
 //! ```json
 //! { "gpus": { "3": { "temperature_c": 95, "utilization_gpu_pct": 80, "utilization_memory_pct": 10,
-//!                    "memory_used_bytes": 1234567,
+//!                    "memory_used_bytes": 1234567, "memory_reserved_bytes": 611319808,
+//!                    "power_mw": 250000, "graphics_clock_mhz": 1410, "sm_clock_mhz": 1410,
+//!                    "mem_clock_mhz": 1215, "pcie_replay_counter": 0, "memory_temperature_c": 45,
 //!                    "ecc": {"volatile_corrected": 1, "volatile_uncorrected": 0,
 //!                            "aggregate_corrected": 1, "aggregate_uncorrected": 0,
 //!                            "retired_pages_single": 0, "retired_pages_double": 0, "retired_pending": false,
 //!                            "remapped_correctable": 0, "remapped_uncorrectable": 0,
 //!                            "remapped_pending": false, "remapped_failure": false},
-//!                    "processes": [{"pid": 123, "used_memory_bytes": 1000000}],
+//!                    "processes": [{"pid": 123, "used_memory_bytes": 1000000,
+//!                                   "sm_util_pct": 70, "mem_util_pct": 20}],
+//!                    "graphics_processes": [{"pid": 456, "used_memory_bytes": 268435456}],
+//!                    "mps_processes": [],
 //!                    "lost": false } },
 //!   "events": [ {"gpu": 3, "type": "xid", "data": 79}, {"gpu": 1, "type": "double_bit_ecc"},
 //!               {"gpu": 0, "type": "single_bit_ecc"},
@@ -51,7 +56,18 @@
 //!   override follows the physical GPU into a job's re-indexed view.
 //! * Every field is optional; an absent one keeps the profile's or capture's
 //!   value. Unknown fields make the file malformed (typos fail loudly).
-//! * `processes` replaces the GPU's compute-process list.
+//! * Units are NVML's: `power_mw` in milliwatts (`nvmlDeviceGetPowerUsage`,
+//!   the power fields of `nvmlDeviceGetFieldValues`, and the rate the energy
+//!   counter grows at), clocks in MHz (current clocks only; maximum and
+//!   application clocks stay the description's), memory in bytes
+//!   (`memory_used_bytes` is capped at total minus reserved),
+//!   `memory_temperature_c` for `NVML_FI_DEV_MEMORY_TEMP`.
+//! * `processes` replaces the GPU's compute-process list,
+//!   `graphics_processes` its graphics-process list and `mps_processes` its
+//!   MPS-client list. A process's `sm_util_pct`/`mem_util_pct` give it a
+//!   sample in `nvmlDeviceGetProcessUtilization` (timestamped at the call);
+//!   processes without either have none, and a GPU with no sample answers
+//!   `NVML_ERROR_NOT_FOUND`, as the driver does.
 //! * `lost: true` makes every query on that GPU (and its MIG devices) return
 //!   `NVML_ERROR_GPU_IS_LOST`; handles can still be obtained.
 //! * `events` is append-only. Each event set delivers every event appended
@@ -64,23 +80,53 @@
 //!
 //! # What is modelled
 //!
-//! The C functions exported by `ffi` (init/shutdown, error strings, system
-//! versions, device enumeration by index/UUID/PCI bus id, identity, PCI,
-//! memory, compute capability, NUMA node, temperature and thresholds,
-//! utilization, ECC mode and counters, retired pages, remapped rows, compute
-//! processes, MIG mode and MIG device handles, NVLink state and remote PCI
-//! info, and events). A value the description marks `N/A` or lacks is
-//! `NVML_ERROR_NOT_SUPPORTED`; a request outside the model (an enum value or
-//! handle kind the fake does not simulate) gets an NVML error code and one
-//! stderr line `fake-nvml: <function>: <what is not modelled>` (printed once
-//! per distinct message). Symbols not exported are absent, as NVML symbols of
-//! newer drivers are absent from older libraries.
+//! The C functions exported by `ffi` and its per-area modules (about a
+//! hundred): init/shutdown, error strings, system versions and process
+//! names, device enumeration by index/UUID/PCI bus id, identity (name, UUID,
+//! serial, board part number, brand, VBIOS and InfoROM versions, minor
+//! number, index), PCI, memory (v1, v2 with `reserved`, BAR1), compute
+//! capability, NUMA node, display/persistence/compute/driver modes,
+//! temperature and thresholds, fans, performance state, utilization
+//! (GPU/memory, encoder/decoder), power usage and limits (management,
+//! default, constraints, enforced), total energy, clocks (graphics, SM,
+//! memory, video: current, max, application target/default, customer
+//! boost), PCIe link generation/width, throughput and replay counter, ECC
+//! mode and counters, retired pages, remapped rows, field values
+//! (`nvmlDeviceGetFieldValues`: ECC mode and totals, retired pages, memory
+//! temperature, energy, NVLink count, PCIe replays, remapped rows, power
+//! and power limits; any other id gets `NVML_ERROR_NOT_SUPPORTED` in its
+//! own `nvmlReturn`), compute/graphics/MPS processes in every struct
+//! version (the suffix-less names take `nvmlProcessInfo_v1_t`, `_v2` and
+//! `_v3` take `nvmlProcessInfo_t`), per-process utilisation, MIG mode and
+//! MIG device handles, NVLink state and remote PCI info, and events. A
+//! value the description marks `N/A` or lacks is
+//! `NVML_ERROR_NOT_SUPPORTED` (a board without a fan, the Windows driver
+//! model on Linux, a capture's deprecated display mode); a request outside
+//! the model (an enum value or handle kind the fake does not simulate) gets
+//! an NVML error code and one stderr line `fake-nvml: <function>: <what is
+//! not modelled>` (printed once per distinct message). Symbols not exported
+//! are absent, as NVML symbols of newer drivers are absent from older
+//! libraries.
+//!
+//! Energy (`src/energy.rs`): each GPU's counter starts at `nvmlInit` from the
+//! description's value (a profile's `power.total_energy_consumption_mj`),
+//! or 0 where it has none (every capture), and grows by the power draw in
+//! force times the monotonic time elapsed, so it never decreases while the
+//! library stays initialised. It is `NOT_SUPPORTED` where the power draw
+//! is unknown.
 //!
 //! Derived values, because an `nvidia-smi` capture lacks them: compute
 //! capability from the product name ([`derive::compute_capability`]), MIG
 //! profile names from SM count and memory ([`derive::mig_profile_name`]), MIG
 //! UUIDs (deterministic, from the parent UUID and instance ids) and the NVML
-//! version (`<CUDA major>.<driver version>`, NVML's own format).
+//! version (`<CUDA major>.<driver version>`, NVML's own format). Power from a
+//! capture: the draw is R535's `average_power_draw` (what
+//! `nvmlDeviceGetPowerUsage` reports), else `power_draw`; the management
+//! limit is `requested_power_limit` (R530+) or `power_limit` (older), the
+//! enforced one `current_power_limit` or `enforced_power_limit`. A capture
+//! lists one fan speed, served as one fan. The SM application clock is the
+//! graphics one, as NVML reports it. Encoder/decoder utilisation comes
+//! with a fixed 1 s sampling period.
 //!
 //! The Rust side (`rlib`) exposes the parsers and the model so tests can read
 //! the same fixtures.
@@ -90,6 +136,7 @@ pub mod config;
 pub mod derive;
 pub mod devnodes;
 mod diag;
+mod energy;
 mod events;
 pub mod ffi;
 mod handles;

@@ -43,8 +43,25 @@ pub struct Gpu {
     pub ecc_counts: EccCounts,
     pub retired_pages: RetiredPages,
     pub remapped_rows: RemappedRows,
-    /// Compute processes (graphics-only ones are left out).
+    /// Compute processes (`nvmlDeviceGetComputeRunningProcesses*`).
     pub processes: Vec<Process>,
+    /// Graphics processes (`nvmlDeviceGetGraphicsRunningProcesses*`).
+    pub graphics_processes: Vec<Process>,
+    /// MPS clients (`nvmlDeviceGetMPSComputeRunningProcesses*`).
+    pub mps_processes: Vec<Process>,
+    /// Board identity and modes (brand, serial, VBIOS, persistence, ...).
+    pub board: Board,
+    pub power: Power,
+    pub clocks: Clocks,
+    pub pcie: Pcie,
+    /// `None`: the board has no fan (SXM, passively cooled boards).
+    pub fan: Option<Fan>,
+    /// `nvmlPstates_t` value: 0 for `P0` .. 15 for `P15`.
+    pub performance_state: Option<u32>,
+    /// HBM/GDDR temperature in °C (`NVML_FI_DEV_MEMORY_TEMP`).
+    pub memory_temperature_c: Option<u32>,
+    /// BAR1 aperture in bytes.
+    pub bar1: Option<Bar1>,
     /// `None`: the GPU is not MIG capable.
     pub mig: Option<Mig>,
     /// `None`: NVLink not supported / not described.
@@ -84,6 +101,101 @@ pub struct Thresholds {
 pub struct Utilization {
     pub gpu: Option<u32>,
     pub memory: Option<u32>,
+    pub encoder: Option<u32>,
+    pub decoder: Option<u32>,
+}
+
+/// Identity strings and mode switches of a board.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Board {
+    /// Brand text as the source spells it (`NVIDIA`, `GeForce`, `tesla`).
+    pub brand: Option<String>,
+    pub serial: Option<String>,
+    pub board_part_number: Option<String>,
+    pub vbios_version: Option<String>,
+    pub inforom: InfoRom,
+    pub display_mode: Option<bool>,
+    pub display_active: Option<bool>,
+    pub persistence_mode: Option<bool>,
+    /// `nvmlComputeMode_t` value.
+    pub compute_mode: Option<u32>,
+    /// `nvmlDriverModel_t` value (Windows only: `None` on Linux).
+    pub driver_model: Option<u32>,
+}
+
+/// InfoROM versions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InfoRom {
+    pub image: Option<String>,
+    pub oem: Option<String>,
+    pub ecc: Option<String>,
+    pub power: Option<String>,
+}
+
+/// Power readings and limits in milliwatts, energy in millijoules.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Power {
+    /// `nvmlDeviceGetPowerUsage`.
+    pub draw_mw: Option<u32>,
+    /// `nvmlDeviceGetPowerManagementLimit` (the limit the operator asked for).
+    pub management_limit_mw: Option<u32>,
+    /// `nvmlDeviceGetEnforcedPowerLimit`.
+    pub enforced_limit_mw: Option<u32>,
+    pub default_limit_mw: Option<u32>,
+    pub min_limit_mw: Option<u32>,
+    pub max_limit_mw: Option<u32>,
+    /// Energy counter at the moment the description was taken; `None`
+    /// when it does not say (the counter then starts at 0 at `nvmlInit`).
+    pub energy_mj: Option<u64>,
+}
+
+/// One clock reading per domain, in MHz.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClockSet {
+    pub graphics: Option<u32>,
+    pub sm: Option<u32>,
+    pub memory: Option<u32>,
+    pub video: Option<u32>,
+}
+
+/// Clocks in MHz.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Clocks {
+    pub current: ClockSet,
+    pub max: ClockSet,
+    /// Application clock targets (graphics and memory only, as in NVML).
+    pub applications: ClockSet,
+    pub default_applications: ClockSet,
+    /// `NVML_CLOCK_ID_CUSTOMER_BOOST_MAX`.
+    pub customer_boost_max: ClockSet,
+}
+
+/// PCIe link state and counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pcie {
+    pub gen_current: Option<u32>,
+    pub gen_max: Option<u32>,
+    pub width_current: Option<u32>,
+    pub width_max: Option<u32>,
+    pub replay_counter: Option<u32>,
+    /// Throughput in KB/s over the last sampling period.
+    pub tx_kbps: Option<u32>,
+    pub rx_kbps: Option<u32>,
+}
+
+/// Fans of a board that has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fan {
+    pub count: u32,
+    /// Percent of maximum speed; `None` when the source does not say.
+    pub speed_pct: Option<u32>,
+}
+
+/// BAR1 memory in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bar1 {
+    pub total: u64,
+    pub used: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,6 +7,8 @@
 //! (NUMA node of each GPU's root complex). Fields the fake does not serve are
 //! ignored.
 
+mod details;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
@@ -373,6 +375,8 @@ struct DeviceSpec {
     mig: Option<MigSpec>,
     #[serde(default)]
     processes: Vec<ProcessSpec>,
+    #[serde(flatten)]
+    details: details::DetailsSpec,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -414,6 +418,8 @@ struct ThermalSpec {
     max_operating_c: Option<u32>,
     #[serde(default, deserialize_with = "opt_u32")]
     memory_max_threshold_c: Option<u32>,
+    #[serde(default, deserialize_with = "opt_u32")]
+    temperature_memory_c: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -422,6 +428,10 @@ struct UtilizationSpec {
     gpu: Option<u32>,
     #[serde(default, deserialize_with = "opt_u32")]
     memory: Option<u32>,
+    #[serde(default, deserialize_with = "opt_u32")]
+    encoder: Option<u32>,
+    #[serde(default, deserialize_with = "opt_u32")]
+    decoder: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -614,19 +624,30 @@ impl DeviceSpec {
                 devices: Vec::new(),
             })
         });
-        let processes = self
-            .processes
-            .into_iter()
-            .filter(|p| p.kind.as_deref().is_none_or(|k| k.contains('C')))
-            .map(|p| Process {
+        let details = self.details.into_details()?;
+        let mut processes = Vec::new();
+        let mut graphics_processes = Vec::new();
+        let mut mps_processes = Vec::new();
+        for p in self.processes {
+            let process = Process {
                 pid: p.pid,
                 used_memory: p
                     .used_memory_bytes
                     .or_else(|| p.used_memory_mib.and_then(|m| m.checked_mul(1 << 20))),
                 gpu_instance_id: None,
                 compute_instance_id: None,
-            })
-            .collect();
+            };
+            let kind = values::process_kind(p.kind.as_deref().unwrap_or("C"));
+            if kind.compute {
+                processes.push(process);
+            }
+            if kind.graphics {
+                graphics_processes.push(process);
+            }
+            if kind.mps {
+                mps_processes.push(process);
+            }
+        }
         Ok((
             index,
             Gpu {
@@ -646,6 +667,8 @@ impl DeviceSpec {
                 utilization: Utilization {
                     gpu: self.utilization.gpu,
                     memory: self.utilization.memory,
+                    encoder: self.utilization.encoder,
+                    decoder: self.utilization.decoder,
                 },
                 ecc_mode,
                 ecc_counts,
@@ -657,6 +680,16 @@ impl DeviceSpec {
                     failure: self.remapped_rows.failure_occurred,
                 },
                 processes,
+                graphics_processes,
+                mps_processes,
+                board: details.board,
+                power: details.power,
+                clocks: details.clocks,
+                pcie: details.pcie,
+                fan: details.fan,
+                performance_state: details.performance_state,
+                memory_temperature_c: self.thermal.temperature_memory_c,
+                bar1: details.bar1,
                 mig,
                 nvlink: links.map(<[NvLink]>::to_vec),
                 name,

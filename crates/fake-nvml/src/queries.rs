@@ -9,6 +9,13 @@ use crate::model::{Memory, PageList};
 use crate::pci::PciAddress;
 use crate::runtime::{self, Resolved};
 
+pub mod board;
+pub mod clocks;
+pub mod fields;
+pub mod pcie;
+pub mod power;
+pub mod processes;
+
 type Handle = *mut c_void;
 
 fn with_device<T>(
@@ -152,15 +159,21 @@ fn pci_struct(
     info
 }
 
-/// Frame-buffer memory, with `memory_used_bytes` applied for whole GPUs.
+/// Frame-buffer memory, with `memory_reserved_bytes` and `memory_used_bytes`
+/// applied for whole GPUs (used is capped at total minus reserved).
 pub fn memory(h: Handle) -> Result<Memory, Status> {
     with_device(h, |d| match d.mig {
         Some(m) => available(m.memory),
         None => {
             let mut mem = available(d.gpu.memory)?;
-            if let Some(used) = d.overrides.and_then(|o| o.memory_used_bytes) {
-                mem.used = used.min(mem.total.saturating_sub(mem.reserved));
+            if let Some(reserved) = d.overrides.and_then(|o| o.memory_reserved_bytes) {
+                mem.reserved = reserved.min(mem.total);
             }
+            let used = d
+                .overrides
+                .and_then(|o| o.memory_used_bytes)
+                .unwrap_or(mem.used);
+            mem.used = used.min(mem.total.saturating_sub(mem.reserved));
             Ok(mem)
         }
     })
@@ -309,46 +322,6 @@ pub fn remapped_rows(h: Handle) -> Result<(u32, u32, bool, bool), Status> {
             available(ov.and_then(|o| o.remapped_pending).or(r.pending))?,
             available(ov.and_then(|o| o.remapped_failure).or(r.failure))?,
         ))
-    })
-}
-
-/// Compute processes: the state file's list if it has one, else the
-/// description's; on a MIG handle only those in that instance.
-pub fn compute_processes(h: Handle) -> Result<Vec<abi::ProcessInfo>, Status> {
-    with_device(h, |d| {
-        let whole = |id: Option<u32>| id.unwrap_or(abi::WHOLE_GPU_INSTANCE);
-        let all: Vec<abi::ProcessInfo> = match d.overrides.and_then(|o| o.processes.as_ref()) {
-            Some(list) => list
-                .iter()
-                .map(|p| abi::ProcessInfo {
-                    pid: p.pid,
-                    used_gpu_memory: p.used_memory_bytes.unwrap_or(abi::VALUE_NOT_AVAILABLE_U64),
-                    gpu_instance_id: abi::WHOLE_GPU_INSTANCE,
-                    compute_instance_id: abi::WHOLE_GPU_INSTANCE,
-                })
-                .collect(),
-            None => d
-                .gpu
-                .processes
-                .iter()
-                .map(|p| abi::ProcessInfo {
-                    pid: p.pid,
-                    used_gpu_memory: p.used_memory.unwrap_or(abi::VALUE_NOT_AVAILABLE_U64),
-                    gpu_instance_id: whole(p.gpu_instance_id),
-                    compute_instance_id: whole(p.compute_instance_id),
-                })
-                .collect(),
-        };
-        Ok(match d.mig {
-            None => all,
-            Some(m) => all
-                .into_iter()
-                .filter(|p| {
-                    p.gpu_instance_id == m.gpu_instance_id
-                        && p.compute_instance_id == m.compute_instance_id
-                })
-                .collect(),
-        })
     })
 }
 

@@ -4,11 +4,13 @@ use std::collections::HashMap;
 use std::os::raw::c_void;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use crate::abi::Status;
 use crate::config::load_config;
 use crate::devnodes::{visible_gpus, Visibility};
 use crate::diag;
+use crate::energy::{self, EnergyMeter};
 use crate::handles::{decode_device, Target};
 use crate::model::{Gpu, MigDevice, Node};
 use crate::state::{GpuOverride, Refresh, State, StateWatcher};
@@ -53,6 +55,8 @@ pub(crate) struct Runtime {
     state: StateWatcher,
     pub event_sets: HashMap<u32, EventSetState>,
     pub next_event_set: u32,
+    /// Energy counters by GPU position (see `crate::energy`).
+    meters: Vec<EnergyMeter>,
 }
 
 static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
@@ -146,8 +150,15 @@ impl Runtime {
                 ))
             }
         };
+        let now = Instant::now();
+        let meters = node
+            .gpus
+            .iter()
+            .map(|g| EnergyMeter::new(g.power.energy_mj.unwrap_or(0), now))
+            .collect();
         let mut rt = Self {
             refcount: 1,
+            meters,
             node,
             visible,
             state: StateWatcher::new(settings.state.clone()),
@@ -159,13 +170,30 @@ impl Runtime {
     }
 
     /// Pick up a changed state file; report a rejected one on stderr.
+    /// Energy counters are first brought up to now with the draw in force
+    /// until this moment.
     pub fn refresh_state(&mut self) {
+        self.advance_meters();
         if let Refresh::Rejected(e) = self.state.refresh() {
             diag::report(
                 "MOCK_NVML_STATE",
                 &format!("{e}; keeping the previous state"),
             );
         }
+    }
+
+    fn advance_meters(&mut self) {
+        let now = Instant::now();
+        let overrides = &self.state.current().gpus;
+        for (pos, (gpu, meter)) in self.node.gpus.iter().zip(&mut self.meters).enumerate() {
+            meter.advance(energy::power_mw(gpu, overrides.get(&pos)), now);
+        }
+    }
+
+    /// Energy counter of the GPU at `pos` in millijoules, as of now.
+    pub fn energy_mj(&mut self, pos: usize) -> Option<u64> {
+        self.advance_meters();
+        self.meters.get(pos).map(EnergyMeter::total_mj)
     }
 
     pub fn state(&self) -> &State {

@@ -1,5 +1,7 @@
 //! Parser for real `nvidia-smi -q -x` captures into the node model.
 
+mod details;
+
 use roxmltree::{Document, Node as XmlNode, ParsingOptions};
 
 use crate::derive;
@@ -194,12 +196,39 @@ impl<'a, 'i> GpuReader<'a, 'i> {
                     "memory_util",
                     "%",
                 )?,
+                encoder: self.num32(
+                    self.node,
+                    &["utilization", "encoder_util"],
+                    "encoder_util",
+                    "%",
+                )?,
+                decoder: self.num32(
+                    self.node,
+                    &["utilization", "decoder_util"],
+                    "decoder_util",
+                    "%",
+                )?,
             },
             ecc_mode: self.ecc_mode(),
             ecc_counts: self.ecc_counts()?,
             retired_pages: self.retired_pages()?,
             remapped_rows: self.remapped_rows()?,
-            processes: self.processes()?,
+            processes: self.processes(|k| k.compute)?,
+            graphics_processes: self.processes(|k| k.graphics)?,
+            mps_processes: self.processes(|k| k.mps)?,
+            board: self.board(),
+            power: self.power()?,
+            clocks: self.clocks()?,
+            pcie: self.pcie()?,
+            fan: self.fan()?,
+            performance_state: self.performance_state()?,
+            memory_temperature_c: self.num32(
+                self.node,
+                &["temperature", "memory_temp"],
+                "memory_temp",
+                "C",
+            )?,
+            bar1: self.bar1()?,
             mig,
             nvlink: None,
             name,
@@ -335,16 +364,20 @@ impl<'a, 'i> GpuReader<'a, 'i> {
         })
     }
 
-    fn processes(&self) -> Result<Vec<Process>, SmiXmlError> {
+    /// The processes whose `<type>` `wanted` selects.
+    fn processes(
+        &self,
+        wanted: impl Fn(values::ProcessKind) -> bool,
+    ) -> Result<Vec<Process>, SmiXmlError> {
         let Some(block) = child(self.node, &["processes"]) else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for info in block.children().filter(|n| n.has_tag_name("process_info")) {
-            // "C", "G", "C+G", "M", "M+C": only compute processes are listed
-            // by nvmlDeviceGetComputeRunningProcesses.
+            // "C", "G", "C+G", "M", "M+C": each NVML process list holds
+            // the processes of its kind.
             let kind = child_text(info, &["type"]).unwrap_or("C");
-            if !kind.contains('C') {
+            if !wanted(values::process_kind(kind)) {
                 continue;
             }
             let pid = self

@@ -40,9 +40,24 @@ pub struct GpuOverride {
     pub utilization_gpu_pct: Option<u32>,
     pub utilization_memory_pct: Option<u32>,
     pub memory_used_bytes: Option<u64>,
+    /// Frame-buffer memory the driver reserves (`nvmlMemory_v2_t.reserved`).
+    pub memory_reserved_bytes: Option<u64>,
+    /// Board power draw in milliwatts (`nvmlDeviceGetPowerUsage`); also the
+    /// rate the energy counter grows at from the moment it is read.
+    pub power_mw: Option<u32>,
+    pub graphics_clock_mhz: Option<u32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub mem_clock_mhz: Option<u32>,
+    pub pcie_replay_counter: Option<u32>,
+    /// HBM/GDDR temperature (`NVML_FI_DEV_MEMORY_TEMP`).
+    pub memory_temperature_c: Option<u32>,
     pub ecc: Option<EccOverride>,
     /// Replaces the compute-process list.
     pub processes: Option<Vec<ProcessOverride>>,
+    /// Replaces the graphics-process list.
+    pub graphics_processes: Option<Vec<ProcessOverride>>,
+    /// Replaces the MPS-client list.
+    pub mps_processes: Option<Vec<ProcessOverride>>,
     #[serde(default)]
     pub lost: bool,
 }
@@ -68,6 +83,10 @@ pub struct EccOverride {
 pub struct ProcessOverride {
     pub pid: u32,
     pub used_memory_bytes: Option<u64>,
+    /// SM utilisation in percent for `nvmlDeviceGetProcessUtilization`; a
+    /// process with neither this nor `mem_util_pct` has no sample.
+    pub sm_util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
 }
 
 /// Kind of an injected event.
@@ -269,7 +288,9 @@ mod tests {
             Some(
                 &[ProcessOverride {
                     pid: 123,
-                    used_memory_bytes: Some(1_000_000)
+                    used_memory_bytes: Some(1_000_000),
+                    sm_util_pct: None,
+                    mem_util_pct: None,
                 }][..]
             )
         );
@@ -278,6 +299,45 @@ mod tests {
         assert_eq!(s.events[0].data, Some(79));
         assert_eq!(s.events[1].kind, EventKind::DoubleBitEcc);
         assert_eq!(s.events[3].gpu_instance_id, Some(1));
+    }
+
+    #[test]
+    fn parses_monitoring_overrides() {
+        let s = parse_state(
+            Path::new("s.json"),
+            br#"{"gpus": {"0": {"power_mw": 250000, "sm_clock_mhz": 1410, "mem_clock_mhz": 1215,
+                 "graphics_clock_mhz": 1400, "pcie_replay_counter": 7, "memory_temperature_c": 70,
+                 "memory_reserved_bytes": 1024,
+                 "processes": [{"pid": 1, "sm_util_pct": 90, "mem_util_pct": 40}],
+                 "graphics_processes": [{"pid": 2, "used_memory_bytes": 5}],
+                 "mps_processes": []}}}"#,
+        )
+        .unwrap();
+        let g = &s.gpus[&0];
+        assert_eq!(g.power_mw, Some(250_000));
+        assert_eq!((g.sm_clock_mhz, g.mem_clock_mhz), (Some(1410), Some(1215)));
+        assert_eq!(g.graphics_clock_mhz, Some(1400));
+        assert_eq!(g.pcie_replay_counter, Some(7));
+        assert_eq!(g.memory_temperature_c, Some(70));
+        assert_eq!(g.memory_reserved_bytes, Some(1024));
+        let p = &g.processes.as_ref().unwrap()[0];
+        assert_eq!((p.sm_util_pct, p.mem_util_pct), (Some(90), Some(40)));
+        assert_eq!(g.graphics_processes.as_ref().unwrap()[0].pid, 2);
+        assert_eq!(g.mps_processes.as_deref(), Some(&[][..]));
+        let p = Path::new("s.json");
+        for typo in [
+            r#"{"gpus": {"0": {"power_w": 1}}}"#,
+            r#"{"gpus": {"0": {"processes": [{"pid": 1, "sm_util": 3}]}}}"#,
+            r#"{"gpus": {"0": {"graphics_processes": [{"pid": 1, "kind": "G"}]}}}"#,
+        ] {
+            assert!(
+                matches!(
+                    parse_state(p, typo.as_bytes()),
+                    Err(StateError::Json { .. })
+                ),
+                "{typo}"
+            );
+        }
     }
 
     #[test]

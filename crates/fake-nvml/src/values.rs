@@ -81,6 +81,111 @@ pub(crate) fn nvml_version(cuda: Option<i32>, driver: &str) -> Option<String> {
     cuda.map(|v| format!("{}.{driver}", v / 1000))
 }
 
+/// `"67.03 W"` (or `"67 W"`) → milliwatts (`67030`).
+pub(crate) fn watts_as_mw(text: &str) -> Result<Option<u32>, String> {
+    let text = text.trim();
+    if !text.bytes().any(|b| b.is_ascii_digit()) {
+        return Ok(None);
+    }
+    let bad = || format!("expected watts such as `67.03 W`, found `{text}`");
+    let number = text.strip_suffix('W').map(str::trim_end).ok_or_else(bad)?;
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let mut milli: u64 = 0;
+    for (i, b) in frac.bytes().take(3).enumerate() {
+        milli += u64::from(b - b'0') * 10u64.pow(2 - i as u32);
+    }
+    let watts: u64 = whole.parse().map_err(|_| bad())?;
+    watts
+        .checked_mul(1000)
+        .and_then(|mw| mw.checked_add(milli))
+        .and_then(|mw| u32::try_from(mw).ok())
+        .map(Some)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+/// Performance state `P0`..`P15` → `nvmlPstates_t` (0..15).
+pub(crate) fn pstate(text: &str) -> Result<Option<u32>, String> {
+    let text = text.trim();
+    if !text.bytes().any(|b| b.is_ascii_digit()) {
+        return Ok(None);
+    }
+    text.strip_prefix('P')
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|n| *n <= 15)
+        .map(Some)
+        .ok_or_else(|| format!("expected a performance state P0..P15, found `{text}`"))
+}
+
+/// Compute mode text (`Default`, `Exclusive_Process`, `prohibited`, ...)
+/// → `nvmlComputeMode_t`; `None` for anything else (`N/A`).
+pub(crate) fn compute_mode(text: &str) -> Option<u32> {
+    match text
+        .trim()
+        .to_ascii_lowercase()
+        .replace([' ', '-'], "_")
+        .as_str()
+    {
+        "default" => Some(0),
+        "exclusive_thread" => Some(1),
+        "prohibited" => Some(2),
+        "exclusive_process" => Some(3),
+        _ => None,
+    }
+}
+
+/// Driver model text (`WDDM`, `TCC`, `MCDM`) → `nvmlDriverModel_t`;
+/// `None` for `N/A` (every Linux driver).
+pub(crate) fn driver_model(text: &str) -> Option<u32> {
+    match text.trim().to_ascii_uppercase().as_str() {
+        "WDDM" => Some(0),
+        "TCC" | "WDM" => Some(1),
+        "MCDM" => Some(2),
+        _ => None,
+    }
+}
+
+/// Brand text → `nvmlBrandType_t`; `None` for a text NVML has no value for.
+pub(crate) fn brand(text: &str) -> Option<u32> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "quadro" => Some(1),
+        "tesla" => Some(2),
+        "nvs" => Some(3),
+        "grid" => Some(4),
+        "geforce" => Some(5),
+        "titan" => Some(6),
+        "quadro rtx" => Some(12),
+        "nvidia rtx" => Some(13),
+        "nvidia" => Some(14),
+        "geforce rtx" => Some(15),
+        "titan rtx" => Some(16),
+        _ => None,
+    }
+}
+
+/// Which process lists an `nvidia-smi` process type belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcessKind {
+    pub compute: bool,
+    pub graphics: bool,
+    pub mps: bool,
+}
+
+/// `C`, `G`, `C+G`, `M`, `M+C` → the lists the process is in.
+pub(crate) fn process_kind(text: &str) -> ProcessKind {
+    let t = text.to_ascii_uppercase();
+    ProcessKind {
+        compute: t.contains('C'),
+        graphics: t.contains('G'),
+        mps: t.contains('M'),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +221,26 @@ mod tests {
             nvml_version(Some(12020), "535.54.03").as_deref(),
             Some("12.535.54.03")
         );
+    }
+
+    #[test]
+    fn watts_pstates_and_modes() {
+        assert_eq!(watts_as_mw("67.03 W"), Ok(Some(67_030)));
+        assert_eq!(watts_as_mw("500.00 W"), Ok(Some(500_000)));
+        assert_eq!(watts_as_mw("6.4125 W"), Ok(Some(6_412)));
+        assert_eq!(watts_as_mw("70 W"), Ok(Some(70_000)));
+        assert_eq!(watts_as_mw("N/A"), Ok(None));
+        assert!(watts_as_mw("67.03 mW").is_err());
+        assert!(watts_as_mw("6x.0 W").is_err());
+        assert_eq!(pstate("P8"), Ok(Some(8)));
+        assert_eq!(pstate("N/A"), Ok(None));
+        assert!(pstate("P16").is_err());
+        assert_eq!(compute_mode("Exclusive_Process"), Some(3));
+        assert_eq!(compute_mode("default"), Some(0));
+        assert_eq!(compute_mode("N/A"), None);
+        assert_eq!(driver_model("N/A"), None);
+        assert_eq!(brand("NVIDIA RTX"), Some(13));
+        assert_eq!(brand("GeForce"), Some(5));
+        assert_eq!(brand("Acme"), None);
     }
 }
