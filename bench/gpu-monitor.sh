@@ -37,7 +37,7 @@ echo "| NVML + CUDA scan, hwloc topology | $(discover_ms "$WORK/hwloc.yml") |"
 
 daemon_cpu() { # name, gpu yaml -> "% of one core"
     local dir="$WORK/$1"; mkdir -p "$dir"
-    printf 'server:\n  address: "127.0.0.1:0"\n  state_dir: "%s/state"\n%s\n' "$dir" "$2" >"$dir/cfg.yml"
+    printf 'server:\n  address: "127.0.0.1:0"\n  state_dir: "%s/state"\nmetrics:\n  address: "127.0.0.1:0"\nrest:\n  address: "127.0.0.1:0"\n%s\n' "$dir" "$2" >"$dir/cfg.yml"
     "$BIN/joblet" server --config "$dir/cfg.yml" >"$dir/log" 2>&1 &
     local pid=$!
     for _ in $(seq 200); do [ -s "$dir/state/server.json" ] && break; sleep 0.05; done

@@ -31,6 +31,10 @@ for side in a b; do
 server:
   address: "127.0.0.1:0"
   state_dir: "$SCRATCH/$side/state"
+metrics:
+  address: "127.0.0.1:0"
+rest:
+  address: "127.0.0.1:0"
 sandbox:
   cgroup_base: joblet-ab-$side
 gpu:

@@ -90,6 +90,10 @@ write_config() { # DIR SHARING EXTRA_MOUNTS
 server:
   address: "127.0.0.1:0"
   state_dir: "$dir/state"
+metrics:
+  address: "127.0.0.1:0"
+rest:
+  address: "127.0.0.1:0"
 jobs:
   max_running: 8
 filesystem:

@@ -88,6 +88,10 @@ cat >"$STATE/joblet-config.yml" <<YAML
 server:
   address: "127.0.0.1:0"
   state_dir: "$STATE/state"
+metrics:
+  address: "127.0.0.1:0"
+rest:
+  address: "127.0.0.1:0"
 sandbox:
   cgroup_base: "$CGROUP_BASE"
 YAML

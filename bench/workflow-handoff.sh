@@ -93,6 +93,10 @@ cat >"$DIR/joblet-config.yml" <<YAML
 server:
   address: "127.0.0.1:0"
   state_dir: "$STATE"
+metrics:
+  address: "127.0.0.1:0"
+rest:
+  address: "127.0.0.1:0"
 sandbox:
   cgroup_base: "$CGROUP_BASE"
 YAML

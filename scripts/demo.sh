@@ -46,6 +46,10 @@ cat >"$CONFIG" <<YAML
 server:
   address: "127.0.0.1:0"        # any free port; the daemon writes the real one into rnx-config.yml
   state_dir: "$STATE/state"
+metrics:
+  address: "127.0.0.1:0"
+rest:
+  address: "127.0.0.1:0"
 jobs:
   max_running: 4
   cpu_capacity: $CPU_CAPACITY             # 0 = this machine's CPUs

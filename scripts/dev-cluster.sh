@@ -617,6 +617,8 @@ write_node_config() { # NAME extra-file
     for e in ${JBC_ETCD_ENDPOINTS//,/ }; do eps+="${eps:+, }\"$e\""; done
     yaml_set "$cfg" server address "\"$(var "$m" ADDR)\""
     yaml_set "$cfg" server state_dir "\"$(var "$m" STATE)\""
+    grep -q '^metrics:' "$cfg" || yaml_set "$cfg" metrics address '"127.0.0.1:0"'
+    grep -q '^rest:' "$cfg" || yaml_set "$cfg" rest address '"127.0.0.1:0"'
     yaml_set "$cfg" cluster etcd "[$eps]"
     yaml_set "$cfg" cluster node_name "$m"
     yaml_set "$cfg" cluster advertise "\"$(var "$m" ADDR)\""

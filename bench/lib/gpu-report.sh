@@ -53,6 +53,10 @@ gpu_daemon() {
 server:
   address: "127.0.0.1:0"
   state_dir: "$SCRATCH/state"
+metrics:
+  address: "127.0.0.1:0"
+rest:
+  address: "127.0.0.1:0"
 sandbox:
   cgroup_base: $1
 runtimes:

@@ -130,6 +130,10 @@ write_sim_gpu_config() {
 server:
   address: "127.0.0.1:0"
   state_dir: "$2"
+metrics:
+  address: "127.0.0.1:0"
+rest:
+  address: "127.0.0.1:0"
 jobs:
   max_running: 4
 sandbox:

@@ -264,6 +264,18 @@ impl Node {
         } else {
             with_setting(&extra_config, "filesystem", "work_size_mb: 0")
         };
+        // Parallel nodes must not all bind dcgm-exporter's default port.
+        let extra_config = if extra_config.contains("metrics:") {
+            extra_config
+        } else {
+            with_setting(&extra_config, "metrics", "address: \"127.0.0.1:0\"")
+        };
+        // Nor the REST API's (server.json records the port bound).
+        let extra_config = if extra_config.contains("rest:") {
+            extra_config
+        } else {
+            with_setting(&extra_config, "rest", "address: \"127.0.0.1:0\"")
+        };
         let state = dir.path().join("state");
         if let Some(mb) = opts.state_tmpfs_mb {
             std::fs::create_dir_all(&state)?;
@@ -305,6 +317,22 @@ impl Node {
 
     pub fn config_path(&self) -> PathBuf {
         self.dir.path().join("joblet-config.yml")
+    }
+
+    /// The address the daemon's `/metrics` listener bound (`metrics` in
+    /// `server.json`); `None` when it serves none.
+    pub fn metrics_address(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.state_dir().join("server.json")).ok()?;
+        let v: Value = serde_json::from_str(&text).ok()?;
+        v["metrics"].as_str().map(str::to_owned)
+    }
+
+    /// The address the daemon's HTTPS REST API bound (`rest` in
+    /// `server.json`); `None` when it serves none.
+    pub fn rest_address(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.state_dir().join("server.json")).ok()?;
+        let v: Value = serde_json::from_str(&text).ok()?;
+        v["rest"].as_str().map(str::to_owned)
     }
 
     pub fn daemon_pid(&self) -> Option<i32> {

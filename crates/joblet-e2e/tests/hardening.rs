@@ -330,7 +330,7 @@ fn assert_both_refuse(dir: &Path, text: &str, key: &str, needle: &str) {
 
 fn config_text(dir: &Path, more: &str) -> String {
     format!(
-        "server:\n  address: \"127.0.0.1:0\"\n  state_dir: {}\n{more}",
+        "server:\n  address: \"127.0.0.1:0\"\n  state_dir: {}\nrest:\n  address: \"127.0.0.1:0\"\n{more}",
         dir.join("state").display()
     )
 }

@@ -40,7 +40,16 @@ fn a_job_whose_directory_is_removed_under_it_fails_saying_so() {
     let id = node.run(&["--", "sleep", "1"]);
     let dir = node.state_dir().join("jobs").join(&id);
     wait_until("the job to run", || node.status(&id)["state"] == "RUNNING");
-    std::fs::remove_dir_all(&dir).unwrap();
+    // The shim may create a file in it meanwhile (its log, say): the
+    // removal is tried again until the directory is gone.
+    wait_until(
+        "the job directory to be removed",
+        || match std::fs::remove_dir_all(&dir) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => false,
+            Err(e) => panic!("removing {}: {e}", dir.display()),
+        },
+    );
     let st = node.wait_done(&id, T);
     assert_eq!(st["state"], "FAILED", "{st}");
     assert!(

@@ -33,6 +33,8 @@ pub use pb::job_service_client::JobServiceClient;
 pub use pb::job_service_server::{JobService, JobServiceServer};
 pub use pb::runtime_service_client::RuntimeServiceClient;
 pub use pb::runtime_service_server::{RuntimeService, RuntimeServiceServer};
+pub use pb::token_service_client::TokenServiceClient;
+pub use pb::token_service_server::{TokenService, TokenServiceServer};
 pub use pb::volume_service_client::VolumeServiceClient;
 pub use pb::volume_service_server::{VolumeService, VolumeServiceServer};
 pub use pb::workflow_service_client::WorkflowServiceClient;

@@ -136,6 +136,14 @@ pub enum StoreError {
     #[error("workflow {id} is {state}: stop it (`rnx workflow stop {id}`) and let its jobs end before deleting it")]
     WorkflowNotFinished { id: String, state: String },
 
+    /// A token of that name exists already.
+    #[error("a token named {0} already exists (see `rnx token list`); pick another name, or revoke it first")]
+    CredentialExists(String),
+
+    /// A stored credential that does not read back.
+    #[error("credential {id}: {what}")]
+    Credential { id: String, what: String },
+
     /// A value could not be encoded for storage.
     #[error("job {id}: could not encode {what}: {source}")]
     Encode {

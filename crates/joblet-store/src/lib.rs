@@ -1,7 +1,8 @@
 //! Joblet's durable state: one SQLite database holding every job, its state history and
 //! its sealed secrets, the GPUs' health states and history, the GPU allocations ledger
 //! the scheduler is restored from, the append-only GPU audit log ([`AuditRecord`]), and
-//! the node's named volumes ([`VolumeRecord`]) and workflow runs ([`WorkflowRecord`]).
+//! the node's named volumes ([`VolumeRecord`]) and workflow runs ([`WorkflowRecord`]), and the
+//! GPUs' readings over time, downsampled and bounded ([`downsample`], [`GpuSamples`]).
 //!
 //! [`Store`] is the only way the daemon reads or changes job state. Every state change goes
 //! through [`Store::transition`], which checks it against the core state machine
@@ -34,8 +35,12 @@
 
 mod allocations;
 mod audit;
+mod credentials;
+pub mod downsample;
 mod error;
+mod gpu_history;
 mod gpus;
+mod job_stats;
 mod lifecycle;
 mod migrations;
 mod records;
@@ -54,8 +59,11 @@ use joblet_core::id::{check_prefix, resolve_prefix};
 use joblet_core::{JobId, JobSpec, JobState, UnixMillis};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+pub use credentials::{CredentialKind, CredentialRecord};
 pub use error::StoreError;
+pub use gpu_history::GpuSamples;
 pub use gpus::NewAllocation;
+pub use job_stats::{JobFailure, JobWait, STATS_ROWS};
 /// The records themselves are domain types ([`joblet_core::record`]).
 pub use joblet_core::record::{
     AuditRecord, GpuEventRecord, JobProgress, JobRecord, TransitionRecord,

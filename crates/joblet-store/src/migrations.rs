@@ -172,6 +172,45 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_workflow ON jobs(json_extract(spec_json, '$.workflow.id'))
         WHERE json_extract(spec_json, '$.workflow.id') IS NOT NULL;
     "#,
+    // 7: the GPUs' readings over time for the web console's charts (`gpu_history`): one row
+    // per GPU, tier (0: 1 s, 1: 1 min, 2: 15 min) and bucket, each reading's sum and count.
+    // Old buckets are deleted as new ones come, through the (tier, at_ms) index.
+    r#"
+    CREATE TABLE gpu_samples (
+        uuid        TEXT NOT NULL,
+        tier        INTEGER NOT NULL,
+        at_ms       INTEGER NOT NULL,
+        util_sum    REAL NOT NULL DEFAULT 0,
+        util_n      INTEGER NOT NULL DEFAULT 0,
+        mem_sum     REAL NOT NULL DEFAULT 0,
+        mem_n       INTEGER NOT NULL DEFAULT 0,
+        temp_sum    REAL NOT NULL DEFAULT 0,
+        temp_n      INTEGER NOT NULL DEFAULT 0,
+        power_sum   REAL NOT NULL DEFAULT 0,
+        power_n     INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (uuid, tier, at_ms)
+    ) STRICT, WITHOUT ROWID;
+    CREATE INDEX gpu_samples_age ON gpu_samples(tier, at_ms);
+    "#,
+    // 8: credentials of the REST API and the web console (`credentials`): API tokens,
+    // one-time console sign-in codes and console sessions, each kept as the SHA-256 of its
+    // secret. Token names are unique among tokens.
+    r#"
+    CREATE TABLE credentials (
+        id              TEXT PRIMARY KEY NOT NULL,
+        kind            TEXT NOT NULL,
+        name            TEXT NOT NULL,
+        role            TEXT NOT NULL,
+        secret_sha256   BLOB NOT NULL,
+        csrf            TEXT NOT NULL DEFAULT '',
+        created_by      TEXT NOT NULL,
+        created_ms      INTEGER NOT NULL,
+        expires_ms      INTEGER,
+        last_used_ms    INTEGER
+    ) STRICT;
+    CREATE UNIQUE INDEX credentials_token_name ON credentials(name) WHERE kind = 'token';
+    CREATE INDEX credentials_expiry ON credentials(expires_ms) WHERE expires_ms IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -265,6 +304,7 @@ mod tests {
             "job_transitions",
             "jobs",
             "volumes",
+            "gpu_samples",
         ] {
             assert!(tables.iter().any(|x| x == t), "{t} missing from {tables:?}");
         }

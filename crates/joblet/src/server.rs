@@ -16,10 +16,10 @@ use crate::engine::{Engine, EngineConfig};
 use crate::gpu::allocation::NodeGpus;
 use crate::gpu::node_spec::sched_config;
 use crate::gpu::simulate::Simulation;
-use crate::grpc::{GpuApi, JobApi, NodeApi, RuntimeApi, VolumeApi, WorkflowApi};
+use crate::grpc::{GpuApi, JobApi, NodeApi, RuntimeApi, TokenApi, VolumeApi, WorkflowApi};
 use crate::node_facts::NodeFacts;
 use crate::sandbox::NodeSandbox;
-use crate::service::{Admission, Audit, Gpus, Jobs, Nodes, Runtimes, Volumes, Workflows};
+use crate::service::{Admission, Audit, Gpus, Jobs, Nodes, Runtimes, Tokens, Volumes, Workflows};
 use crate::state_dir::{self, StateDir};
 use crate::storage::{NodeRuntimes, NodeStorage, NodeVolumes};
 use crate::tls;
@@ -98,6 +98,26 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     ))?;
     let tls_config = joblet_pki::server_config(pki.ca.cert_pem(), &pki.server)
         .context("building the TLS server configuration")?;
+    // Bound early: a node whose metrics listener cannot bind does not start.
+    let metrics = if cfg.metrics.enabled {
+        let (cert, key) = (&pki.server.cert, &pki.server.key);
+        Some(crate::metrics::bind(&cfg.metrics, cert, key).await?)
+    } else {
+        None
+    };
+    // The REST API and web console: bound early as well, served once the
+    // services exist.
+    let rest_listener =
+        match cfg.rest.enabled {
+            true => Some(TcpListener::bind(cfg.rest.address).await.with_context(|| {
+                format!("cannot listen on {} (rest.address)", cfg.rest.address)
+            })?),
+            false => None,
+        };
+    let rest_bound = rest_listener
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()?;
 
     let store = Arc::new(Store::open(&dirs.db(), &dirs.secrets_key())?);
     let shim_program = locate_shim()?;
@@ -208,8 +228,16 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             None
         }
     };
+    let metrics = metrics.map(|listener| {
+        let gpus = gpus.as_ref().map(|(shared, _)| shared.clone());
+        crate::metrics::start(listener, &cfg, store.clone(), gpus)
+    });
     let client_config = dirs.write_client_config(&bound.to_string(), &pki, local.is_some())?;
-    dirs.write_server_json(&bound.to_string())?;
+    dirs.write_server_json(&state_dir::Listeners {
+        grpc: bound.to_string(),
+        metrics,
+        rest: rest_bound.map(|a| a.to_string()),
+    })?;
     tracing::info!(address = %bound, state_dir = %dirs.root().display(), client_config = %client_config.display(), "joblet listening");
     eprintln!(
         "joblet {} listening on {bound} (mTLS); admin client config: {}",
@@ -277,6 +305,28 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         cfg.sandbox.enabled,
     )
     .await;
+    // The REST API calls the same services, made from the same parts.
+    let rest_services = (
+        Workflows::new(
+            store.clone(),
+            jobs.clone(),
+            storage.clone(),
+            driver.clone(),
+            max_gpus_per_node,
+            cfg.workflows.shared_volume_mb,
+            crate::clock::now_ms,
+        ),
+        Runtimes::new(storage.clone(), store.clone(), jobs.clone()),
+        Volumes::new(
+            storage.clone(),
+            store.clone(),
+            jobs.clone(),
+            crate::clock::now_ms,
+        ),
+        jobs.clone(),
+        store.clone(),
+    );
+    let token_api = TokenApi::new(Tokens::new(store.clone(), crate::clock::now_ms), rest_bound);
     let workflow_api = WorkflowApi::new(Workflows::new(
         store.clone(),
         jobs.clone(),
@@ -306,6 +356,39 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             .map_or_else(|| bound.to_string(), |c| c.address.clone()),
     ));
     let gpu_api = GpuApi::new(Gpus::new(shared_gpus, crate::clock::now_ms), nodes.clone());
+    let rest = match rest_listener {
+        Some(listener) => {
+            let (workflows, runtimes, volumes, jobs, store) = rest_services;
+            let state = Arc::new(crate::rest::RestServices {
+                jobs,
+                audit: Audit::new(store.clone()),
+                gpus: Gpus::new(
+                    gpus.as_ref().map(|(shared, _)| shared.clone()),
+                    crate::clock::now_ms,
+                ),
+                runtimes,
+                volumes,
+                workflows,
+                nodes: nodes.clone(),
+                tokens: Tokens::new(store.clone(), crate::clock::now_ms),
+                history: crate::service::History::new(
+                    store,
+                    gpus.as_ref().map(|(shared, _)| shared.clone()),
+                    crate::clock::now_ms,
+                ),
+            });
+            let tls = crate::rest::tls::server_config(pki.ca.cert_pem(), &pki.server)
+                .context("building the REST API's TLS configuration")?;
+            let router = crate::rest::router(state);
+            tracing::info!(address = ?rest_bound, "REST API and web console listening (HTTPS)");
+            Some(tokio::spawn(async move {
+                if let Err(e) = crate::rest::serve(listener, Arc::new(tls), router).await {
+                    tracing::error!(error = %e, "the REST API stopped serving");
+                }
+            }))
+        }
+        None => None,
+    };
     let node_api = NodeApi::new(nodes);
     let incoming = tls::incoming(listener, Arc::new(tls_config));
     let local = local.map(crate::local::incoming);
@@ -324,9 +407,13 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         )
         .add_service(joblet_proto::VolumeServiceServer::new(volume_api))
         .add_service(joblet_proto::WorkflowServiceServer::new(workflow_api))
+        .add_service(joblet_proto::TokenServiceServer::new(token_api))
         .serve_with_incoming_shutdown(incoming, shutdown_signal())
         .await
         .context("gRPC server failed")?;
+    if let Some(rest) = rest {
+        rest.abort();
+    }
     stopping.shutdown().await;
     if let Some((_, monitor)) = gpus {
         tokio::task::spawn_blocking(move || monitor.stop())

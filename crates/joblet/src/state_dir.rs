@@ -236,15 +236,29 @@ impl StateDir {
         Ok(path)
     }
 
-    /// Records the running daemon's pid and address (tests and scripts wait for it).
-    pub fn write_server_json(&self, address: &str) -> Result<(), StateError> {
-        let body = format!(
-            "{{\"pid\": {}, \"address\": \"{address}\", \"version\": \"{}\"}}\n",
-            std::process::id(),
-            env!("CARGO_PKG_VERSION")
-        );
-        write_private(&self.server_json(), body.as_bytes())
+    /// Records the running daemon's pid and listeners (tests and scripts
+    /// wait for it, then read the addresses it bound).
+    pub fn write_server_json(&self, listeners: &Listeners) -> Result<(), StateError> {
+        let body = serde_json::json!({
+            "pid": std::process::id(),
+            "address": listeners.grpc,
+            "metrics": listeners.metrics,
+            "rest": listeners.rest,
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        write_private(&self.server_json(), format!("{body}\n").as_bytes())
     }
+}
+
+/// The addresses the daemon listens on, as `server.json` records them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listeners {
+    /// The mTLS gRPC address (`server.address`).
+    pub grpc: String,
+    /// The Prometheus `/metrics` address, when serving.
+    pub metrics: Option<String>,
+    /// The HTTPS REST API and web console address, when serving.
+    pub rest: Option<String>,
 }
 
 /// Writes a file with mode 0600 atomically (temp file + rename).

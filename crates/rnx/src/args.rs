@@ -82,6 +82,95 @@ pub enum Command {
     Node(NodeCommand),
     /// Admin: the GPU audit log, one record per GPU allocation
     Audit(AuditArgs),
+    /// Admin: API tokens for the REST API (scripts, dashboards): create, list, revoke
+    #[command(subcommand, after_help = TOKEN_AFTER_HELP)]
+    Token(TokenCommand),
+    /// Admin: a one-time sign-in link to the node's web console (valid 5 minutes)
+    #[command(after_help = CONSOLE_AFTER_HELP)]
+    Console(ConsoleArgs),
+}
+
+const TOKEN_AFTER_HELP: &str = "\
+The node's REST API (https://HOST:8443/api/v1/..., `rest:` in
+joblet-config.yml; docs/observability.md) takes the same identities as rnx: a
+client certificate of the node's CA, or an API token made here. A token acts
+as its NAME with its role: a viewer token reads, an admin token may also run
+and stop jobs (they are owned by NAME). The node keeps only a hash of the
+secret: `token create` prints it once, `token list` never shows it.
+
+Examples:
+  rnx token create --name ci-bot --role viewer --expires 30d
+  curl --cacert ~/.rnx/ca.crt -H \"Authorization: Bearer $TOKEN\" https://node:8443/api/v1/jobs
+  rnx token list
+  rnx token revoke ci-bot";
+
+const CONSOLE_AFTER_HELP: &str = "\
+Prints a link like https://HOST:8443/console/login?code=... Opening it signs
+the browser in to the web console as you (a session of 12 hours, in a cookie),
+with your role or the one --role asks for; the link works once, within 5
+minutes. The browser must trust the node's CA certificate (ca.crt beside your
+rnx-config.yml) or it warns about the connection.
+
+Examples:
+  rnx console
+  rnx console --role viewer
+  rnx --json console | jq -r .url";
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Admin: make a token; its secret is printed once, keep it safe
+    #[command(
+        after_help = "The token is printed once: send it as `Authorization: Bearer TOKEN`.\nWith --json: {\"token\": {...}, \"secret\": \"jbt_...\"}.\n\nExamples:\n  rnx token create --name grafana --role viewer\n  rnx token create --name nightly --role admin --expires 90d\n  TOKEN=$(rnx --json token create --name ci --role viewer | jq -r .secret)"
+    )]
+    Create(TokenCreateArgs),
+    /// Admin: the tokens (never their secrets): name, role, who made them, expiry, last use
+    List,
+    /// Admin: revoke a token by name or id; it stops working at once
+    #[command(after_help = "Examples:\n  rnx token revoke ci-bot")]
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    /// The token's name, unique on the node; it acts as (and owns the jobs of) this name
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    /// viewer (read only) or admin (may also change things)
+    #[arg(long, value_enum, value_name = "ROLE")]
+    pub role: RoleArg,
+    /// Expire after this long, like 12h, 30d or 52w [default: never]
+    #[arg(long, value_name = "DURATION", value_parser = parsers::token_expiry)]
+    pub expires: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenRevokeArgs {
+    /// The token's name or id (`rnx token list`)
+    #[arg(value_name = "NAME|ID")]
+    pub token: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// Sign in with this role instead of your own (viewer: a read-only console)
+    #[arg(long, value_enum, value_name = "ROLE")]
+    pub role: Option<RoleArg>,
+}
+
+/// A role, as tokens and console sessions take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RoleArg {
+    Viewer,
+    Admin,
+}
+
+impl RoleArg {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoleArg::Viewer => "viewer",
+            RoleArg::Admin => "admin",
+        }
+    }
 }
 
 const WORKFLOW_AFTER_HELP: &str = "\

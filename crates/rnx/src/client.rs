@@ -18,6 +18,8 @@ pub type Client = JobServiceClient<Channel>;
 pub type GpuClient = joblet_proto::GpuServiceClient<Channel>;
 /// Cluster membership: `rnx node list|drain|undrain`.
 pub type NodeClient = joblet_proto::pb::node_service_client::NodeServiceClient<Channel>;
+/// TokenService: the REST API's tokens and console sign-in links.
+pub type TokenClient = joblet_proto::TokenServiceClient<Channel>;
 pub type RuntimeClient = joblet_proto::pb::runtime_service_client::RuntimeServiceClient<Channel>;
 pub type VolumeClient = joblet_proto::pb::volume_service_client::VolumeServiceClient<Channel>;
 pub type WorkflowClient = joblet_proto::WorkflowServiceClient<Channel>;

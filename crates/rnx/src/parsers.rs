@@ -219,6 +219,20 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     parse::parse_duration(s).map_err(expected)
 }
 
+/// `token create --expires=DURATION`: whole seconds, 1 s to ten years
+/// (`30d`, `12h`, `52w`).
+pub fn token_expiry(s: &str) -> Result<i64, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|_| format!("invalid value {s:?}: expected a duration like 12h, 30d or 52w"))?;
+    let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    if !(1..=10 * 366 * 24 * 3600).contains(&secs) {
+        return Err(format!(
+            "invalid value {s:?}: expected 1s to ten years (like 30d)"
+        ));
+    }
+    Ok(secs)
+}
+
 /// `--env KEY=VALUE`.
 pub fn env_pair(s: &str) -> Result<(String, String), String> {
     parse::parse_env_pair(s).map_err(expected)

@@ -16,6 +16,7 @@ use crate::runtime_view::{self, InstalledView, RuntimeView};
 use crate::view::{command_line, rfc3339, JobView, WhoAmIView};
 use crate::volume_view::{self, VolumeChange, VolumeView};
 
+pub mod token;
 mod workflow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

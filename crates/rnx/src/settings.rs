@@ -7,8 +7,8 @@ use joblet_core::gpu::AdminAction;
 use joblet_core::{FieldError, JobRequest, JobState};
 
 use crate::args::{
-    Cli, Command, GpuCommand, JobCommand, NodeCommand, RunArgs, RuntimeCommand, VolumeCommand,
-    WorkflowCommand,
+    Cli, Command, GpuCommand, JobCommand, NodeCommand, RunArgs, RuntimeCommand, TokenCommand,
+    VolumeCommand, WorkflowCommand,
 };
 use crate::config::{self, LookupEnv};
 use crate::error::Error;
@@ -60,6 +60,26 @@ pub enum Action {
     Audit {
         since: Option<crate::parsers::Since>,
         owner: Option<String>,
+    },
+    Token(TokenAction),
+    /// `rnx console`: a sign-in link, with this role (`None`: the caller's).
+    Console {
+        role: Option<&'static str>,
+    },
+}
+
+/// `rnx token ...`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenAction {
+    Create {
+        name: String,
+        role: &'static str,
+        /// Seconds; `None` = never expires.
+        expires_seconds: Option<i64>,
+    },
+    List,
+    Revoke {
+        token: String,
     },
 }
 
@@ -280,6 +300,18 @@ pub fn action(command: Command) -> Result<Action, Error> {
                 action: AdminAction::Online,
             },
         }),
+        Command::Token(t) => Action::Token(match t {
+            TokenCommand::Create(a) => TokenAction::Create {
+                name: a.name,
+                role: a.role.as_str(),
+                expires_seconds: a.expires,
+            },
+            TokenCommand::List => TokenAction::List,
+            TokenCommand::Revoke(a) => TokenAction::Revoke { token: a.token },
+        }),
+        Command::Console(a) => Action::Console {
+            role: a.role.map(|r| r.as_str()),
+        },
         Command::Node(n) => Action::Node(match n {
             NodeCommand::List => NodeAction::List,
             NodeCommand::Drain(a) => NodeAction::Drain {

@@ -12,8 +12,11 @@ mod ffi;
 mod mig;
 mod nvlink;
 mod query;
+pub mod readings;
 
 use crate::inventory::{BackendReport, GpuInventory, InventoryError};
+pub use readings::{GpuReadings, ProcessUtilization, ReadingsSampler};
+
 use crate::model::{Backend, CudaVersion};
 use nvml_wrapper::Nvml;
 use std::ffi::OsStr;

@@ -34,6 +34,8 @@ pub struct Config {
     pub volumes: VolumesConfig,
     pub workflows: WorkflowsConfig,
     pub cluster: ClusterConfig,
+    pub metrics: MetricsConfig,
+    pub rest: RestConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -304,6 +306,8 @@ impl Default for Config {
             volumes: VolumesConfig::default(),
             workflows: WorkflowsConfig::default(),
             cluster: ClusterConfig::default(),
+            metrics: MetricsConfig::default(),
+            rest: RestConfig::default(),
         }
     }
 }
@@ -491,6 +495,10 @@ mod checks;
 mod cluster;
 pub use cluster::{ClusterConfig, EtcdTls};
 mod de;
+mod metrics;
+pub use metrics::MetricsConfig;
+mod rest;
+pub use rest::RestConfig;
 
 use checks::check_values;
 pub use checks::{

@@ -281,3 +281,46 @@ fn runtime_and_volume_dirs_default_under_the_state_dir_and_must_be_absolute() {
         "{err}"
     );
 }
+
+#[test]
+fn rest_section_defaults_parses_and_names_bad_keys() {
+    let d = parse("").unwrap().rest;
+    assert!(d.enabled);
+    assert_eq!(d.address.to_string(), "127.0.0.1:8443");
+    let cfg = parse("rest:\n  enabled: false\n  address: \"0.0.0.0:9443\"\n").unwrap();
+    assert!(!cfg.rest.enabled);
+    assert_eq!(cfg.rest.address.port(), 9443);
+    let e = parse("rest:\n  adress: \"127.0.0.1:1\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rest") && e.contains("adress"), "{e}");
+    let e = parse("rest:\n  address: localhost\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rest.address") && e.contains("IP:PORT"), "{e}");
+    let e = parse("rest:\n  enabled: maybe\n").unwrap_err().to_string();
+    assert!(e.contains("rest.enabled"), "{e}");
+}
+
+#[test]
+fn metrics_section_defaults_to_dcgm_exporters_loopback_port_and_names_bad_keys() {
+    let d = parse("").unwrap().metrics;
+    assert!(d.enabled && !d.tls);
+    assert_eq!(d.address.to_string(), "127.0.0.1:9400");
+    let cfg = parse("metrics:\n  address: \"0.0.0.0:0\"\n  tls: true\n").unwrap();
+    assert_eq!(cfg.metrics.address.port(), 0);
+    assert!(cfg.metrics.tls);
+    for (text, key, form) in [
+        (
+            "metrics:\n  address: localhost:9400\n",
+            "metrics.address",
+            "IP:PORT",
+        ),
+        ("metrics:\n  address: 9400\n", "metrics.address", "IP:PORT"),
+        ("metrics:\n  tls: sometimes\n", "metrics.tls", "bool"),
+        ("metrics:\n  port: 9400\n", "metrics.port", "unknown field"),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(form), "{text}: {e}");
+    }
+}

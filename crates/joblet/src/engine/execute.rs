@@ -19,7 +19,9 @@ impl<A: NodeAgent> Engine<A> {
     pub(super) fn drive(&mut self, event: Event) {
         let mut events = VecDeque::from([event]);
         while let Some(ev) = events.pop_front() {
+            let t0 = std::time::Instant::now();
             let effects = self.core.handle(ev, super::now_ms());
+            crate::metrics::engine().decided(t0.elapsed());
             self.carry_out(effects, &mut events);
         }
     }
@@ -125,7 +127,9 @@ impl<A: NodeAgent> Engine<A> {
         };
         let store = self.store.clone();
         let mut secrets = || store.take_secrets(&id);
+        let t0 = std::time::Instant::now();
         let started = self.agent.start(&order, &rec, &mut persist, &mut secrets);
+        crate::metrics::engine().launched(rec.created_ms, order.at, t0.elapsed(), started.is_ok());
         self.agent.job_event();
         match started {
             Ok(()) => Event::Started { job: id },
@@ -158,6 +162,7 @@ impl<A: NodeAgent> Engine<A> {
             id: id.clone(),
             recorded: Some(fin.clone()),
         });
+        crate::metrics::engine().ended(fin.state.as_str(), fin.exit_code, &fin.reason);
         tracing::info!(job = %id, state = %fin.state, exit_code = ?fin.exit_code, reason = %fin.reason, "job finished");
     }
 

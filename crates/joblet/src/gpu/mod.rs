@@ -1,7 +1,8 @@
 //! The node's GPUs inside the daemon, by layer:
 //! - inventory and state: discovery at start ([`start`]), the shared
 //!   [`GpuNode`] (inventory, pool), the health monitor ([`monitor`]) with
-//!   per-job memory attribution and quotas ([`quota`]);
+//!   per-job memory attribution and quotas ([`quota`]) and the readings'
+//!   history the console charts ([`history`]);
 //! - what the scheduler sees ([`node_spec`], MIG slices in [`mig`]) and
 //!   what a job may ask for ([`admission`]);
 //! - allocation on the node ([`allocation`]: a placement's GPUs reserved,
@@ -24,6 +25,7 @@ pub mod allocation;
 pub mod audit;
 pub mod config_check;
 pub mod edits;
+pub mod history;
 pub mod mig;
 pub mod monitor;
 pub mod mps;
@@ -61,6 +63,11 @@ pub struct GpuNode {
     /// The sandbox's cgroup base: a process in `/<base>/<job id>` belongs to
     /// that job. `None`: jobs are not sandboxed, so not attributable.
     pub cgroup_base: Option<String>,
+    /// The monitor's latest readings for the exporter (power, clocks,
+    /// graphics processes, per-process utilisation, ...), by GPU.
+    pub readings: Vec<joblet_gpu::nvml::GpuReadings>,
+    /// The last XID NVML reported for each GPU (by UUID) since start.
+    pub last_xid: BTreeMap<String, u64>,
 }
 
 /// Receives every batch of pool updates (the engine: health changes for
@@ -252,6 +259,8 @@ pub fn start(
             simulation: sim,
             jobs: BTreeMap::new(),
             cgroup_base,
+            readings: Vec::new(),
+            last_xid: BTreeMap::new(),
         })),
         store,
         notify,

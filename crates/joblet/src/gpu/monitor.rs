@@ -87,8 +87,10 @@ impl Monitor {
     }
 }
 
-fn sample_loop(shared: &SharedGpus, inv: &dyn GpuInventory, interval: Duration, stop: &AtomicBool) {
+fn sample_loop(shared: &SharedGpus, inv: &NvmlInventory, interval: Duration, stop: &AtomicBool) {
     let mut failing = false;
+    let mut readings = joblet_gpu::nvml::ReadingsSampler::new();
+    let mut history = super::history::HistoryFeed::new();
     while shared.wait_for_sample_time(interval, stop) {
         let t0 = Instant::now();
         match inv.discover() {
@@ -98,6 +100,10 @@ fn sample_loop(shared: &SharedGpus, inv: &dyn GpuInventory, interval: Duration, 
                     failing = false;
                 }
                 apply_sample(shared, report);
+                // The exporter's readings (power, clocks, processes, ...).
+                let sampled = readings.sample(inv);
+                shared.lock().readings = sampled;
+                history.sampled(shared);
             }
             Err(e) => {
                 if !failing {
@@ -226,6 +232,9 @@ pub fn apply_event(shared: &SharedGpus, ev: &GpuEvent) -> Vec<GpuUpdate> {
     };
     let mut updates = Vec::new();
     for uuid in targets {
+        if let GpuEventKind::Xid(x) = &ev.kind {
+            node.last_xid.insert(uuid.clone(), *x);
+        }
         updates.extend(node.pool.observe(&uuid, observed.clone(), now));
     }
     shared.commit(&node, &updates, now);

@@ -124,6 +124,8 @@ mod tests {
             simulation: None,
             jobs: Default::default(),
             cgroup_base: None,
+            readings: Vec::new(),
+            last_xid: Default::default(),
         }
     }
 

@@ -10,6 +10,7 @@ mod jobs;
 mod nodes;
 mod runtimes;
 pub mod status;
+mod tokens;
 mod volumes;
 mod workflows;
 
@@ -19,6 +20,7 @@ pub use gpus::GpuApi;
 pub use jobs::JobApi;
 pub use nodes::NodeApi;
 pub use runtimes::RuntimeApi;
+pub use tokens::TokenApi;
 pub use volumes::VolumeApi;
 pub use workflows::WorkflowApi;
 

@@ -23,7 +23,7 @@ pub fn code(e: &ApiError) -> Code {
         ApiError::AlreadyExists(_) => Code::AlreadyExists,
         ApiError::InUse(_) | ApiError::NodeCannot(_) => Code::FailedPrecondition,
         ApiError::PermissionDenied { .. } => Code::PermissionDenied,
-        ApiError::BadIdentity(_) => Code::Unauthenticated,
+        ApiError::BadIdentity(_) | ApiError::Unauthenticated(_) => Code::Unauthenticated,
         ApiError::Transition { .. } | ApiError::Internal(_) => Code::Internal,
         ApiError::ShuttingDown | ApiError::Cluster(_) => Code::Unavailable,
         ApiError::DiskFull(_) => Code::ResourceExhausted,

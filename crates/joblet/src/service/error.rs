@@ -23,6 +23,10 @@ pub enum ApiError {
     /// A job id or prefix that names no job, or more than one.
     #[error("{0}")]
     JobRef(#[from] PrefixError),
+    /// The request's API token, sign-in code or session is missing, malformed,
+    /// unknown, revoked or expired.
+    #[error("{0}")]
+    Unauthenticated(#[from] super::tokens::CredentialError),
     /// The caller's role does not allow the call.
     #[error("{name} has role {role:?}, which may not {action}; ask an admin for an admin certificate (`joblet cert issue --role admin`)")]
     PermissionDenied {

@@ -6,6 +6,7 @@ mod gpu;
 mod job;
 mod node;
 mod runtime;
+mod token;
 mod volume;
 mod whoami;
 mod workflow;
@@ -15,7 +16,7 @@ mod workflow_logs;
 use joblet_proto::ResolvedNode;
 
 use crate::client::{
-    self, Client, GpuClient, NodeClient, RuntimeClient, VolumeClient, WorkflowClient,
+    self, Client, GpuClient, NodeClient, RuntimeClient, TokenClient, VolumeClient, WorkflowClient,
 };
 use crate::config;
 use crate::error::Error;
@@ -35,6 +36,8 @@ pub struct Ctx {
     pub runtime: RuntimeClient,
     pub volume: VolumeClient,
     pub workflow: WorkflowClient,
+    /// TokenService: REST API tokens and console links.
+    pub tokens: TokenClient,
     pub format: crate::printer::Format,
 }
 
@@ -50,7 +53,8 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         nodes: NodeClient::new(conn.channel.clone()),
         runtime: RuntimeClient::new(conn.channel.clone()),
         volume: VolumeClient::new(conn.channel.clone()),
-        workflow: WorkflowClient::new(conn.channel),
+        workflow: WorkflowClient::new(conn.channel.clone()),
+        tokens: TokenClient::new(conn.channel),
         format: settings.format,
     };
     match settings.action {
@@ -68,6 +72,8 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         Action::Volume(v) => volume::run(ctx, v).await,
         Action::Workflow(w) => workflow::run(ctx, w).await,
         Action::Audit { since, owner } => audit::run(ctx, since, owner).await,
+        Action::Token(t) => token::run(ctx, t).await,
+        Action::Console { role } => token::console(ctx, role).await,
     }
 }
 
