@@ -19,7 +19,11 @@
 #      --gpu-memory quota (killed by the daemon from NVML's per-process
 #      memory) beside one under it (untouched), then `rnx audit --json`;
 #   5. an MPS daemon (gpu.sharing: mps): a job with a memory limit through
-#      the MPS control daemon.
+#      the MPS control daemon;
+#   6. observability on the real NVML: /metrics while an exclusive job holds
+#      memory (dcgm series with its hpc_job) and while two shared jobs do
+#      (each job's own per-process memory), the time of a scrape, and the
+#      REST API with a viewer token (GPUs, refused drain, OpenAPI document).
 # It never changes the GPU's settings (no reset, no MIG, no clocks).
 #
 # Usage: bench/real-gpu.sh OUT_DIR [--no-mps]   (as root)
@@ -121,6 +125,14 @@ start_daemon() { # NAME SHARING
   fi
   export RNX_CONFIG="$dir/state/rnx-config.yml"
 }
+# `listener NAME KEY`: the address a running daemon bound (server.json).
+listener() { sed -n 's/.*"'"$2"'": *"\([^"]*\)".*/\1/p' "$SCRATCH/$1/state/server.json"; }
+# `scrape NAME`: the lines of interest of one /metrics scrape.
+scrape() {
+  curl -fsS "http://$(listener "$1" metrics)/metrics" | grep -E '^(DCGM_FI_DEV_(FB_USED|FB_FREE|FB_RESERVED|GPU_UTIL|MEM_COPY_UTIL|GPU_TEMP|MEMORY_TEMP|POWER_USAGE|TOTAL_ENERGY_CONSUMPTION|SM_CLOCK|MEM_CLOCK|PCIE_REPLAY_COUNTER|XID_ERRORS|CORRECTABLE_REMAPPED_ROWS|UNCORRECTABLE_REMAPPED_ROWS|ROW_REMAP_FAILURE)|joblet_job_gpu_|joblet_gpu_state|joblet_jobs)'
+}
+export -f listener scrape
+export SCRATCH
 mkdir -p "$SCRATCH/bin"
 ln -s "$BIN/rnx" "$SCRATCH/bin/rnx"
 export PATH="$SCRATCH/bin:$PATH"
@@ -182,7 +194,9 @@ if start_daemon exclusive exclusive; then
     sh_step "PyTorch in a CPU job" "rnx job run -f -- $PYTHON -c '$TORCH_MM'"
   fi
   if [ -n "$PYTHON" ]; then
-    ID=$(rnx job run --gpu=1 -- "$PYTHON" -c 'import torch, time; x = torch.empty(3 * 2**30, dtype=torch.uint8, device="cuda"); torch.cuda.synchronize(); time.sleep(4)')
+    ID=$(rnx job run --gpu=1 -- "$PYTHON" -c 'import torch, time; x = torch.empty(3 * 2**30, dtype=torch.uint8, device="cuda"); torch.cuda.synchronize(); time.sleep(6)')
+    sleep 4
+    sh_step "/metrics while job $ID holds 3 GiB (exclusive): its GPU's series carry hpc_job" scrape exclusive
     for _ in $(seq 1 120); do rnx job status "$ID" 2>/dev/null | grep -qE 'COMPLETED|FAILED' && break; sleep 0.5; done
     step "exclusive job holding 3 GiB for 4 s: its peak GPU memory" rnx job status "$ID"
   fi
@@ -204,6 +218,14 @@ if start_daemon exclusive exclusive; then
     for k in gpu cpu; do grep "^$k " /tmp/rg-times | cut -d" " -f2 | sort -n | awk -v k=$k "{a[NR]=\$1} END {print k\": n=\"NR\" median \"a[int(NR/2)+1]/1000\" ms, p90 \"a[int(NR*0.9)]/1000\" ms, min \"a[1]/1000\" ms\"}"; done'
   step "rnx gpu status after the jobs (released, clean)" rnx gpu status
   sh_step "rnx audit" "rnx audit | head -12"
+  # ---- 6. the REST API on the real node: a viewer token.
+  REST="$(listener exclusive rest)"
+  CA="$SCRATCH/exclusive/state/pki/ca.crt"
+  TOKEN=$(rnx --json token create --name realgpu-viewer --role viewer | sed -n 's/.*"secret": *"\([^"]*\)".*/\1/p')
+  sh_step "REST: GET /api/v1/gpus with a viewer token" "curl -sS --cacert $CA -H 'Authorization: Bearer $TOKEN' https://$REST/api/v1/gpus | head -c 1500; echo"
+  sh_step "REST: a viewer's drain is refused (403)" "curl -sS -o /dev/stdout -w ' [HTTP %{http_code}]' --cacert $CA -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' -d '{\"action\":\"drain\"}' https://$REST/api/v1/gpus/0/state; echo"
+  sh_step "REST: the OpenAPI document (paths)" "curl -sS --cacert $CA https://$REST/api/v1/openapi.json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[\"openapi\"], len(d[\"paths\"]), \"paths\")'"
+  sh_step "/metrics: the time of one scrape, 20 scrapes (ms)" 'for i in $(seq 1 20); do curl -s -o /dev/null -w "%{time_total}\n" "http://'"$(listener exclusive metrics)"'/metrics"; done | sort -n | awk "{a[NR]=\$1*1000} END {print \"median\", a[int(NR/2)+1], \"ms, max\", a[NR], \"ms\"}"'
   stop_daemon
 fi
 
@@ -221,6 +243,7 @@ print("done")'
   echo "over: $OVER under: $UNDER" >&2
   sleep 8
   step "both jobs on the one GPU, seen by the daemon" rnx gpu status
+  sh_step "/metrics meanwhile: each job's own GPU memory (joblet_job_gpu_memory_bytes), FB_USED per job" scrape shared
   sh_step "nvidia-smi on the host meanwhile" 'nvidia-smi --query-compute-apps=pid,used_memory --format=csv'
   for _ in $(seq 1 60); do
     rnx job status "$UNDER" 2>/dev/null | grep -qE 'COMPLETED|FAILED|STOPPED' && break
