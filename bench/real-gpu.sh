@@ -223,7 +223,7 @@ if start_daemon exclusive exclusive; then
   CA="$SCRATCH/exclusive/state/pki/ca.crt"
   TOKEN=$(rnx --json token create --name realgpu-viewer --role viewer | sed -n 's/.*"secret": *"\([^"]*\)".*/\1/p')
   sh_step "REST: GET /api/v1/gpus with a viewer token" "curl -sS --cacert $CA -H 'Authorization: Bearer $TOKEN' https://$REST/api/v1/gpus | head -c 1500; echo"
-  sh_step "REST: a viewer's drain is refused (403)" "curl -sS -o /dev/stdout -w ' [HTTP %{http_code}]' --cacert $CA -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' -d '{\"action\":\"drain\"}' https://$REST/api/v1/gpus/0/state; echo"
+  sh_step "REST: a viewer's drain is refused (403)" "curl -sS -w ' [HTTP %{http_code}]' --cacert $CA -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' -d '{\"action\":\"drain\"}' https://$REST/api/v1/gpus/0/state; echo"
   sh_step "REST: the OpenAPI document (paths)" "curl -sS --cacert $CA https://$REST/api/v1/openapi.json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[\"openapi\"], len(d[\"paths\"]), \"paths\")'"
   sh_step "/metrics: the time of one scrape, 20 scrapes (ms)" 'for i in $(seq 1 20); do curl -s -o /dev/null -w "%{time_total}\n" "http://'"$(listener exclusive metrics)"'/metrics"; done | sort -n | awk "{a[NR]=\$1*1000} END {print \"median\", a[int(NR/2)+1], \"ms, max\", a[NR], \"ms\"}"'
   stop_daemon
