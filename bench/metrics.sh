@@ -6,7 +6,11 @@
 #     second (the difference is the exporter: readings + scrapes);
 #  2. the wall time of one scrape (curl's time_total, median of BENCH_RUNS)
 #     of that node with 100 running jobs (shared GPUs, each job's process
-#     listed with memory on its GPU through the fake NVML's state file).
+#     listed with memory on its GPU through the fake NVML's state file);
+#     each scrape collects and encodes anew (GPU readings from the
+#     monitor's latest sample, the jobs' cgroup counters from the sampler
+#     that reads them at the same 1 s period). The first scrape after the
+#     jobs started reads their cgroups itself and is reported on its own.
 # No dcgm-exporter runs here (it needs DCGM and a real GPU): no peer.
 # Run as root on an otherwise idle machine:  bench/metrics.sh
 set -euo pipefail
@@ -123,12 +127,15 @@ state+="}}"
 echo "$state" >"$WORK/nvml-state.tmp" && mv "$WORK/nvml-state.tmp" "$WORK/nvml-state.json"
 sleep 3   # a few monitor samples attribute the pids
 addr=$(metrics_addr)
-series=$(curl -s "http://$addr/metrics" | grep -c '^joblet_job_gpu_memory_bytes{' || true)
+first=$(curl -s -o "$WORK/first.txt" -w '%{time_total}' "http://$addr/metrics" | awk '{printf "%.2f", $1*1000}')
+series=$(grep -c '^joblet_job_gpu_memory_bytes{' "$WORK/first.txt" || true)
+sleep 1.5   # steady state: the sampler reads the jobs the first scrape showed
 ms=$(for _ in $(seq "$RUNS"); do curl -s -o /dev/null -w '%{time_total}\n' "http://$addr/metrics"; done | awk '{print $1*1000}' | median)
 bytes=$(curl -s "http://$addr/metrics" | wc -c)
 echo
 echo "| scrape of 8 simulated GPUs with $JOBS running jobs ($series jobs with per-process GPU memory), $bytes bytes | median ms (curl time_total, $RUNS scrapes) |"
 echo "|---|---|"
 echo "| \`GET /metrics\` | $ms |"
+echo "| the first scrape after the jobs started (reads their cgroups itself) | $first (one scrape) |"
 for id in "${ids[@]}"; do "${RNX[@]}" job kill "$id" >/dev/null 2>&1 || true; done
 stop_daemon

@@ -1,6 +1,7 @@
 //! A scrape's IO: reads the store (live jobs, the GPU audit log), the GPU
 //! node the monitor keeps (inventory, readings, pool, running GPU jobs)
-//! and the jobs' cgroups into a [`Snapshot`].
+//! and the running jobs' cgroup counters (kept in memory at the monitor's
+//! period, [`super::usage_cache`]) into a [`Snapshot`].
 //!
 //! A process is charged to the job the monitor's quota attribution already
 //! found for its pid (`crate::gpu::quota`, the pids each job was seen
@@ -12,12 +13,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use joblet_core::{JobState, UnixMillis};
-use joblet_sandbox::cgroup::{JobCgroup, Layout};
+use joblet_sandbox::cgroup::Layout;
 use joblet_store::Store;
 
+use super::attribute;
 use super::audit::AuditTotals;
-use super::snapshot::{GpuSample, JobSample, JobUsage, Snapshot};
-use super::{attribute, cgroup_io};
+use super::snapshot::{GpuSample, JobSample, Snapshot};
+use super::usage_cache::UsageCache;
 use crate::gpu::SharedGpus;
 
 /// Where the node's jobs' cgroups are.
@@ -31,7 +33,8 @@ pub struct JobCgroups {
 pub struct Collector {
     pub store: Arc<Store>,
     pub gpus: Option<SharedGpus>,
-    pub cgroups: Option<JobCgroups>,
+    /// The running jobs' cgroup counters, when jobs run in cgroups.
+    pub usage: Option<Arc<UsageCache>>,
     pub hostname: String,
     pub policy: String,
     /// The host's procfs (for pids the monitor has not attributed yet).
@@ -43,7 +46,7 @@ impl std::fmt::Debug for Collector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Collector")
             .field("gpus", &self.gpus.is_some())
-            .field("cgroups", &self.cgroups)
+            .field("usage", &self.usage)
             .field("hostname", &self.hostname)
             .finish_non_exhaustive()
     }
@@ -53,14 +56,14 @@ impl Collector {
     pub fn new(
         store: Arc<Store>,
         gpus: Option<SharedGpus>,
-        cgroups: Option<JobCgroups>,
+        usage: Option<Arc<UsageCache>>,
         hostname: String,
         policy: String,
     ) -> Collector {
         Collector {
             store,
             gpus,
-            cgroups,
+            usage,
             hostname,
             policy,
             proc_root: PathBuf::from("/proc"),
@@ -75,7 +78,6 @@ impl Collector {
             policy: self.policy.clone(),
             ..Snapshot::default()
         };
-        let t0 = std::time::Instant::now();
         let records = self.store.unfinished().unwrap_or_else(|e| {
             tracing::warn!(error = %e, "metrics: cannot read the live jobs");
             Vec::new()
@@ -89,12 +91,9 @@ impl Collector {
                 ..JobSample::default()
             })
             .collect();
-        let t1 = std::time::Instant::now();
         let mut gpu_use = BTreeMap::new();
-        let mut t2 = t1;
         if let Some(shared) = &self.gpus {
             let (gpus, seen, base, driver) = gpu_samples(shared);
-            t2 = std::time::Instant::now();
             snap.driver_version = driver;
             gpu_use = attribute::by_job(&gpus, |pid| {
                 seen.get(&pid).cloned().or_else(|| {
@@ -104,32 +103,24 @@ impl Collector {
             });
             snap.gpus = gpus;
         }
-        let t3 = std::time::Instant::now();
+        let mut usage = match &self.usage {
+            Some(cache) => {
+                let running: Vec<&str> = snap
+                    .jobs
+                    .iter()
+                    .filter(|j| j.state == JobState::Running.as_str())
+                    .map(|j| j.id.as_str())
+                    .collect();
+                cache.usage(&running)
+            }
+            None => BTreeMap::new(),
+        };
         for job in &mut snap.jobs {
             job.gpus = gpu_use.remove(&job.id).unwrap_or_default();
-            if job.state == JobState::Running.as_str() {
-                job.usage = self.usage(&job.id);
-            }
+            job.usage = usage.remove(&job.id);
         }
-        let t4 = std::time::Instant::now();
         snap.gpu_seconds_by_owner = self.gpu_seconds(now);
-        let t5 = std::time::Instant::now();
-        crate::metrics::tlog(&format!("store {:?} gpus {:?} attr {:?} usage {:?} audit {:?}", t1-t0, t2-t1, t3-t2, t4-t3, t5-t4));
         snap
-    }
-
-    /// The job's cgroup counters, when jobs run in cgroups.
-    fn usage(&self, id: &str) -> Option<JobUsage> {
-        let cg = self.cgroups.as_ref()?;
-        let job = JobCgroup::open(&cg.layout, &cg.base, id).ok()?;
-        let stats = job.stats().ok()?;
-        let io = cgroup_io::read(job.dirs());
-        Some(JobUsage {
-            cpu_seconds: stats.cpu_usage_usec.map(|us| us as f64 / 1e6),
-            memory_bytes: stats.memory_current_bytes,
-            io_read_bytes: io.map(|(r, _)| r),
-            io_write_bytes: io.map(|(_, w)| w),
-        })
     }
 
     fn gpu_seconds(&self, now: UnixMillis) -> BTreeMap<String, f64> {

@@ -17,13 +17,17 @@
 //! filled with 0. A GPU NVML calls lost has no series. On a MIG GPU the
 //! framebuffer fields are per slice (with the MIG labels), the others per
 //! GPU.
+//!
+//! A scrape builds each GPU's (and slice's) labels once ([`Table`]) and
+//! every field's rows share them; the library encodes them through a
+//! [`Collector`], without a per-series label copy or hash map.
 
-use std::fmt::Write as _;
-use std::sync::atomic::AtomicU64;
+use std::borrow::Cow;
+use std::sync::Arc;
 
-use prometheus_client::encoding::prometheus_text;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{prometheus_text, DescriptorEncoder, MetricEncoder};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::snapshot::{GpuSample, Snapshot};
@@ -194,7 +198,7 @@ pub const FIELDS: &[Field] = &[
     },
 ];
 
-type Labels = Vec<(String, String)>;
+type Label = (&'static str, String);
 
 /// NVML's bus id form (`00000000:07:00.0`) from the inventory's
 /// normalised one (`0000:07:00.0`).
@@ -205,92 +209,173 @@ pub fn nvml_bus_id(bus: &str) -> String {
     }
 }
 
-/// The label sets of one GPU (or MIG slice) row: one per job holding it,
-/// or one without job labels when none does.
-fn label_sets(
-    snap: &Snapshot,
-    gpu: &GpuSample,
-    slice: Option<(&str, u32)>,
-    jobs: &[String],
-) -> Vec<Labels> {
-    let mut base: Labels = vec![
-        ("gpu".into(), gpu.info.index.to_string()),
-        ("UUID".into(), gpu.info.uuid.clone()),
-        ("pci_bus_id".into(), nvml_bus_id(&gpu.info.pci_bus_id)),
-        ("device".into(), format!("nvidia{}", gpu.info.index)),
-        ("modelName".into(), gpu.info.name.clone()),
-    ];
-    if let Some((profile, id)) = slice {
-        base.push(("GPU_I_PROFILE".into(), profile.to_owned()));
-        base.push(("GPU_I_ID".into(), id.to_string()));
-    }
-    if !snap.hostname.is_empty() {
-        base.push(("Hostname".into(), snap.hostname.clone()));
-    }
-    base.push(("DCGM_FI_DRIVER_VERSION".into(), snap.driver_version.clone()));
-    if jobs.is_empty() {
-        return vec![base];
-    }
-    let owner_of = |id: &str| {
-        snap.jobs
-            .iter()
-            .find(|j| j.id == id)
-            .map(|j| j.owner.clone())
-            .unwrap_or_default()
-    };
-    jobs.iter()
-        .map(|job| {
-            let mut l = base.clone();
-            l.push(("hpc_job".into(), job.clone()));
-            l.push(("owner".into(), owner_of(job)));
-            l
-        })
-        .collect()
+/// The series rows of one GPU or MIG slice: its labels, built once per
+/// scrape, and one label pair per job holding it.
+#[derive(Debug)]
+struct Row<'a> {
+    /// What the fields read: the GPU, or a slice read as its own GPU.
+    sample: Cow<'a, GpuSample>,
+    labels: Vec<Label>,
+    /// `hpc_job` and `owner` of each job holding it (none: one series
+    /// without job labels).
+    jobs: Vec<[Label; 2]>,
 }
 
-/// Every (labels, value) row of `field`.
-pub fn rows(snap: &Snapshot, field: &Field) -> Vec<(Labels, Value)> {
-    let mut out = Vec::new();
-    for gpu in snap.gpus.iter().filter(|g| !g.info.lost) {
-        let slices = gpu
-            .info
-            .mig
-            .as_ref()
-            .filter(|m| m.enabled && !m.gpu_instances.is_empty());
-        match slices {
-            Some(mig) if field.per_slice => {
-                for gi in &mig.gpu_instances {
-                    // A slice read as its own GPU: its memory, its jobs.
-                    let mut as_gpu = gpu.clone();
-                    as_gpu.info.memory_total_bytes = gi.memory_total_bytes;
-                    as_gpu.info.memory_used_bytes = gi.memory_used_bytes;
-                    as_gpu.readings = None;
-                    let Some(v) = (field.read)(&as_gpu) else {
-                        continue;
-                    };
-                    let jobs = gi
-                        .uuid
-                        .as_ref()
-                        .and_then(|u| gpu.mig_jobs.get(u))
-                        .cloned()
-                        .unwrap_or_default();
-                    let slice = Some((gi.profile.as_str(), gi.gpu_instance_id));
-                    for l in label_sets(snap, gpu, slice, &jobs) {
-                        out.push((l, v));
-                    }
-                }
-            }
-            _ => {
-                let Some(v) = (field.read)(gpu) else {
-                    continue;
-                };
-                for l in label_sets(snap, gpu, None, &gpu.jobs) {
-                    out.push((l, v));
-                }
-            }
+impl Row<'_> {
+    fn into_owned(self) -> Row<'static> {
+        Row {
+            sample: Cow::Owned(self.sample.into_owned()),
+            labels: self.labels,
+            jobs: self.jobs,
         }
     }
-    out
+}
+
+/// Every field's values of one scrape, by row.
+#[derive(Debug)]
+pub struct Table {
+    rows: Vec<Row<'static>>,
+    /// Per field (in [`FIELDS`] order): `(row, value)`.
+    values: Vec<Vec<(usize, Value)>>,
+}
+
+impl Table {
+    /// The rows and values of `snap`.
+    pub fn new(snap: &Snapshot) -> Table {
+        let owners: std::collections::BTreeMap<&str, &str> = snap
+            .jobs
+            .iter()
+            .map(|j| (j.id.as_str(), j.owner.as_str()))
+            .collect();
+        let job_labels = |jobs: &[String]| -> Vec<[Label; 2]> {
+            jobs.iter()
+                .map(|job| {
+                    let owner = owners.get(job.as_str()).copied().unwrap_or_default();
+                    [("hpc_job", job.clone()), ("owner", owner.to_owned())]
+                })
+                .collect()
+        };
+        let mut rows: Vec<Row<'_>> = Vec::new();
+        // Per field kind, the rows of each GPU: (whole GPU, its slices).
+        let mut per_gpu: Vec<(usize, Vec<usize>)> = Vec::new();
+        for gpu in snap.gpus.iter().filter(|g| !g.info.lost) {
+            let whole = rows.len();
+            rows.push(Row {
+                sample: Cow::Borrowed(gpu),
+                labels: labels(snap, gpu, None),
+                jobs: job_labels(&gpu.jobs),
+            });
+            let mut slices = Vec::new();
+            let mig = gpu
+                .info
+                .mig
+                .as_ref()
+                .filter(|m| m.enabled && !m.gpu_instances.is_empty());
+            for gi in mig.iter().flat_map(|m| &m.gpu_instances) {
+                // A slice read as its own GPU: its memory, its jobs.
+                let mut as_gpu = gpu.clone();
+                as_gpu.info.memory_total_bytes = gi.memory_total_bytes;
+                as_gpu.info.memory_used_bytes = gi.memory_used_bytes;
+                as_gpu.readings = None;
+                let jobs = gi
+                    .uuid
+                    .as_ref()
+                    .and_then(|u| gpu.mig_jobs.get(u))
+                    .map(|j| job_labels(j))
+                    .unwrap_or_default();
+                slices.push(rows.len());
+                rows.push(Row {
+                    sample: Cow::Owned(as_gpu),
+                    labels: labels(snap, gpu, Some((&gi.profile, gi.gpu_instance_id))),
+                    jobs,
+                });
+            }
+            per_gpu.push((whole, slices));
+        }
+        let values = FIELDS
+            .iter()
+            .map(|field| {
+                let mut vals = Vec::new();
+                for (whole, slices) in &per_gpu {
+                    let targets = if field.per_slice && !slices.is_empty() {
+                        slices.as_slice()
+                    } else {
+                        std::slice::from_ref(whole)
+                    };
+                    for &row in targets {
+                        if let Some(v) = (field.read)(&rows[row].sample) {
+                            vals.push((row, v));
+                        }
+                    }
+                }
+                vals
+            })
+            .collect();
+        Table {
+            rows: rows.into_iter().map(Row::into_owned).collect(),
+            values,
+        }
+    }
+}
+
+/// The labels of a GPU (or one of its MIG slices), in dcgm-exporter's
+/// order, without the job labels.
+fn labels(snap: &Snapshot, gpu: &GpuSample, slice: Option<(&str, u32)>) -> Vec<Label> {
+    let mut l: Vec<Label> = vec![
+        ("gpu", gpu.info.index.to_string()),
+        ("UUID", gpu.info.uuid.clone()),
+        ("pci_bus_id", nvml_bus_id(&gpu.info.pci_bus_id)),
+        ("device", format!("nvidia{}", gpu.info.index)),
+        ("modelName", gpu.info.name.clone()),
+    ];
+    if let Some((profile, id)) = slice {
+        l.push(("GPU_I_PROFILE", profile.to_owned()));
+        l.push(("GPU_I_ID", id.to_string()));
+    }
+    if !snap.hostname.is_empty() {
+        l.push(("Hostname", snap.hostname.clone()));
+    }
+    l.push(("DCGM_FI_DRIVER_VERSION", snap.driver_version.clone()));
+    l
+}
+
+/// One field of a [`Table`], encoded by the library.
+#[derive(Debug)]
+struct FieldCollector {
+    table: Arc<Table>,
+    field: usize,
+}
+
+impl Collector for FieldCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let field = &FIELDS[self.field];
+        let values = &self.table.values[self.field];
+        // The library's registry ends every help text with a full stop.
+        let help = format!("{}.", field.help.strip_suffix('.').unwrap_or(field.help));
+        // A field with one float reading is all floats (as a float gauge).
+        let floats = values.iter().any(|(_, v)| matches!(v, Value::Float(_)));
+        let mut metric = encoder.encode_descriptor(field.name, &help, None, MetricType::Gauge)?;
+        for &(row, v) in values {
+            let r = &self.table.rows[row];
+            let base = r.labels.as_slice();
+            if r.jobs.is_empty() {
+                gauge(metric.encode_family(&base)?, v, floats)?;
+            }
+            for job in &r.jobs {
+                let set = (base, job.as_slice());
+                gauge(metric.encode_family(&set)?, v, floats)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn gauge(mut m: MetricEncoder<'_>, v: Value, floats: bool) -> std::fmt::Result {
+    match v {
+        Value::Float(f) => m.encode_gauge(&f),
+        Value::Int(i) if floats => m.encode_gauge(&(i as f64)),
+        Value::Int(i) => m.encode_gauge(&i),
+    }
 }
 
 /// Appends the dcgm-compatible series of `snap` to `out` (Prometheus text
@@ -300,46 +385,34 @@ pub fn rows(snap: &Snapshot, field: &Field) -> Vec<(Labels, Value)> {
 /// requires it), but dcgm-exporter names its counters without it
 /// (`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`), and queries written for it
 /// use those names. So a counter field is encoded by the library as a
-/// gauge family (names, labels, escaping and values all the library's),
-/// and only the word in its one `# TYPE` line is changed to `counter`, the
-/// type dcgm-exporter declares. Every other line is the library's.
+/// gauge (names, labels, escaping and values all the library's), and only
+/// the word in its one `# TYPE` line is changed to `counter`, the type
+/// dcgm-exporter declares. Every other line is the library's.
 pub fn encode(snap: &Snapshot, out: &mut String) -> std::fmt::Result {
-    for field in FIELDS {
-        let rows = rows(snap, field);
-        if rows.is_empty() {
+    let table = Arc::new(Table::new(snap));
+    let mut text = String::with_capacity(64 * 1024);
+    for (i, field) in FIELDS.iter().enumerate() {
+        if table.values[i].is_empty() {
             continue;
         }
         let mut registry = Registry::default();
-        // The library ends every help text with a full stop itself.
-        let help = field.help.strip_suffix('.').unwrap_or(field.help);
-        let floats = rows.iter().any(|(_, v)| matches!(v, Value::Float(_)));
-        if floats {
-            let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-            for (l, v) in &rows {
-                family.get_or_create(l).set(match *v {
-                    Value::Float(f) => f,
-                    Value::Int(i) => i as f64,
-                });
-            }
-            registry.register(field.name, help, family);
-        } else {
-            let family = Family::<Labels, Gauge>::default();
-            for (l, v) in &rows {
-                if let Value::Int(i) = *v {
-                    family.get_or_create(l).set(i);
-                }
-            }
-            registry.register(field.name, help, family);
-        }
-        let mut text = String::new();
+        registry.register_collector(Box::new(FieldCollector {
+            table: table.clone(),
+            field: i,
+        }));
+        text.clear();
         prometheus_text::encode(&mut text, &registry)?;
-        if field.kind == Kind::Counter {
-            let gauge = format!("# TYPE {} gauge\n", field.name);
-            let counter = format!("# TYPE {} counter\n", field.name);
-            debug_assert!(text.contains(&gauge), "{text}");
-            text = text.replacen(&gauge, &counter, 1);
+        let gauge = format!("# TYPE {} gauge\n", field.name);
+        match (field.kind, text.find(&gauge)) {
+            (Kind::Counter, Some(at)) => {
+                out.push_str(&text[..at]);
+                out.push_str("# TYPE ");
+                out.push_str(field.name);
+                out.push_str(" counter\n");
+                out.push_str(&text[at + gauge.len()..]);
+            }
+            _ => out.push_str(&text),
         }
-        out.write_str(&text)?;
     }
     Ok(())
 }

@@ -2,8 +2,10 @@
 //!
 //! - [`snapshot`]: what one scrape shows, as plain data;
 //! - [`collect`]: the IO that fills it (store, the GPU node the monitor
-//!   keeps, the jobs' cgroups; [`cgroup_io`], [`audit`] and the per-process
-//!   attribution in [`attribute`] are its pure helpers);
+//!   keeps, the jobs' cgroup counters [`usage_cache`] samples at the
+//!   monitor's period from the files [`cgroup_usage`] found; [`cgroup_io`],
+//!   [`audit`] and the per-process attribution in [`attribute`] are its
+//!   pure helpers);
 //! - [`dcgm`]: dcgm-exporter's `DCGM_FI_*` series, names, types, units and
 //!   labels kept, plus `hpc_job`/`owner` from joblet's own allocations;
 //! - [`joblet`]: joblet's own `joblet_*` series, clean under `promtool
@@ -14,17 +16,21 @@
 //! Encoding goes through the official Prometheus client
 //! (`prometheus-client`, text format 0.0.4); no line is hand-formatted.
 //! Collection happens at scrape time, from readings the GPU monitor already
-//! took every `gpu.health_interval`: a scrape adds no NVML call.
+//! took every `gpu.health_interval` (a scrape adds no NVML call) and the
+//! jobs' cgroup counters read at that same period (a scrape opens no
+//! cgroup file of a job the sampler already knows).
 
 pub mod attribute;
 pub mod audit;
 pub mod cgroup_io;
+pub mod cgroup_usage;
 pub mod collect;
 pub mod dcgm;
 pub mod engine;
 pub mod joblet;
 pub mod server;
 pub mod snapshot;
+pub mod usage_cache;
 
 #[cfg(test)]
 mod tests;
@@ -42,6 +48,7 @@ pub use collect::{Collector, JobCgroups};
 pub use engine::{engine, EngineMetrics};
 pub use server::{bind, MetricsError, MetricsListener};
 pub use snapshot::Snapshot;
+pub use usage_cache::UsageCache;
 
 /// Collects and encodes a scrape.
 #[derive(Debug)]
@@ -70,38 +77,34 @@ impl Exporter {
 /// The exposition of `snap`: dcgm-compatible series, then joblet's own.
 pub fn render(snap: &Snapshot, engine: &EngineMetrics) -> Result<String, std::fmt::Error> {
     let mut out = String::with_capacity(64 * 1024);
-    let t0 = std::time::Instant::now();
     dcgm::encode(snap, &mut out)?;
-    let t1 = std::time::Instant::now();
     joblet::encode(snap, engine, &mut out)?;
-    let t2 = std::time::Instant::now();
-    tlog(&format!("dcgm {:?} joblet {:?} bytes {}", t1 - t0, t2 - t1, out.len()));
     Ok(out)
-}
-
-/// TEMP timing.
-pub fn tlog(s: &str) {
-    use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open("/tmp/metrics-timing.log") {
-        let _ = writeln!(f, "{s}");
-    }
 }
 
 /// Starts serving `/metrics` on `listener` for this node (its store, its
 /// GPUs when it has them, its jobs' cgroups when jobs are sandboxed);
-/// returns the address for `server.json`.
+/// returns the address for `server.json`. The jobs' cgroup counters are
+/// sampled at the GPU monitor's period (`gpu.health_interval`).
 pub fn start(
     listener: MetricsListener,
     cfg: &Config,
     store: Arc<Store>,
     gpus: Option<SharedGpus>,
 ) -> String {
-    let cgroups = if cfg.sandbox.enabled {
+    let usage = if cfg.sandbox.enabled {
         match Layout::detect(Path::new("/proc/self/mountinfo")) {
-            Ok(layout) => Some(JobCgroups {
-                layout,
-                base: cfg.sandbox.cgroup_base.clone(),
-            }),
+            Ok(layout) => {
+                let cgroups = JobCgroups {
+                    layout,
+                    base: cfg.sandbox.cgroup_base.clone(),
+                };
+                let cache = Arc::new(UsageCache::new(cgroups, cfg.gpu.health_interval));
+                if let Some(Err(e)) = usage_cache::spawn_sampler(&cache) {
+                    tracing::warn!(error = %e, "metrics: no sampler thread, each scrape reads the jobs' cgroups");
+                }
+                Some(cache)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "metrics: no cgroup layout, jobs' CPU, memory and IO are not shown");
                 None
@@ -115,7 +118,7 @@ pub fn start(
         .and_then(|h| h.into_string().ok())
         .unwrap_or_default();
     let policy = format!("{:?}", cfg.gpu.policy).to_ascii_lowercase();
-    let exporter = Exporter::new(Collector::new(store, gpus, cgroups, hostname, policy));
+    let exporter = Exporter::new(Collector::new(store, gpus, usage, hostname, policy));
     let address = listener.local_addr();
     tracing::info!(%address, tls = listener.is_tls(), "serving /metrics");
     listener.serve(Arc::new(exporter));
