@@ -10,7 +10,8 @@
 //! - [`error`]: the one error shape and status mapping; [`input`]: bodies
 //!   and query strings, refused as 400s naming the field.
 //! - one module per area: [`jobs`], [`gpus`], [`workflows`], [`storage`]
-//!   (volumes, runtimes), [`nodes`], [`session`] (console sign-in).
+//!   (volumes, runtimes), [`nodes`], [`session`] (console sign-in),
+//!   [`history`] (the GPU and job history the console's charts read).
 //! - [`openapi`]: the OpenAPI document's frame; the paths come from the
 //!   handlers, and the document is served at `/api/v1/openapi.json`.
 //!
