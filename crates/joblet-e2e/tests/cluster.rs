@@ -2,7 +2,8 @@
 //! on simulated 8-GPU A100s, each in a network namespace of its own
 //! (`scripts/dev-cluster.sh`, through `DevCluster`): a job placed on
 //! another node, node loss by kill and by partition, a gang across nodes,
-//! GPU health reaching the leader, and the recovery benchmark. Leader and
+//! GPU health reaching the leader, the leader's counters on its
+//! `/metrics`, and the recovery benchmark. Leader and
 //! etcd faults and the fault loop are in `cluster_faults.rs`. Every test
 //! ends by replaying etcd's whole history through `joblet_cluster::history`:
 //! no GPU was ever held by two jobs at one revision, every job's entry
@@ -76,6 +77,19 @@ fn a_gpu_job_runs_on_another_node_and_its_log_streams_back_through_the_node_aske
     assert_eq!(gpus["node"], "n3", "{gpus}");
     assert_eq!(gpus["gpus"].as_array().map(Vec::len), Some(8));
     check_history(&c, true);
+    // The leader's /metrics counts what it placed; another node led nothing.
+    let lead = leader(&c, "n1").expect("a leader");
+    let counter = |node: &str, name: &str| -> f64 {
+        let text = metrics_of(&c, node);
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} on {node}:\n{text}"))
+    };
+    assert!(counter(&lead, "joblet_cluster_leader_terms_total") >= 1.0);
+    assert!(counter(&lead, "joblet_cluster_plans_total") >= 1.0);
+    assert!(counter(&lead, "joblet_cluster_placements_total") >= 1.0);
+    let other = ["n1", "n2", "n3"].into_iter().find(|n| *n != lead).unwrap();
+    assert_eq!(counter(other, "joblet_cluster_placements_total"), 0.0);
     // Deleted through n1: gone from the cluster and from the node that ran it.
     c.rnx_ok("n1", &["job", "delete", &id]);
     assert!(jobs(&c, "n1").is_empty());

@@ -228,9 +228,15 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             None
         }
     };
+    // Made before the metrics listener starts; the cluster, which joins
+    // later, counts into them.
+    let leader_counters = cfg
+        .cluster
+        .enabled()
+        .then(|| Arc::new(crate::cluster::LeaderCounters::default()));
     let metrics = metrics.map(|listener| {
         let gpus = gpus.as_ref().map(|(shared, _)| shared.clone());
-        crate::metrics::start(listener, &cfg, store.clone(), gpus)
+        crate::metrics::start(listener, &cfg, store.clone(), gpus, leader_counters.clone())
     });
     let client_config = dirs.write_client_config(&bound.to_string(), &pki, local.is_some())?;
     dirs.write_server_json(&state_dir::Listeners {
@@ -281,6 +287,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             sched,
             ca_pem: pki.ca.cert_pem().to_owned(),
             identity: pki.admin.clone(),
+            counters: leader_counters.clone().unwrap_or_default(),
         })
         .await
         .context("joining the cluster (cluster.etcd)")?;

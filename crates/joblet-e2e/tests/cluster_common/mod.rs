@@ -99,6 +99,23 @@ pub fn leader(c: &DevCluster, via: &str) -> Option<String> {
         .and_then(|n| n["name"].as_str().map(str::to_owned))
 }
 
+/// One scrape of `node`'s `/metrics` (its listener is on loopback in the
+/// node's network namespace: fetched with `curl` there).
+pub fn metrics_of(c: &DevCluster, node: &str) -> String {
+    let server: Value = serde_json::from_str(
+        &std::fs::read_to_string(c.state_dir(node).join("server.json")).unwrap(),
+    )
+    .unwrap();
+    let address = server["metrics"].as_str().expect("metrics in server.json");
+    let out = c
+        .in_netns(node, "curl")
+        .args(["-fsS", &format!("http://{address}/metrics")])
+        .output()
+        .expect("curl (scripts/setup.sh installs it)");
+    assert!(out.status.success(), "curl {node}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Numbers of 19 digits (`date +%s%N`) a job printed, in order, from the
 /// output log of run `run` on `node` (read on the host: one clock).
 pub fn stamps(c: &DevCluster, node: &str, run: &str) -> Vec<u128> {

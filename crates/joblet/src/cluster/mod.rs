@@ -74,6 +74,9 @@ pub struct ClusterStart<'a> {
     /// nodes).
     pub ca_pem: String,
     pub identity: joblet_pki::CertPem,
+    /// What the node does as the scheduler leader, counted (`rnx node
+    /// list`, and `/metrics`, which starts before the cluster does).
+    pub counters: Arc<LeaderCounters>,
 }
 
 impl ClusterNode {
@@ -93,7 +96,7 @@ impl ClusterNode {
             s.fence_file,
             s.health,
         );
-        let counters = Arc::new(LeaderCounters::default());
+        let counters = s.counters;
         agent::start(
             pool.clone(),
             keys.clone(),

@@ -6,10 +6,13 @@
 //! A process is charged to the job the monitor's quota attribution already
 //! found for its pid (`crate::gpu::quota`, the pids each job was seen
 //! with); a pid it has not seen yet is looked up the same way
-//! ([`crate::gpu::quota::job_of_pid`]). Nothing here writes anything.
+//! ([`crate::gpu::quota::job_of_pid`]). In cluster mode it also reads the
+//! scheduler-leader counters ([`crate::cluster::LeaderCounters`]). Nothing
+//! here writes anything.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use joblet_core::{JobState, UnixMillis};
@@ -18,8 +21,9 @@ use joblet_store::Store;
 
 use super::attribute;
 use super::audit::AuditTotals;
-use super::snapshot::{GpuSample, JobSample, Snapshot};
+use super::snapshot::{GpuSample, JobSample, LeaderCounts, Snapshot};
 use super::usage_cache::UsageCache;
+use crate::cluster::LeaderCounters;
 use crate::gpu::SharedGpus;
 
 /// Where the node's jobs' cgroups are.
@@ -39,6 +43,8 @@ pub struct Collector {
     pub policy: String,
     /// The host's procfs (for pids the monitor has not attributed yet).
     pub proc_root: PathBuf,
+    /// The scheduler-leader counters, in cluster mode.
+    pub cluster: Option<Arc<LeaderCounters>>,
     audit: Mutex<AuditTotals>,
 }
 
@@ -67,6 +73,7 @@ impl Collector {
             hostname,
             policy,
             proc_root: PathBuf::from("/proc"),
+            cluster: None,
             audit: Mutex::new(AuditTotals::default()),
         }
     }
@@ -120,6 +127,12 @@ impl Collector {
             job.usage = usage.remove(&job.id);
         }
         snap.gpu_seconds_by_owner = self.gpu_seconds(now);
+        snap.cluster = self.cluster.as_deref().map(|c| LeaderCounts {
+            terms: c.terms.load(Ordering::Relaxed),
+            plans: c.plans.load(Ordering::Relaxed),
+            rejected: c.rejected.load(Ordering::Relaxed),
+            placements: c.placements.load(Ordering::Relaxed),
+        });
         snap
     }
 

@@ -10,6 +10,10 @@
 //!   utilisation and number of its own processes there, attributed per
 //!   process (on a shared GPU each job sees only its own);
 //! - `joblet_owner_gpu_seconds_total{owner}` from the GPU audit log;
+//! - in cluster mode, what this node did as the scheduler leader:
+//!   `joblet_cluster_leader_terms_total`, `joblet_cluster_plans_total`,
+//!   `joblet_cluster_plans_rejected_total`,
+//!   `joblet_cluster_placements_total`;
 //! - the engine's counters and histograms ([`super::engine`]).
 
 use std::collections::BTreeMap;
@@ -24,7 +28,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::engine::EngineMetrics;
-use super::snapshot::Snapshot;
+use super::snapshot::{LeaderCounts, Snapshot};
 
 type Labels = Vec<(String, String)>;
 type FloatGauge = Family<Labels, Gauge<f64, AtomicU64>>;
@@ -55,8 +59,41 @@ pub fn registry(snap: &Snapshot, engine: &EngineMetrics) -> Registry {
         "GPU-seconds held by each owner's jobs, from the GPU audit log (a shared GPU counts whole)",
         owners,
     );
+    if let Some(c) = snap.cluster {
+        cluster(c, &mut r);
+    }
     engine.register(&mut r);
     r
+}
+
+/// The scheduler-leader counters (cluster mode).
+fn cluster(c: LeaderCounts, r: &mut Registry) {
+    for (name, help, value) in [
+        (
+            "joblet_cluster_leader_terms",
+            "Terms this node led the cluster's scheduler",
+            c.terms,
+        ),
+        (
+            "joblet_cluster_plans",
+            "Placement plans this node committed to etcd as the scheduler leader (fenced transactions)",
+            c.plans,
+        ),
+        (
+            "joblet_cluster_plans_rejected",
+            "Plans etcd rejected (a compare failed: another writer or a lost term); each is followed by a full re-read",
+            c.rejected,
+        ),
+        (
+            "joblet_cluster_placements",
+            "Jobs this node placed as the scheduler leader",
+            c.placements,
+        ),
+    ] {
+        let counter: Counter = Counter::default();
+        counter.inc_by(value);
+        r.register(name, help, counter);
+    }
 }
 
 /// Appends joblet's own series to `out` (Prometheus text format 0.0.4).

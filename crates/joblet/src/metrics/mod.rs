@@ -91,6 +91,7 @@ pub fn start(
     cfg: &Config,
     store: Arc<Store>,
     gpus: Option<SharedGpus>,
+    cluster: Option<Arc<crate::cluster::LeaderCounters>>,
 ) -> String {
     let usage = if cfg.sandbox.enabled {
         match Layout::detect(Path::new("/proc/self/mountinfo")) {
@@ -118,7 +119,9 @@ pub fn start(
         .and_then(|h| h.into_string().ok())
         .unwrap_or_default();
     let policy = format!("{:?}", cfg.gpu.policy).to_ascii_lowercase();
-    let exporter = Exporter::new(Collector::new(store, gpus, usage, hostname, policy));
+    let mut collector = Collector::new(store, gpus, usage, hostname, policy);
+    collector.cluster = cluster;
+    let exporter = Exporter::new(collector);
     let address = listener.local_addr();
     tracing::info!(%address, tls = listener.is_tls(), "serving /metrics");
     listener.serve(Arc::new(exporter));

@@ -25,6 +25,23 @@ pub struct Snapshot {
     /// GPU-seconds held per owner since the audit log began (closed
     /// records plus the running part of open ones).
     pub gpu_seconds_by_owner: BTreeMap<String, f64>,
+    /// This node's scheduler-leader counters, in cluster mode.
+    pub cluster: Option<LeaderCounts>,
+}
+
+/// What this node did as the cluster's scheduler leader since it started
+/// (all zero on a node that never led).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaderCounts {
+    /// Terms it led.
+    pub terms: u64,
+    /// Plans (fenced etcd transactions) it committed.
+    pub plans: u64,
+    /// Plans etcd rejected (a compare failed: another writer or a lost
+    /// term), each followed by a re-read.
+    pub rejected: u64,
+    /// Placements its committed plans made.
+    pub placements: u64,
 }
 
 /// One physical GPU at the last monitor sample.

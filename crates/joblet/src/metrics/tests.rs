@@ -7,7 +7,7 @@ use joblet_gpu::nvml::{GpuReadings, ProcessUtilization};
 use joblet_gpu::{GpuInfo, GpuProcess, MigGpuInstance, MigInfo, Thermal};
 
 use super::engine::{reason_class, EngineMetrics};
-use super::snapshot::{GpuSample, JobGpuUse, JobSample, JobUsage, Snapshot};
+use super::snapshot::{GpuSample, JobGpuUse, JobSample, JobUsage, LeaderCounts, Snapshot};
 use super::{attribute, dcgm, render};
 
 const MIB: u64 = 1024 * 1024;
@@ -76,6 +76,7 @@ fn node() -> Snapshot {
         gpus: vec![g0, g1],
         jobs: vec![job("j1", "alice", "RUNNING"), job("j2", "bob", "QUEUED")],
         gpu_seconds_by_owner: BTreeMap::from([("alice".into(), 90.5)]),
+        cluster: None,
     }
 }
 
@@ -413,6 +414,35 @@ fn joblet_series_count_jobs_queue_gpu_states_usage_and_gpu_seconds() {
             line.ends_with(" counter"),
             name.ends_with("_total"),
             "{line}"
+        );
+    }
+}
+
+#[test]
+fn a_cluster_node_exports_what_it_did_as_the_scheduler_leader() {
+    let engine = EngineMetrics::default();
+    let single = render(&node(), &engine).unwrap();
+    assert!(!single.contains("joblet_cluster_"), "{single}");
+    let mut snap = node();
+    snap.cluster = Some(LeaderCounts {
+        terms: 2,
+        plans: 40,
+        rejected: 3,
+        placements: 97,
+    });
+    let text = render(&snap, &engine).unwrap();
+    for (name, want) in [
+        ("joblet_cluster_leader_terms_total", 2.0),
+        ("joblet_cluster_plans_total", 40.0),
+        ("joblet_cluster_plans_rejected_total", 3.0),
+        ("joblet_cluster_placements_total", 97.0),
+    ] {
+        let lines = samples(&text, name);
+        assert_eq!(lines.len(), 1, "{name}: {lines:?}\n{text}");
+        assert_eq!(value(lines[0]), want, "{name}");
+        assert!(
+            text.contains(&format!("# TYPE {name} counter")),
+            "{name} is a counter\n{text}"
         );
     }
 }
