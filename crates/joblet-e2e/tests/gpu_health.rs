@@ -315,9 +315,10 @@ fn a_required_gpu_that_is_missing_stops_the_daemon_and_doctor_says_why() {
     let cfg = dir.path().join("joblet-config.yml");
     // A cgroup base of its own (the daemon locks and cleans its base before
     // it looks for GPUs), removed with its lock file when the test ends.
+    // `gpu:` comes last: a key appended below lands in it.
     let cgroups = CgroupBase::new();
     let base = format!(
-        "server:\n  address: \"127.0.0.1:0\"\n  state_dir: \"{}\"\nsandbox:\n  cgroup_base: {}\ngpu:\n  enabled: true\n  hwloc: false\n  nvml_library: /nonexistent/libnvidia-ml.so.1\nrest:\n  address: \"127.0.0.1:0\"\nmetrics:\n  address: \"127.0.0.1:0\"\n",
+        "server:\n  address: \"127.0.0.1:0\"\n  state_dir: \"{}\"\nrest:\n  address: \"127.0.0.1:0\"\nmetrics:\n  address: \"127.0.0.1:0\"\nsandbox:\n  cgroup_base: {}\ngpu:\n  enabled: true\n  hwloc: false\n  nvml_library: /nonexistent/libnvidia-ml.so.1\n",
         dir.path().join("state").display(),
         cgroups.0
     );
