@@ -2,8 +2,10 @@
 # The project's main job (README "Two commands"): builds joblet and rnx,
 # starts a local node with embedded defaults in a throw-away state dir, runs
 # a few jobs through the real mTLS API (one shows its sandbox from inside),
-# shows status/list/logs and the node's GPUs, and stops the node. Run as
-# root (the sandbox needs it).
+# shows status/list/logs and the node's GPUs, a /metrics scrape and a
+# sign-in link to the web console (on a terminal it waits for Enter, so the
+# console can be opened), and stops the node. Run as root (the sandbox
+# needs it).
 #
 # GPUs: with an NVIDIA driver present the node uses the real GPUs; without
 # one (as on most development machines) it SIMULATES the 8-GPU DGX A100 of
@@ -137,4 +139,12 @@ say rnx workflow run --follow ml-training-pipeline.yaml
 WF=$(rnx --json workflow list | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"][:8])')
 say rnx workflow logs "$WF";                      rnx workflow logs "$WF"
 say rnx job list;                                 rnx job list
+printf '\nObservability: this node'"'"'s Prometheus /metrics (NVIDIA dcgm-exporter'"'"'s series, with the job holding each GPU) and its web console\n'
+METRICS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"])' "$STATE/state/server.json")
+say "curl -s http://$METRICS/metrics | grep -E '^(DCGM_FI_DEV_GPU_TEMP|joblet_jobs)' | sed 4q"
+curl -s "http://$METRICS/metrics" | grep -E '^(DCGM_FI_DEV_GPU_TEMP|joblet_jobs)' | sed -n 1,4p
+say rnx console;                                  rnx console
+if [ -t 0 ]; then
+  read -r -p $'\nThe link above opens the web console (one use, 5 minutes) while this node runs; press Enter to stop the node. ' _ || true
+fi
 printf '\nDemo done. Daemon log: %s/joblet.log, state: %s\n' "$STATE" "$STATE/state"
