@@ -122,46 +122,80 @@ pub fn incoming(
     config: Arc<rustls::ServerConfig>,
 ) -> ReceiverStream<Result<PeerStream, io::Error>> {
     let (tx, rx) = mpsc::channel(128);
+    accept_tls(listener, config, "gRPC", move |tls, addr, identity| {
+        let tx = tx.clone();
+        async move {
+            let identity = identity.unwrap_or(Err(IdentityError::NoCertificate));
+            if let Err(e) = &identity {
+                tracing::warn!(peer = %addr, error = %e, "client certificate lacks a usable identity");
+            }
+            let _ = tx
+                .send(Ok(PeerStream {
+                    inner: Transport::Tls(Box::new(tls)),
+                    info: PeerInfo {
+                        peer: addr.to_string(),
+                        identity,
+                    },
+                }))
+                .await;
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+/// The identity of a completed handshake's client certificate: `None`
+/// without one, an error when it lacks a usable name or role.
+pub type PeerIdentity = Option<Result<Identity, IdentityError>>;
+
+/// Accepts TCP connections on `listener` forever (in a task), each TLS
+/// handshake in a task of its own under a time limit, so a slow client
+/// cannot stall the others; `done` gets every completed stream with its
+/// peer's address and certificate identity. `what` names the listener in
+/// the log lines of failed accepts and handshakes. Serves the gRPC
+/// listener ([`incoming`]) and the REST one (`crate::rest::tls`).
+pub fn accept_tls<F, Fut>(
+    listener: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+    what: &'static str,
+    done: F,
+) where
+    F: Fn(TlsStream<TcpStream>, std::net::SocketAddr, PeerIdentity) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let acceptor = TlsAcceptor::from(config);
+    let done = Arc::new(done);
     tokio::spawn(async move {
         loop {
             let (tcp, addr) = match listener.accept().await {
                 Ok(c) => c,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
+                    tracing::warn!(listener = what, error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             };
             let _ = tcp.set_nodelay(true);
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            let (acceptor, done) = (acceptor.clone(), done.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {
-                        let identity = match tls.get_ref().1.peer_certificates() {
-                            Some([leaf, ..]) => joblet_pki::identity_from_der(leaf.as_ref())
-                                .map_err(|e| IdentityError::Certificate(Arc::new(e))),
-                            _ => Err(IdentityError::NoCertificate),
-                        };
-                        if let Err(e) = &identity {
-                            tracing::warn!(peer = %addr, error = %e, "client certificate lacks a usable identity");
-                        }
-                        let _ = tx
-                            .send(Ok(PeerStream {
-                                inner: Transport::Tls(Box::new(tls)),
-                                info: PeerInfo {
-                                    peer: addr.to_string(),
-                                    identity,
-                                },
-                            }))
-                            .await;
+                        let identity = tls.get_ref().1.peer_certificates().and_then(|c| {
+                            c.first().map(|leaf| {
+                                joblet_pki::identity_from_der(leaf.as_ref())
+                                    .map_err(|e| IdentityError::Certificate(Arc::new(e)))
+                            })
+                        });
+                        done(tls, addr, identity).await;
                     }
-                    Ok(Err(e)) => tracing::warn!(peer = %addr, error = %e, "TLS handshake refused"),
-                    Err(_) => tracing::warn!(peer = %addr, "TLS handshake timed out"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(listener = what, peer = %addr, error = %e, "TLS handshake refused")
+                    }
+                    Err(_) => {
+                        tracing::warn!(listener = what, peer = %addr, "TLS handshake timed out")
+                    }
                 }
             });
         }
     });
-    ReceiverStream::new(rx)
 }

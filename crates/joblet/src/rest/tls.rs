@@ -7,11 +7,10 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
-use joblet_pki::{CertPem, Identity};
+use joblet_pki::CertPem;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
@@ -19,11 +18,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
 
-use crate::service::IdentityError;
-
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::tls::PeerIdentity;
 
 /// Why the REST listener's TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +90,7 @@ pub struct RestPeer {
     pub addr: SocketAddr,
     /// `None`: no client certificate. `Some(Err)`: a certificate of the
     /// node's CA without a usable name or role.
-    pub identity: Option<Result<Identity, IdentityError>>,
+    pub identity: PeerIdentity,
 }
 
 /// Completed TLS connections, for `axum::serve`.
@@ -104,40 +100,14 @@ pub struct RestListener {
 }
 
 impl RestListener {
-    /// Accepts on `listener` in a task of its own.
+    /// Accepts on `listener` in a task of its own ([`crate::tls::accept_tls`]).
     pub fn start(listener: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<Self> {
         let local = listener.local_addr()?;
         let (tx, rx) = mpsc::channel(128);
-        let acceptor = TlsAcceptor::from(config);
-        tokio::spawn(async move {
-            loop {
-                let (tcp, addr) = match listener.accept().await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "REST accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = tcp.set_nodelay(true);
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(tls)) => {
-                            let identity = tls.get_ref().1.peer_certificates().and_then(|c| {
-                                c.first().map(|leaf| {
-                                    joblet_pki::identity_from_der(leaf.as_ref())
-                                        .map_err(|e| IdentityError::Certificate(Arc::new(e)))
-                                })
-                            });
-                            let _ = tx.send((tls, RestPeer { addr, identity })).await;
-                        }
-                        Ok(Err(e)) => {
-                            tracing::info!(peer = %addr, error = %e, "REST TLS handshake refused")
-                        }
-                        Err(_) => tracing::info!(peer = %addr, "REST TLS handshake timed out"),
-                    }
-                });
+        crate::tls::accept_tls(listener, config, "REST", move |tls, addr, identity| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((tls, RestPeer { addr, identity })).await;
             }
         });
         Ok(RestListener { rx, local })
