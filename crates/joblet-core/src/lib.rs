@@ -11,6 +11,7 @@
 //! runtime. Time and ids are inputs, so every decision is a plain function
 //! that tests call directly. It must not depend on tokio, nix, std::fs or NVML.
 
+pub mod executor;
 pub mod gpu;
 pub mod id;
 pub mod joblog;

@@ -95,6 +95,11 @@ pub struct JobRequest {
     pub gpu_profiling: bool,
     /// Cluster mode (`--restart`): `""`/`never` or `on-node-failure`.
     pub restart: String,
+    /// `--executor`: what runs the job (`native`, `runc`, `crun`, `runsc`
+    /// or an admin's name); empty = the node's default.
+    pub executor: String,
+    /// `--device`: CDI devices, `vendor.com/class=name` each.
+    pub devices: Vec<String>,
 }
 
 /// Resource limits of a validated job. `None`/0 = not asked for.
@@ -182,6 +187,13 @@ pub struct JobSpec {
     /// restarted daemon starts it on exactly the GPUs the leader chose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterRun>,
+    /// The executor asked for (`--executor`); `None`: the node's default.
+    /// Once admitted, always the executor the job runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+    /// CDI devices (`--device vendor.com/class=name`), in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
 }
 
 /// A job's run on one node of a cluster: which attempt, under which
@@ -515,6 +527,27 @@ impl JobRequest {
             r => return Err(FieldError::new("runtime", format!("invalid runtime {:?}: expected NAME or NAME@VERSION, of letters, digits, '.', '-' and '_', like python-3.11-ml or python-3.11-ml@1.0", clip(r)))),
         };
 
+        let executor = match self.executor.trim() {
+            "" => None,
+            e => {
+                crate::executor::check_executor_name(e)?;
+                Some(e.to_owned())
+            }
+        };
+        let mut devices: Vec<String> = Vec::with_capacity(self.devices.len());
+        for (i, d) in self.devices.iter().enumerate() {
+            let d = d.trim();
+            if crate::executor::split_cdi_name(d).is_none() {
+                return Err(FieldError::new(
+                    format!("devices[{i}]"),
+                    format!("{:?} is not a CDI device name: expected vendor.com/class=name, like nvidia.com/gpu=0 or vendor.example/fpga=all", clip(d)),
+                ));
+            }
+            if !devices.iter().any(|x| x == d) {
+                devices.push(d.to_owned());
+            }
+        }
+
         let network = match self.network.trim() {
             "" | "none" => Network::None,
             "host" => Network::Host,
@@ -567,6 +600,8 @@ impl JobRequest {
             gpu_profiling: self.gpu_profiling,
             workflow: None,
             cluster: None,
+            executor,
+            devices,
         };
         Ok((spec, secrets))
     }

@@ -18,6 +18,7 @@ pub mod convert;
 
 pub use client_file::{ClientConfigFile, ClientFileError, NodeEntry, ResolvedNode};
 pub use convert::audit::{audit_record_from_pb, audit_record_to_pb};
+pub use convert::executor::{executor_from_pb, executor_to_pb};
 pub use convert::gpu::{
     admin_action_from_pb, admin_action_to_pb, gpu_event_from_pb, gpu_event_to_pb,
 };

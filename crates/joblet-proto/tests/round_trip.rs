@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use joblet_core::executor::{ExecutorCaps, ExecutorInfo, ExecutorKind};
 use joblet_core::gpu::GpuState;
 use joblet_core::joblog::{JobEnd, LogEvent, Record, Stream};
 use joblet_core::record::{
@@ -103,7 +104,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
         option::of(any::<i64>()),
         option::of(any::<i64>()),
     );
-    let texts = (text(), text(), text(), text(), text(), text());
+    let texts = (text(), text(), text(), text(), text(), text(), text());
     let lists = (
         vec(text(), 0..4),
         btree_map(text(), text(), 0..4),
@@ -111,6 +112,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
         vec(upload(), 0..4),
         vec(text(), 0..3),
         any::<bool>(),
+        vec(text(), 0..3),
     );
     (numbers, texts, lists).prop_map(
         |(
@@ -124,8 +126,8 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
                 gpu_time,
                 timeout_ms,
             ),
-            (command, cpu_cores, runtime, network, cuda_version, mig_profile),
-            (args, env, secret_env, uploads, volumes, gpu_profiling),
+            (command, cpu_cores, runtime, network, cuda_version, mig_profile, executor),
+            (args, env, secret_env, uploads, volumes, gpu_profiling, devices),
         )| JobRequest {
             command,
             args,
@@ -148,6 +150,8 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
             mig_profile,
             gpu_profiling,
             restart: String::new(),
+            executor,
+            devices,
         },
     )
 }
@@ -194,12 +198,14 @@ fn spec() -> impl Strategy<Value = JobSpec> {
             option::of(non_empty_text()),
             any::<bool>(),
         ),
+        (option::of(non_empty_text()), vec(text(), 0..3)),
     )
         .prop_map(
             |(
                 (command, args, resources),
                 (env, secrets, upload_entries, upload_bytes, volumes),
                 (runtime, host, timeout, cuda, gpu_profiling),
+                (executor, devices),
             )| JobSpec {
                 command,
                 args,
@@ -223,6 +229,40 @@ fn spec() -> impl Strategy<Value = JobSpec> {
                 // (covered apart).
                 workflow: None,
                 cluster: None,
+                executor,
+                devices,
+            },
+        )
+}
+
+fn executor() -> impl Strategy<Value = ExecutorInfo> {
+    (
+        (
+            non_empty_text(),
+            proptest::sample::select(ExecutorKind::ALL.to_vec()),
+            option::of(non_empty_text()),
+            option::of(non_empty_text()),
+            option::of(non_empty_text()),
+        ),
+        any::<[bool; 6]>(),
+    )
+        .prop_map(
+            |((name, kind, binary, version, gpu_unavailable), [g, c, o, r, n, d])| ExecutorInfo {
+                name,
+                kind,
+                binary,
+                version,
+                caps: ExecutorCaps {
+                    gpu: g,
+                    cdi: c,
+                    oom_events: o,
+                    checkpoint_restore: r,
+                    join_netns: n,
+                    device_cgroup: d,
+                },
+                gpu_unavailable,
+                // The wire says whether the caller may use it, not who may.
+                users: Vec::new(),
             },
         )
 }
@@ -423,6 +463,11 @@ proptest! {
     }
 
     #[test]
+    fn executors(e in executor(), allowed in any::<bool>()) {
+        prop_assert_eq!(executor_from_pb(executor_to_pb(&e, allowed)).unwrap(), (e, allowed));
+    }
+
+    #[test]
     fn state_filters(states in vec(state(), 0..10)) {
         prop_assert_eq!(states_from_pb(&states_to_pb(&states)).unwrap(), states);
     }
@@ -451,6 +496,8 @@ fn minimal_job() -> JobDetails {
                 gpu_profiling: false,
                 workflow: None,
                 cluster: None,
+                executor: None,
+                devices: Vec::new(),
             },
             state: JobState::Pending,
             reason: String::new(),
@@ -613,4 +660,26 @@ fn a_workflow_jobs_run_job_and_attempt_cross_the_wire() {
     let plain = job_to_pb(&minimal_job());
     assert_eq!(plain.workflow_id, "");
     assert!(job_from_pb(plain).unwrap().record.spec.workflow.is_none());
+}
+
+#[test]
+fn a_jobs_executor_and_devices_cross_the_wire() {
+    let mut job = minimal_job();
+    job.record.spec.executor = Some("runc".into());
+    job.record.spec.devices = vec!["nvidia.com/gpu=0".into(), "vendor.example/fpga=1".into()];
+    let pb = job_to_pb(&job);
+    assert_eq!(pb.executor, "runc");
+    assert_eq!(pb.devices, ["nvidia.com/gpu=0", "vendor.example/fpga=1"]);
+    assert_eq!(job_from_pb(pb).unwrap(), job);
+}
+
+#[test]
+fn the_native_executor_crosses_the_wire_as_every_node_has_it() {
+    let catalog = joblet_core::executor::ExecutorCatalog::default();
+    let native = &catalog.executors[0];
+    let pb = executor_to_pb(native, true);
+    assert_eq!((pb.name.as_str(), pb.kind.as_str()), ("native", "native"));
+    assert_eq!(pb.capabilities, ["gpu", "oom-events", "device-cgroup"]);
+    assert_eq!((pb.binary.as_str(), pb.gpu_unavailable.as_str()), ("", ""));
+    assert_eq!(executor_from_pb(pb).unwrap(), (native.clone(), true));
 }

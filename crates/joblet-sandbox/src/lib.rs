@@ -16,6 +16,9 @@
 //! - [`runner`]: the three put together as the shim's `Runner`, in the
 //!   order that never lets a job run outside its limits; [`mount_table`]
 //!   tells it cheaply whether a warm sandbox still matches the host.
+//! - [`oci`]: the same settings carried out by an OCI runtime (runc, crun,
+//!   runsc) instead, for a job whose executor is one: a bundle built from
+//!   them, and the runtime's create/start/delete under the same shim.
 //!
 //! The package also builds `joblet-shim` (`src/bin/joblet-shim.rs`), the
 //! binary each job's shim and sandbox init run as: the shim library and
@@ -30,6 +33,7 @@ pub mod cgroup;
 pub mod devices;
 pub mod init;
 pub mod mount_table;
+pub mod oci;
 pub mod runner;
 
 pub use runner::{JobSandbox, SandboxRunner};

@@ -59,6 +59,10 @@ pub struct JobSandbox {
     /// Namespaces, mounts, user, seccomp. Its command, args and env are
     /// replaced by the spec's, so they are given once.
     pub init: InitConfig,
+    /// The job runs under this OCI runtime instead of the native sandbox
+    /// (its executor is one): the same settings, said as a bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<crate::oci::OciSettings>,
 }
 
 /// Runs jobs whose spec carries a [`JobSandbox`] in the sandbox, and jobs
@@ -71,6 +75,8 @@ pub struct SandboxRunner {
     warm: Mutex<Option<Warm>>,
     /// The init [`Runner::fork_ahead`] forked, for `prepare` to use.
     forked: Mutex<Option<init::ForkedInit>>,
+    /// The container of a job under an OCI runtime.
+    oci: Mutex<Option<crate::oci::OciActive>>,
 }
 
 /// A sandbox built by [`Runner::prepare`], waiting for its job.
@@ -155,6 +161,7 @@ impl SandboxRunner {
             active: Mutex::new(None),
             warm: Mutex::new(None),
             forked: Mutex::new(None),
+            oci: Mutex::new(None),
         }
     }
 
@@ -461,6 +468,14 @@ impl Runner for SandboxRunner {
         };
         let job: JobSandbox = serde_json::from_value(value.clone())
             .map_err(|e| isolation("invalid sandbox settings from the daemon", e))?;
+        if let Some(oci) = &job.oci {
+            // A warm sandbox is the native one's: of no use here.
+            self.discard();
+            let (pid, active) =
+                crate::oci::start(&job, oci, spec, (stdout, stderr), &self.program)?;
+            *self.oci.lock().unwrap_or_else(|p| p.into_inner()) = Some(active);
+            return Ok(pid);
+        }
         let mut config = job.init.clone();
         config.command = spec.command.clone();
         config.args = spec.args.clone();
@@ -520,6 +535,9 @@ impl Runner for SandboxRunner {
     }
 
     fn early_exit(&self) -> Option<OwnedFd> {
+        if let Some(oci) = self.oci.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            return oci.end.take();
+        }
         self.active
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -540,6 +558,9 @@ impl Runner for SandboxRunner {
     }
 
     fn finish(&self) -> Option<String> {
+        if let Some(oci) = self.oci.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return oci.death_reason();
+        }
         let active = self.active.lock().unwrap_or_else(|p| p.into_inner());
         match active.as_ref()?.cgroup.death_reason() {
             Ok(r) => r,
@@ -552,6 +573,9 @@ impl Runner for SandboxRunner {
 
     fn cleanup(&self) {
         self.discard();
+        if let Some(oci) = self.oci.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            oci.cleanup();
+        }
         let Some(active) = self.active.lock().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };

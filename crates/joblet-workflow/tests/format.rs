@@ -127,6 +127,8 @@ jobs:
       gpu_memory_mb: 10GB
       max_iobps: 500
     retry_backoff: 500ms
+    executor: crun
+    devices: [nvidia.com/gpu=0, "vendor.example/fpga=1"]
   report:
     command: python3
     args: [report.py]
@@ -176,6 +178,11 @@ jobs:
         (train.retries, train.retry_backoff),
         (2, Duration::from_millis(500))
     );
+    assert_eq!(train.executor.as_deref(), Some("crun"));
+    let r = train.request();
+    assert_eq!(r.executor, "crun");
+    assert_eq!(r.devices, ["nvidia.com/gpu=0", "vendor.example/fpga=1"]);
+    assert_eq!((fetch.executor.as_deref(), fetch.devices.len()), (None, 0));
 
     let report = wf.job("report").unwrap();
     let needs: Vec<(&str, Need)> = report
@@ -235,6 +242,8 @@ fn refusals_point_at_the_offending_key_or_value() {
         ("secret_also_in_env", "jobs:\n  a:\n    command: x\n    environment: {A: 1}\n    secret_environment: {A: 2}\n"),
         ("bad_network", "jobs:\n  a:\n    command: x\n    network: wifi\n"),
         ("bad_runtime", "jobs:\n  a:\n    command: x\n    runtime: \"python 3\"\n"),
+        ("bad_executor", "jobs:\n  a:\n    command: x\n    executor: \"run c\"\n"),
+        ("bad_device", "jobs:\n  a:\n    command: x\n    devices: [nvidia.com/gpu=0, nvidia.com/gpu]\n"),
         ("empty_command", "jobs:\n  a:\n    command: \"  \"\n"),
         ("empty_upload", "jobs:\n  a:\n    command: x\n    uploads: [a.py, \"\"]\n"),
         ("flow_style_unknown_requirement", "jobs: {a: {command: x}, b: {command: y, requires: [{c: ANY}]}}\n"),
@@ -287,4 +296,44 @@ fn a_long_unreachable_route_is_cut_in_the_message() {
     assert_eq!(second.jobs.len(), 41);
     assert!(e.to_string().len() < 400, "{e}");
     insta::assert_snapshot!(e.to_string());
+}
+
+/// A node's refusal of a job's executor (one it lacks, or its default
+/// that cannot run the job) points at the `executor:` key, or at the job
+/// when it names none.
+#[test]
+fn a_nodes_refusal_of_an_executor_points_at_its_key_or_the_job() {
+    let text = "jobs:\n  a:\n    command: x\n    executor: kata\n  b:\n    command: y\n    devices: [nvidia.com/gpu=0]\n";
+    let wf = parse(text).unwrap();
+    let e = wf.refusal(
+        text,
+        wf.job("a").unwrap(),
+        "executor",
+        "this node has no executor \"kata\"; it has: native".into(),
+    );
+    assert_eq!((e.line, e.column), (4, 5), "{e}");
+    assert!(
+        e.to_string()
+            .contains("job `a`: executor: this node has no executor"),
+        "{e}"
+    );
+    let e = wf.refusal(
+        text,
+        wf.job("b").unwrap(),
+        "executor",
+        "executor \"native\" (native) lacks the cdi capability".into(),
+    );
+    assert_eq!((e.line, e.column), (5, 3), "{e}");
+    assert!(
+        e.to_string()
+            .contains("job `b`: executor (the node's default): executor \"native\""),
+        "{e}"
+    );
+    let e = wf.refusal(
+        text,
+        wf.job("b").unwrap(),
+        "devices[0]",
+        "no such device".into(),
+    );
+    assert_eq!(e.line, 7, "{e}");
 }

@@ -26,7 +26,8 @@
 //! pure core that submits each job attempt through the job service.
 //!
 //! [`gpu`] holds the node's GPU state (discovery, monitor, allocation on the
-//! node, GPU sandbox edits); [`storage`] its runtimes and volumes;
+//! node, GPU sandbox edits); [`executor`] the executors it offers (the
+//! native sandbox, OCI runtimes); [`storage`] its runtimes and volumes;
 //! [`commands`] the one-shot `joblet discover`,
 //! `doctor` and `cert issue`. Neither imports up into the service, the gRPC
 //! layer or the engine; time comes from [`clock`].
@@ -39,6 +40,7 @@ pub mod config;
 pub mod console;
 pub mod disk;
 pub mod engine;
+pub mod executor;
 pub mod gpu;
 pub mod grpc;
 pub mod jobenv;

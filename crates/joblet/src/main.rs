@@ -46,6 +46,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Container Device Interface (CDI) specs for this node's GPUs (`joblet cdi generate`).
+    #[command(subcommand)]
+    Cdi(joblet::commands::cdi::CdiCommand),
     /// Check this node's GPU setup: driver, NVML, device nodes, CUDA toolkits. Exits non-zero when gpu.enabled and gpu.required and no usable GPU.
     Doctor {
         #[arg(long, short, env = "JOBLET_CONFIG")]
@@ -224,6 +227,10 @@ fn main() -> ExitCode {
         Command::Discover { config, json } => load_config(config.as_ref()).and_then(|cfg| {
             init_tracing("warn");
             joblet::commands::discover::run(&cfg, json)
+        }),
+        Command::Cdi(cmd) => load_config(cmd.config()).and_then(|cfg| {
+            init_tracing("warn");
+            joblet::commands::cdi::run(&cfg, &cmd)
         }),
         Command::Doctor { config, json } => {
             match load_config(config.as_ref()).and_then(|cfg| {

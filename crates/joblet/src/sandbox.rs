@@ -313,6 +313,7 @@ impl NodeSandbox {
                 dev_shm: gpu.dev_shm,
                 warm: false,
             },
+            oci: None,
         }
     }
 }

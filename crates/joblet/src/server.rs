@@ -168,6 +168,20 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     tracing::info!(cpu_millis = ?capacity.cpu_millis, memory_mb = ?capacity.memory_mb, max_jobs = ?capacity.max_jobs, "node capacity for jobs");
     let facts = NodeFacts::detect(Path::new("/sys"));
     tracing::info!(job_cpus = ?facts.job_cpus().map(|c| joblet_core::parse::format_cpu_list(&c)), arg_max = ?facts.arg_max, max_arg_strlen = ?facts.max_arg_strlen, "what admission checks jobs against");
+    let executors = {
+        let host_driver = gpus.as_ref().and_then(|(shared, _)| {
+            let node = shared.lock();
+            node.inventory.driver_version.clone()
+        });
+        let (exec_cfg, has_sandbox, gpu_jobs) =
+            (cfg.executors.clone(), sandbox.is_some(), job_gpus.is_some());
+        let prepared = tokio::task::spawn_blocking(move || {
+            crate::executor::NodeExecutors::for_node(&exec_cfg, has_sandbox, gpu_jobs, host_driver)
+        })
+        .await
+        .context("executor probe task")??;
+        Arc::new(prepared)
+    };
     let agent = LocalAgent::new(AgentConfig {
         dirs: dirs.clone(),
         shim_program,
@@ -183,6 +197,7 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         mounts: storage
             .clone()
             .map(|s| s as Arc<dyn crate::agent::mounts::NodeMounts>),
+        executors: executors.clone(),
     });
     let max_gpus_per_node = u32::try_from(agent.node().gpus.len()).unwrap_or(u32::MAX);
     let node_spec = agent.node();
@@ -296,11 +311,13 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         None
     };
     let stopping = engine.clone();
+    // What runs jobs on this node (admission resolves each job's executor).
+    let executor_catalog = executors.catalog.clone();
     let jobs = Arc::new(Jobs::new(
         store.clone(),
         engine,
         dirs.clone(),
-        Admission::new(&cfg, caps, facts),
+        Admission::new(&cfg, caps, facts, executor_catalog),
         storage.clone(),
         cluster.clone(),
     ));

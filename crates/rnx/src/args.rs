@@ -75,7 +75,7 @@ pub enum Command {
     /// Volumes: named storage that outlives jobs, mounted at /volumes/NAME (--volume)
     #[command(subcommand, after_help = VOLUME_AFTER_HELP)]
     Volume(VolumeCommand),
-    /// Show who the node thinks you are and which limits it enforces
+    /// Show who the node thinks you are, which limits it enforces and what runs jobs
     Whoami,
     /// See the node's GPUs and their health; drain or take them offline (admin)
     #[command(subcommand)]
@@ -560,6 +560,15 @@ const RUN_AFTER_HELP: &str = "\
 Everything from COMMAND on belongs to the job, including arguments that look
 like flags; put rnx's own flags before it, or use `--` to end them.
 
+Executors: an executor is what runs the job's process. `native`, joblet's own
+sandbox, is the usual default; `runc`, `crun` and `runsc` (gVisor) are OCI
+runtimes a node's admin may offer, which get the same limits, GPUs and volumes.
+`rnx whoami` lists the node's executors with their capabilities and marks its
+default. --device adds CDI devices by name (vendor.com/class=name, from the CDI
+specs in /etc/cdi or /var/run/cdi on the node) and needs an executor with the
+cdi capability (runc or crun). A job its executor cannot run (say GPUs on one
+without the gpu capability) is refused before it starts, naming both.
+
 Examples:
   rnx job run --gpu=1 python gpu_hello.py
   rnx job run --gpu=2 --gpu-memory=16GB --max-memory=32768 --max-cpu=800 python train.py
@@ -571,6 +580,8 @@ Examples:
   rnx job run --upload=model.py --upload=dataset/ \\
       python -m torch.distributed.launch --nproc_per_node=4 model.py
   rnx job run -e MODE=fast -s API_TOKEN=xyz --timeout=1h -- python x.py --epochs 3
+  rnx job run --executor=runc -- id
+  rnx job run --executor=crun --device nvidia.com/gpu=0 -- nvidia-smi -L
   ID=$(rnx job run sleep 60) && rnx job status \"$ID\"";
 
 #[derive(Debug, Args)]
@@ -627,6 +638,12 @@ pub struct RunArgs {
     /// Let the job profile its GPUs (CUPTI, Nsight): it also gets /dev/nvidia-uvm-tools; needs --gpu
     #[arg(long)]
     pub gpu_profiling: bool,
+    /// What runs the job: native (joblet's own sandbox) or an OCI runtime the node offers, like runc, crun or runsc (see `rnx whoami`), e.g. --executor=runc [default: the node's]
+    #[arg(long, value_name = "NAME", value_parser = parsers::executor_name)]
+    pub executor: Option<String>,
+    /// CDI device for the job (repeatable), from the CDI specs in /etc/cdi or /var/run/cdi on the node, e.g. --device nvidia.com/gpu=0; needs an executor with the cdi capability (runc or crun)
+    #[arg(long = "device", value_name = "VENDOR/CLASS=NAME", value_parser = parsers::cdi_device)]
+    pub devices: Vec<String>,
     /// In a cluster: what happens when the job's node is lost: never (it ends FAILED, naming the node) or on-node-failure (it runs again elsewhere as its next attempt, $JOBLET_ATTEMPT one higher) [default: never]
     #[arg(long, value_name = "POLICY", value_parser = ["never", "on-node-failure"])]
     pub restart: Option<String>,

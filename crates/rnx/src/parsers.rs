@@ -304,6 +304,29 @@ pub fn volume_name(s: &str) -> Result<String, String> {
     }
 }
 
+/// `--executor=NAME`: `native`, `runc`, `crun`, `runsc`, or a name the
+/// node's admin gave one (the rule [`joblet_core::JobRequest::validate`]
+/// applies; whether the node has it, the node says).
+pub fn executor_name(s: &str) -> Result<String, String> {
+    match joblet_core::executor::check_executor_name(s) {
+        Ok(()) => Ok(s.to_owned()),
+        Err(_) => Err(format!(
+            "expected an executor name of {NAME_FORM}, like native, runc, crun or runsc (`rnx whoami` lists this node's)"
+        )),
+    }
+}
+
+pub const CDI_DEVICE_FORM: &str =
+    "a CDI device name vendor.com/class=name, like nvidia.com/gpu=0 or nvidia.com/gpu=all";
+
+/// `--device=vendor.com/class=name`: a CDI device, as CDI names them.
+pub fn cdi_device(s: &str) -> Result<String, String> {
+    match joblet_core::executor::split_cdi_name(s) {
+        Some(_) => Ok(s.to_owned()),
+        None => Err(format!("expected {CDI_DEVICE_FORM}")),
+    }
+}
+
 /// The name part of a `--volume` value.
 pub fn volume_base(s: &str) -> &str {
     s.split_once(':').map_or(s, |(name, _)| name)

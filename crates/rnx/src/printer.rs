@@ -13,7 +13,7 @@ use crate::audit_view::{self, AuditView};
 use crate::gpu_view::{self, GpuHealthView, GpuNodeView, GpuView};
 use crate::node_view::{self, NodeListView, NodeView};
 use crate::runtime_view::{self, InstalledView, RuntimeView};
-use crate::view::{command_line, rfc3339, JobView, WhoAmIView};
+use crate::view::{command_line, rfc3339, ExecutorView, JobView, WhoAmIView};
 use crate::volume_view::{self, VolumeChange, VolumeView};
 
 pub mod token;
@@ -293,10 +293,66 @@ impl<W: Write> Printer<W> {
                         d.path
                     )?;
                 }
+                write_executors(o, &who.executors)?;
                 o.flush()
             }
         }
     }
+}
+
+/// `whoami`'s executors: a table (the default marked), then a line for
+/// each one the caller may not use or that cannot run GPU jobs, saying
+/// why. Nothing from a node that predates executors.
+fn write_executors(o: &mut dyn Write, executors: &[ExecutorView]) -> io::Result<()> {
+    if executors.is_empty() {
+        return Ok(());
+    }
+    writeln!(o, "Executors:")?;
+    let rows: Vec<Vec<String>> = executors
+        .iter()
+        .map(|e| {
+            let caps = if e.capabilities.is_empty() {
+                "-".to_owned()
+            } else {
+                e.capabilities.join(",")
+            };
+            vec![
+                if e.default {
+                    format!("{} (default)", e.name)
+                } else {
+                    e.name.clone()
+                },
+                e.kind.clone(),
+                caps,
+                e.version.clone().unwrap_or_else(|| "-".to_owned()),
+            ]
+        })
+        .collect();
+    let mut table = Vec::new();
+    crate::table::write(
+        &mut table,
+        &["NAME", "KIND", "CAPABILITIES", "VERSION"],
+        &rows,
+    )?;
+    for line in String::from_utf8_lossy(&table).lines() {
+        writeln!(o, "  {line}")?;
+    }
+    for e in executors {
+        if !e.allowed {
+            writeln!(
+                o,
+                "  {}: you may not use it on this node (ask its admin)",
+                e.name
+            )?;
+        }
+        if !e.capabilities.iter().any(|c| c == "gpu") {
+            match &e.gpu_unavailable {
+                Some(why) => writeln!(o, "  {}: no GPU jobs: {why}", e.name)?,
+                None => writeln!(o, "  {}: no GPU jobs", e.name)?,
+            }
+        }
+    }
+    Ok(())
 }
 
 fn span(from: UnixMillis, to: UnixMillis) -> String {
@@ -354,6 +410,12 @@ pub fn write_status(
     }
     if let Some(reason) = &job.reason {
         writeln!(o, "Reason: {reason}")?;
+    }
+    if let Some(executor) = &job.executor {
+        writeln!(o, "Executor: {executor}")?;
+    }
+    if !job.devices.is_empty() {
+        writeln!(o, "Devices: {}", job.devices.join(", "))?;
     }
     if let Some(runtime) = &job.runtime {
         match &job.runtime_digest {

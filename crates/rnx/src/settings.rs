@@ -446,6 +446,8 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         mig_profile: a.mig.clone().unwrap_or_default(),
         gpu_profiling: a.gpu_profiling,
         restart: a.restart.clone().unwrap_or_default(),
+        executor: a.executor.clone().unwrap_or_default(),
+        devices: a.devices.clone(),
     };
     checkable(&request)
         .validate()
@@ -489,6 +491,8 @@ pub fn flag_for_field(e: &FieldError) -> &'static str {
         ("mig_profile", _) => "--mig",
         ("gpu_profiling", _) => "--gpu-profiling",
         ("restart", _) => "--restart",
+        ("executor", _) => "--executor",
+        ("devices", _) => "--device",
         ("env", _) => "--env",
         ("secret_env", _) => "--secret-env",
         ("uploads", _) => "--upload",

@@ -41,6 +41,11 @@ pub struct JobView {
     pub volumes: Vec<String>,
     /// `none` (loopback only) or `host`.
     pub network: String,
+    /// The executor it runs on (`native`, `runc`, ...; see `rnx whoami`);
+    /// `null` from a node that predates executors.
+    pub executor: Option<String>,
+    /// CDI devices it asked for (`--device`), `vendor.com/class=name`.
+    pub devices: Vec<String>,
     pub resources: ResourcesView,
     /// The GPUs the job holds (or held, once it ended). `null` for a CPU
     /// job and for a GPU job not placed yet: `resources.gpu_count` says
@@ -137,6 +142,50 @@ pub struct WhoAmIView {
     pub supported: Vec<String>,
     /// The node's state disk: path, free and total bytes.
     pub state_disk: Option<StateDiskView>,
+    /// What can run jobs on the node (`--executor`); empty from a node
+    /// that predates executors.
+    pub executors: Vec<ExecutorView>,
+    /// The executor of a job that names none; `null` from a node that
+    /// predates executors.
+    pub default_executor: Option<String>,
+}
+
+/// One executor of the node, as `rnx whoami` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExecutorView {
+    /// What `--executor` names.
+    pub name: String,
+    /// `native`, `runc`, `crun` or `runsc`.
+    pub kind: String,
+    /// The runtime's binary; `null` for native.
+    pub binary: Option<String>,
+    /// The runtime's version; `null` when not known.
+    pub version: Option<String>,
+    /// `gpu`, `cdi`, `oom-events`, `checkpoint-restore`, `join-netns`,
+    /// `device-cgroup`: what it can do for a job.
+    pub capabilities: Vec<String>,
+    /// Why it cannot run GPU jobs; `null` when it can.
+    pub gpu_unavailable: Option<String>,
+    /// Whether you may run jobs on it.
+    pub allowed: bool,
+    /// It runs the jobs that name no executor.
+    pub default: bool,
+}
+
+impl ExecutorView {
+    /// One executor of a WhoAmI answer whose default is `default`.
+    pub fn from_pb(e: &pb::ExecutorInfo, default: &str) -> ExecutorView {
+        ExecutorView {
+            name: e.name.clone(),
+            kind: e.kind.clone(),
+            binary: non_empty(&e.binary),
+            version: non_empty(&e.version),
+            capabilities: e.capabilities.clone(),
+            gpu_unavailable: non_empty(&e.gpu_unavailable),
+            allowed: e.allowed,
+            default: e.name == default,
+        }
+    }
 }
 
 /// Where the node keeps its store and jobs' files, and how full it is.
@@ -213,6 +262,8 @@ impl From<&pb::Job> for JobView {
             } else {
                 j.network.clone()
             },
+            executor: non_empty(&j.executor),
+            devices: j.devices.clone(),
             resources: ResourcesView {
                 max_cpu_percent: positive(r.max_cpu),
                 cpu_cores: non_empty(&r.cpu_cores),

@@ -460,6 +460,12 @@ pub fn write_validated(o: &mut dyn Write, file: &str, wf: &Workflow) -> io::Resu
             if let Some(n) = &j.network {
                 writeln!(o, "    network: {n}")?;
             }
+            if let Some(e) = &j.executor {
+                writeln!(o, "    executor: {e}")?;
+            }
+            if !j.devices.is_empty() {
+                writeln!(o, "    devices: {}", j.devices.join(", "))?;
+            }
             if let Some(t) = j.timeout {
                 writeln!(
                     o,

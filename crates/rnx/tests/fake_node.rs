@@ -97,6 +97,7 @@ fn job(state: pb::JobState) -> pb::Job {
         }),
         secret_env: [("TOKEN".to_owned(), "***".to_owned())].into(),
         created_unix_ms: 1_735_787_045_000,
+        executor: "native".into(),
         // Placed once it runs; waiting before.
         gpus: (state == pb::JobState::Running).then(|| pb::JobGpus {
             indices: vec![3],
@@ -337,6 +338,25 @@ impl JobService for Fake {
             node_version: "test".into(),
             supported: vec!["env".into(), "secret_env".into(), "timeout".into()],
             state_disk: None,
+            executors: vec![
+                pb::ExecutorInfo {
+                    name: "native".into(),
+                    kind: "native".into(),
+                    capabilities: vec!["gpu".into(), "oom-events".into(), "device-cgroup".into()],
+                    allowed: true,
+                    ..Default::default()
+                },
+                pb::ExecutorInfo {
+                    name: "runsc".into(),
+                    kind: "runsc".into(),
+                    binary: "/usr/bin/runsc".into(),
+                    version: "release-20221219.0".into(),
+                    capabilities: vec!["oom-events".into()],
+                    gpu_unavailable: "runsc release 20221219 has no nvproxy".into(),
+                    allowed: false,
+                },
+            ],
+            default_executor: "native".into(),
         }))
     }
 }
@@ -771,6 +791,45 @@ async fn run_prints_the_id_and_sends_the_request() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["id"], JOB_ID);
     assert_eq!(v["secret_env"]["TOKEN"], "***");
+    assert_eq!(v["executor"], "native");
+    assert_eq!(v["devices"], serde_json::json!([]));
+    let sent = node.fake.last_run.lock().unwrap().clone().unwrap();
+    assert_eq!((sent.executor.as_str(), sent.devices.len()), ("", 0));
+
+    let out = node
+        .rnx(&[
+            "job",
+            "run",
+            "--executor=runc",
+            "--device",
+            "nvidia.com/gpu=0",
+            "--device=vendor.example/fpga=all",
+            "--",
+            "id",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sent = node.fake.last_run.lock().unwrap().clone().unwrap();
+    assert_eq!(sent.executor, "runc");
+    assert_eq!(
+        sent.devices,
+        ["nvidia.com/gpu=0", "vendor.example/fpga=all"]
+    );
+    assert_eq!(sent.command, "id");
+
+    // Bad forms are usage errors, before anything is sent.
+    for (flag, says) in [
+        ("--executor=run c", "expected an executor name"),
+        (
+            "--device=nvidia.com/gpu",
+            "expected a CDI device name vendor.com/class=name",
+        ),
+    ] {
+        let out = node.rnx(&["job", "run", flag, "id"]).await;
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let e = text(&out.stderr);
+        assert!(e.contains(says), "{flag}: {e}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -828,6 +887,8 @@ async fn status_list_whoami_stop_delete() {
         "{s}"
     );
     assert!(s.contains("GPU Peak Memory: 2048 MB\n"), "{s}");
+    assert!(s.contains("Executor: native\n"), "{s}");
+    assert!(!s.contains("Devices:"), "{s}");
 
     let out = node.rnx(&["--json", "job", "status", "abc1"]).await;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -849,7 +910,27 @@ async fn status_list_whoami_stop_delete() {
     assert!(s.contains("abc123de  RUNNING  -     admin"), "{s}");
 
     let out = node.rnx(&["whoami"]).await;
-    assert!(text(&out.stdout).contains("Enforces: env, secret_env, timeout"));
+    let s = text(&out.stdout);
+    assert!(s.contains("Enforces: env, secret_env, timeout"), "{s}");
+    assert!(
+        s.contains(
+            "Executors:
+  NAME              KIND    CAPABILITIES                  VERSION
+  native (default)  native  gpu,oom-events,device-cgroup  -
+  runsc             runsc   oom-events                    release-20221219.0
+"
+        ),
+        "{s}"
+    );
+    assert!(
+        s.contains("  runsc: you may not use it on this node (ask its admin)\n  runsc: no GPU jobs: runsc release 20221219 has no nvproxy\n"),
+        "{s}"
+    );
+    let out = node.rnx(&["--json", "whoami"]).await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["default_executor"], "native");
+    assert_eq!(v["executors"][1]["name"], "runsc");
+    assert_eq!(v["executors"][1]["allowed"], false);
 
     let out = node.rnx(&["job", "stop", "abc", "--grace=5s"]).await;
     assert_eq!(out.status.code(), Some(0));

@@ -79,6 +79,8 @@ pub fn job_to_pb(d: &JobDetails) -> pb::Job {
             .as_ref()
             .map(|c| c.restart.clone())
             .unwrap_or_default(),
+        executor: spec.executor.clone().unwrap_or_default(),
+        devices: spec.devices.clone(),
     }
 }
 
@@ -146,6 +148,8 @@ pub fn job_from_pb(j: pb::Job) -> Result<JobDetails, FieldError> {
             shared: None,
         }),
         cluster: None,
+        executor: non_empty(j.executor),
+        devices: j.devices,
     };
     Ok(JobDetails {
         record: JobRecord {
@@ -294,6 +298,29 @@ mod tests {
         }));
         assert_eq!(plain.mig_profile, "");
         assert!(!plain.gpu_profiling);
+    }
+
+    #[test]
+    fn a_jobs_executor_and_devices_reach_the_wire_and_come_back() {
+        let mut d = record(JobRequest {
+            command: "id".into(),
+            devices: vec!["nvidia.com/gpu=0".into()],
+            ..Default::default()
+        });
+        d.record.spec.executor = Some("runc".into());
+        let job = job_to_pb(&d);
+        assert_eq!(job.executor, "runc");
+        assert_eq!(job.devices, ["nvidia.com/gpu=0"]);
+        let back = job_from_pb(job).unwrap().record.spec;
+        assert_eq!(back.executor.as_deref(), Some("runc"));
+        assert_eq!(back.devices, ["nvidia.com/gpu=0"]);
+        // A job from a node that predates executors names none.
+        let old = job_to_pb(&record(JobRequest {
+            command: "id".into(),
+            ..Default::default()
+        }));
+        assert_eq!((old.executor.as_str(), old.devices.len()), ("", 0));
+        assert_eq!(job_from_pb(old).unwrap().record.spec.executor, None);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! of [`joblet_core`], one module per area: job requests and uploads
 //! ([`request`]), job states and transitions ([`state`]), job records as
 //! status and list report them ([`job`]), log events ([`logs`]), the GPU
-//! audit log ([`audit`]) and GPU history and admin actions ([`gpu`]).
+//! audit log ([`audit`]), GPU history and admin actions ([`gpu`]) and a
+//! node's executors as WhoAmI reports them ([`executor`]).
 //!
 //! Domain → wire never fails. Wire → domain fails with a
 //! [`joblet_core::FieldError`] naming the wire field where a value has no
@@ -10,6 +11,7 @@
 //! wire leaves a value out (0 or `""` for "none"), it comes back as `None`.
 
 pub mod audit;
+pub mod executor;
 pub mod gpu;
 pub mod job;
 pub mod logs;

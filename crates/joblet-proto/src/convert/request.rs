@@ -35,6 +35,8 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
         mig_profile: r.mig_profile,
         gpu_profiling: r.gpu_profiling,
         restart: r.restart,
+        executor: r.executor,
+        devices: r.devices,
     }
 }
 
@@ -66,6 +68,8 @@ pub fn job_request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
         mig_profile: r.mig_profile.clone(),
         gpu_profiling: r.gpu_profiling,
         restart: r.restart.clone(),
+        executor: r.executor.clone(),
+        devices: r.devices.clone(),
     }
 }
 
@@ -131,6 +135,24 @@ mod tests {
             (unset.mig_profile.as_str(), unset.gpu_profiling),
             ("", false)
         );
+    }
+
+    #[test]
+    fn executor_and_devices_reach_the_core_request() {
+        let r = job_request_from_pb(pb::RunJobRequest {
+            command: "id".into(),
+            executor: "runc".into(),
+            devices: vec!["nvidia.com/gpu=0".into(), "vendor.example/fpga=all".into()],
+            ..Default::default()
+        });
+        assert_eq!(r.executor, "runc");
+        assert_eq!(r.devices, ["nvidia.com/gpu=0", "vendor.example/fpga=all"]);
+        let back = job_request_to_pb(&r);
+        assert_eq!(back.executor, "runc");
+        assert_eq!(back.devices, r.devices);
+        // A client that predates executors: the node's default, no devices.
+        let unset = job_request_from_pb(pb::RunJobRequest::default());
+        assert_eq!((unset.executor.as_str(), unset.devices.len()), ("", 0));
     }
 
     #[test]

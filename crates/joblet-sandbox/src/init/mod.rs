@@ -94,8 +94,16 @@ pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, NetMode};
 pub use error::{InitError, Stage};
 pub use forked::{fork_ahead, ForkedInit};
 pub use outer::run_init;
-pub use seccomp::{denied_syscalls, Denied, Policy, SyscallGroup, Verdict, LAST_KNOWN_SYSCALL};
+pub use seccomp::{
+    denied_syscalls, oci_rules, Denied, Policy, SyscallGroup, Verdict, LAST_KNOWN_SYSCALL,
+};
 pub use spawn::{spawn, PendingInit, Started, RELEASE_TIMEOUT};
+pub(crate) use sys::loopback_up;
+pub(crate) use sys::{
+    inherit_fds as sys_inherit_fds, kill_raw as sys_kill,
+    take_inherited_fd as sys_take_inherited_fd, wait_any as sys_wait_any,
+    write_all_raw as sys_write_all,
+};
 
 /// Whether this kernel can start a job in a warm sandbox: its pid 1 gets
 /// the job's host sources as `open_tree` copies (Linux 5.2).

@@ -147,6 +147,8 @@ pub(super) fn workflow(text: &str, file: &str, limits: &Limits) -> Result<Workfl
             timeout: raw_job.timeout.map(|t| t.0),
             retries: raw_job.retries.map_or(workflow_retries, |r| r.0),
             retry_backoff: raw_job.retry_backoff.map_or(workflow_backoff, |b| b.0),
+            executor: raw_job.executor,
+            devices: raw_job.devices,
             name,
         };
         check_job(&places, &job, own, &defaults, limits)?;

@@ -90,6 +90,10 @@ pub struct Job {
     pub retries: u8,
     /// The wait before the first retry; it doubles before each next one.
     pub retry_backoff: Duration,
+    /// What runs it (`--executor`); `None`: the node's default.
+    pub executor: Option<String>,
+    /// CDI devices, `vendor.com/class=name` each (`--device`).
+    pub devices: Vec<String>,
 }
 
 /// `- JOB: STATE`.

@@ -52,6 +52,10 @@ pub(crate) struct RawJob {
     pub retries: Option<Retries>,
     #[serde(default)]
     pub retry_backoff: Option<Backoff>,
+    #[serde(default)]
+    pub executor: Option<String>,
+    #[serde(default)]
+    pub devices: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

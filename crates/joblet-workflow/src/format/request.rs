@@ -11,7 +11,8 @@ impl Job {
     /// The job as a request: `max_memory` → `max_memory_mb`,
     /// `environment` → `env`, `secret_environment` → `secret_env`,
     /// `timeout` → `timeout_ms` (and `timeout_seconds`, rounded up, for
-    /// older nodes); a limit not asked for is 0 or empty, as in a request
+    /// older nodes), `executor` and `devices` as they are (`--executor`,
+    /// `--device`); a limit not asked for is 0 or empty, as in a request
     /// without that flag. `uploads` stays empty: the files are on the
     /// submitting machine, and whoever reads them ([`Job::uploads`] names
     /// them) fills in the manifest.
@@ -38,6 +39,8 @@ impl Job {
             network: self.network.clone().unwrap_or_default(),
             timeout_ms,
             timeout_seconds: timeout_ms.map(|ms| ms / 1000 + i64::from(ms % 1000 != 0)),
+            executor: self.executor.clone().unwrap_or_default(),
+            devices: self.devices.clone(),
             ..JobRequest::default()
         }
     }
@@ -81,7 +84,7 @@ pub(crate) fn file_field(job: &Job, field: &str) -> (String, Vec<Step>) {
     {
         return found;
     }
-    for list in ["args", "volumes"] {
+    for list in ["args", "volumes", "devices"] {
         if let Some(i) = indexed(list) {
             return (
                 field.to_owned(),
@@ -89,11 +92,15 @@ pub(crate) fn file_field(job: &Job, field: &str) -> (String, Vec<Step>) {
             );
         }
     }
+    if field == "executor" && job.executor.is_none() {
+        // The node's default refused it: the job has no key for it.
+        return ("executor (the node's default)".to_owned(), Vec::new());
+    }
     let name = match field {
         "env" => "environment",
         "secret_env" => "secret_environment",
         "timeout_ms" | "timeout_seconds" => "timeout",
-        "command" | "args" | "runtime" | "network" | "volumes" => field,
+        "command" | "args" | "runtime" | "network" | "volumes" | "executor" | "devices" => field,
         _ => return (field.to_owned(), Vec::new()),
     };
     (name.to_owned(), vec![Step::Key(name.into())])
@@ -129,6 +136,8 @@ mod tests {
             timeout: Some(Duration::from_millis(1500)),
             retries: 2,
             retry_backoff: Duration::from_secs(1),
+            executor: Some("runc".into()),
+            devices: vec!["nvidia.com/gpu=0".into()],
         }
     }
 
@@ -149,6 +158,8 @@ mod tests {
         assert_eq!(r.runtime, "python-3.11-ml");
         assert_eq!(r.network, "host");
         assert_eq!((r.timeout_ms, r.timeout_seconds), (Some(1500), Some(2)));
+        assert_eq!(r.executor, "runc");
+        assert_eq!(r.devices, ["nvidia.com/gpu=0"]);
         assert!(r.uploads.is_empty());
         let (spec, secrets) = r.validate().unwrap();
         assert_eq!(spec.resources.max_memory_mb, Some(16384));
@@ -163,10 +174,13 @@ mod tests {
         j.runtime = None;
         j.network = None;
         j.timeout = None;
+        j.executor = None;
+        j.devices = Vec::new();
         let r = j.request();
         assert_eq!((r.max_cpu, r.max_memory_mb, r.gpu_count), (0, 0, 0));
         assert_eq!((r.runtime.as_str(), r.network.as_str()), ("", ""));
         assert_eq!((r.timeout_ms, r.timeout_seconds), (None, None));
+        assert_eq!((r.executor.as_str(), r.devices.len()), ("", 0));
     }
 
     #[test]
@@ -205,6 +219,20 @@ mod tests {
         assert_eq!(
             file_field(&j, "runtime"),
             ("runtime".into(), vec![name("runtime")])
+        );
+        assert_eq!(
+            file_field(&j, "executor"),
+            ("executor".into(), vec![name("executor")])
+        );
+        let mut default = j.clone();
+        default.executor = None;
+        assert_eq!(
+            file_field(&default, "executor"),
+            ("executor (the node's default)".into(), vec![])
+        );
+        assert_eq!(
+            file_field(&j, "devices[0]"),
+            ("devices[0]".into(), vec![name("devices"), Step::Index(0)])
         );
         assert_eq!(
             file_field(&j, "cuda_version"),

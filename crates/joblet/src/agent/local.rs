@@ -42,6 +42,8 @@ pub struct AgentConfig {
     /// The node's runtimes and volumes (`None` without a sandbox: jobs
     /// asking for them are refused at admission).
     pub mounts: Option<std::sync::Arc<dyn super::mounts::NodeMounts>>,
+    /// The executors the node offers (OCI runtimes besides the sandbox).
+    pub executors: std::sync::Arc<crate::executor::NodeExecutors>,
 }
 
 /// The agent of this node.
@@ -68,6 +70,7 @@ pub struct LocalAgent {
     /// Finished jobs' work directories, removed after the retention.
     pub(super) work: super::retention::WorkRetention,
     pub(super) mounts: Option<std::sync::Arc<dyn super::mounts::NodeMounts>>,
+    pub(super) executors: std::sync::Arc<crate::executor::NodeExecutors>,
     /// The device and inode of the hot runtime's tree (see `reserve_id`).
     hot_ino: Option<(u64, u64)>,
 }
@@ -104,6 +107,7 @@ impl LocalAgent {
             refill_at: None,
             work: super::retention::WorkRetention::new(cfg.work_retention),
             mounts: cfg.mounts,
+            executors: cfg.executors,
             hot_ino: None,
         }
     }
@@ -157,6 +161,15 @@ impl NodeAgent for LocalAgent {
 
     fn reserve_id(&mut self, spec: &JobSpec) -> Option<JobId> {
         self.warm.submitted(std::time::Instant::now());
+        // Warm sandboxes are the native executor's; a job under an OCI
+        // runtime gets a fresh shim, and the pool keeps them for the next.
+        let executor = spec
+            .executor
+            .as_deref()
+            .unwrap_or(&self.executors.catalog.default);
+        if executor != joblet_core::executor::NATIVE {
+            return None;
+        }
         let Some(reference) = &spec.runtime else {
             let gpu = spec.resources.gpu_count > 0;
             let flavour = if gpu { Flavour::Gpu } else { Flavour::Cpu };

@@ -96,6 +96,9 @@ pub enum StartError {
     /// Its runtime or a volume (see [`mounts`]).
     #[error(transparent)]
     Mounts(#[from] mounts::MountError),
+    /// Its executor cannot run it (see [`crate::executor`]).
+    #[error(transparent)]
+    Executor(#[from] crate::executor::ExecutorStartError),
 }
 
 impl From<crate::gpu::allocation::GrantError> for StartError {

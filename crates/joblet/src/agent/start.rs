@@ -87,7 +87,22 @@ impl LocalAgent {
                     None => Default::default(),
                 };
                 runtime_env = env;
-                let job = sb.job(id, &rec.spec, &workdir, gpu_part, mounts);
+                let mut job = sb.job(id, &rec.spec, &workdir, gpu_part, mounts);
+                // A job under an OCI runtime: the same settings, carried
+                // out by the runtime from a bundle in the job's directory.
+                let executor = rec
+                    .spec
+                    .executor
+                    .as_deref()
+                    .unwrap_or(&self.executors.catalog.default);
+                let caps = gpu_env
+                    .as_ref()
+                    .and_then(|g| g.vars.get("NVIDIA_DRIVER_CAPABILITIES"))
+                    .or_else(|| rec.spec.env.get("NVIDIA_DRIVER_CAPABILITIES"))
+                    .map(String::as_str);
+                job.oci = self
+                    .executors
+                    .oci(executor, id, &rec.spec, &dir.join("bundle"), caps)?;
                 let value = serde_json::to_value(&job).map_err(StartError::Encode)?;
                 (PathBuf::from("/work"), Some(value))
             }

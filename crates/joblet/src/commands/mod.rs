@@ -1,8 +1,9 @@
 //! The binary's one-shot commands beside `joblet server`: `joblet cert
-//! issue` ([`cert`]), `joblet discover` ([`discover`]) and `joblet doctor`
-//! ([`doctor`]). Each reads the daemon's config and does its work once,
-//! without a daemon.
+//! issue` ([`cert`]), `joblet discover` ([`discover`]), `joblet doctor`
+//! ([`doctor`]) and `joblet cdi generate` ([`cdi`]). Each reads the
+//! daemon's config and does its work once, without a daemon.
 
+pub mod cdi;
 pub mod cert;
 pub mod discover;
 pub mod doctor;

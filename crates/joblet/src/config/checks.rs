@@ -43,6 +43,7 @@ pub(super) fn check_values(cfg: &Config) -> Result<(), (String, String)> {
     }
     check_sandbox_settings(cfg)?;
     cfg.cluster.check(cfg.server.address)?;
+    cfg.executors.check()?;
     check_log_filter(&cfg.logging.level).map_err(|e| ("logging.level".to_owned(), e.to_string()))
 }
 

@@ -36,6 +36,7 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub metrics: MetricsConfig,
     pub rest: RestConfig,
+    pub executors: ExecutorsConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -308,6 +309,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             metrics: MetricsConfig::default(),
             rest: RestConfig::default(),
+            executors: ExecutorsConfig::default(),
         }
     }
 }
@@ -495,6 +497,8 @@ mod checks;
 mod cluster;
 pub use cluster::{ClusterConfig, EtcdTls};
 mod de;
+mod executors;
+pub use executors::{ExecutorsConfig, NativeExecutorConfig, OciExecutorConfig};
 mod metrics;
 pub use metrics::MetricsConfig;
 mod rest;

@@ -168,6 +168,12 @@ impl JobService for JobApi {
                 free_bytes: space.free,
                 total_bytes: space.total,
             }),
+            executors: me
+                .executors
+                .iter()
+                .map(|e| joblet_proto::executor_to_pb(&e.info, e.allowed))
+                .collect(),
+            default_executor: me.default_executor,
         }))
     }
 

@@ -90,6 +90,15 @@ pub struct RunJobBody {
     /// Cluster mode: `never` (default) or `on-node-failure` (`--restart`).
     #[serde(default)]
     pub restart: Option<String>,
+    /// What runs the job (`--executor`): `native` or an OCI runtime the
+    /// node offers (`runc`, `crun`, `runsc`; `GET /api/v1/whoami` lists
+    /// them). Absent: the node's default.
+    #[serde(default)]
+    pub executor: Option<String>,
+    /// CDI devices, `vendor.com/class=name` each (`--device`, e.g.
+    /// `nvidia.com/gpu=0`); needs an executor with the `cdi` capability.
+    #[serde(default)]
+    pub devices: Vec<String>,
 }
 
 /// The service's request for a body.
@@ -116,6 +125,8 @@ pub fn job_request(b: RunJobBody) -> JobRequest {
         mig_profile: b.mig_profile.unwrap_or_default(),
         gpu_profiling: b.gpu_profiling,
         restart: b.restart.unwrap_or_default(),
+        executor: b.executor.unwrap_or_default(),
+        devices: b.devices,
     }
 }
 
@@ -170,6 +181,11 @@ pub struct JobView {
     pub volumes: Vec<String>,
     pub runtime: Option<String>,
     pub network: String,
+    /// The executor it runs on (`native`, `runc`, ...); absent for a job
+    /// recorded before executors.
+    pub executor: Option<String>,
+    /// CDI devices it asked for, `vendor.com/class=name`.
+    pub devices: Vec<String>,
     pub timeout_ms: Option<u64>,
     pub cuda_version: Option<String>,
     pub gpu_profiling: bool,
@@ -220,6 +236,8 @@ pub fn job_view(d: JobDetails) -> JobView {
         volumes: spec.volumes.iter().map(ToString::to_string).collect(),
         runtime: spec.runtime,
         network: spec.network.as_str().to_owned(),
+        executor: spec.executor,
+        devices: spec.devices,
         timeout_ms: spec.timeout.map(millis),
         cuda_version: spec.cuda,
         gpu_profiling: spec.gpu_profiling,
@@ -582,7 +600,8 @@ mod tests {
         let body: RunJobBody = super::super::input::parse_json(
             br#"{"command": "python3", "args": ["train.py"], "gpu_count": 2, "gpu_memory_mb": 8192,
                 "max_cpu": 150, "max_memory_mb": 1024, "env": {"B": "2", "A": "1"},
-                "volumes": ["data:ro"], "runtime": "python-3.11", "timeout_ms": 60000}"#,
+                "volumes": ["data:ro"], "runtime": "python-3.11", "timeout_ms": 60000,
+                "executor": "runc", "devices": ["nvidia.com/gpu=0"]}"#,
         )
         .unwrap();
         let r = job_request(body);
@@ -594,8 +613,12 @@ mod tests {
         assert_eq!(r.volumes, ["data:ro"]);
         assert_eq!(r.runtime, "python-3.11");
         assert_eq!(r.timeout_ms, Some(60000));
+        assert_eq!(r.executor, "runc");
+        assert_eq!(r.devices, ["nvidia.com/gpu=0"]);
         assert!(r.uploads.is_empty());
-        assert_eq!(job_request(RunJobBody::default()).gpu_count, 0);
+        let bare = job_request(RunJobBody::default());
+        assert_eq!(bare.gpu_count, 0);
+        assert_eq!((bare.executor.as_str(), bare.devices.len()), ("", 0));
     }
 
     #[test]

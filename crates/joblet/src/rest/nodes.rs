@@ -93,7 +93,7 @@ pub async fn drain(
     Ok(Json(item(s.nodes.drain(&who, &name, b.drain).await?)))
 }
 
-/// Who the caller is, and what the node enforces.
+/// Who the caller is, what the node enforces and what runs its jobs.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct WhoAmIView {
     pub name: String,
@@ -104,6 +104,30 @@ pub struct WhoAmIView {
     pub supported: Vec<String>,
     pub state_disk_free_bytes: Option<u64>,
     pub state_disk_total_bytes: Option<u64>,
+    /// What can run jobs on the node (a job's `executor`), every one.
+    pub executors: Vec<ExecutorView>,
+    /// The executor of a job that names none.
+    pub default_executor: String,
+}
+
+/// One executor of the node.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExecutorView {
+    /// What a job's `executor` names.
+    pub name: String,
+    /// `native`, `runc`, `crun` or `runsc`.
+    pub kind: String,
+    /// The runtime's binary; absent for `native`.
+    pub binary: Option<String>,
+    /// The runtime's version; absent when not known.
+    pub version: Option<String>,
+    /// What it can do for a job: `gpu`, `cdi`, `oom-events`,
+    /// `checkpoint-restore`, `join-netns`, `device-cgroup`.
+    pub capabilities: Vec<String>,
+    /// Why it cannot run GPU jobs; absent when it can.
+    pub gpu_unavailable: Option<String>,
+    /// Whether the caller may run jobs on it.
+    pub allowed: bool,
 }
 
 #[utoipa::path(get, path = "/api/v1/whoami", tag = "session",
@@ -117,5 +141,19 @@ pub async fn whoami(State(s): State<RestState>, Authed(who): Authed) -> Json<Who
         supported: me.supported.into_iter().map(str::to_owned).collect(),
         state_disk_free_bytes: me.state_disk.as_ref().map(|(_, s)| s.free),
         state_disk_total_bytes: me.state_disk.as_ref().map(|(_, s)| s.total),
+        executors: me
+            .executors
+            .into_iter()
+            .map(|e| ExecutorView {
+                capabilities: e.info.caps.names().into_iter().map(str::to_owned).collect(),
+                name: e.info.name,
+                kind: e.info.kind.as_str().to_owned(),
+                binary: e.info.binary,
+                version: e.info.version,
+                gpu_unavailable: e.info.gpu_unavailable,
+                allowed: e.allowed,
+            })
+            .collect(),
+        default_executor: me.default_executor,
     })
 }

@@ -3,8 +3,10 @@
 //! so they are tested without a daemon.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use joblet_core::executor::ExecutorCatalog;
 use joblet_core::parse::format_cpu_list;
 use joblet_core::spec::env_field;
 use joblet_core::{FieldError, JobRequest, JobSpec, Network, NodeCapabilities, UnixMillis};
@@ -43,10 +45,24 @@ pub struct Admission {
     /// counted against the state disk's free space above that floor
     /// (`None`: not checked).
     pub state_disk: Option<(std::path::PathBuf, u64)>,
+    /// What can run jobs on this node, and its default: each job is
+    /// pinned to the executor it runs on once its caller may use it and it
+    /// has every capability the job needs.
+    pub executors: Arc<ExecutorCatalog>,
+    /// Where the node's CDI specs are (`--device` names are looked up
+    /// there): `/etc/cdi` and `/var/run/cdi`.
+    pub cdi_dirs: Vec<std::path::PathBuf>,
 }
 
 impl Admission {
-    pub fn new(cfg: &Config, caps: NodeCapabilities, node: NodeFacts) -> Admission {
+    /// The node's rules from its configuration; `executors` is the node's
+    /// executor catalog (built from the `executors:` section).
+    pub fn new(
+        cfg: &Config,
+        caps: NodeCapabilities,
+        node: NodeFacts,
+        executors: Arc<ExecutorCatalog>,
+    ) -> Admission {
         Admission {
             allow_host_network: cfg.sandbox.allow_host_network,
             max_upload_bytes: cfg.jobs.max_upload_mb.saturating_mul(1024 * 1024),
@@ -60,16 +76,25 @@ impl Admission {
                 cfg.server.state_dir.clone(),
                 cfg.jobs.min_free_disk_mb.saturating_mul(1024 * 1024),
             )),
+            executors,
+            cdi_dirs: joblet_oci::cdi::DEFAULT_SPEC_DIRS
+                .iter()
+                .map(std::path::PathBuf::from)
+                .collect(),
         }
     }
 
-    /// A job request checked the same way for every way of submitting it:
-    /// its fields, its upload manifest against the node's limits, whether
-    /// the node can enforce what it asks and allows its network. Its time
-    /// limit is [`effective_timeout`].
+    /// A job request of `user` checked the same way for every way of
+    /// submitting it: its fields, its upload manifest against the node's
+    /// limits, whether the node can enforce what it asks and allows its
+    /// network, and its executor ([`ExecutorCatalog::resolve`]: one the
+    /// node has, `user` may use and that can run it), which the spec then
+    /// names (the node's default filled in). Its time limit is
+    /// [`effective_timeout`].
     /// Returns the spec and the secret values.
     pub fn accept(
         &self,
+        user: &str,
         raw: &JobRequest,
     ) -> Result<(JobSpec, BTreeMap<String, String>), ApiError> {
         let (mut spec, secrets) = raw.validate()?;
@@ -95,6 +120,11 @@ impl Admission {
                 setting: "sandbox.allow_host_network",
             });
         }
+        let executor = self.executors.resolve(user, &spec)?;
+        spec.executor = Some(executor.name.clone());
+        // The executor takes CDI devices (resolved above): each must be in
+        // the node's CDI specs now.
+        crate::executor::check_devices(&self.cdi_dirs, &spec.devices)?;
         spec.timeout = effective_timeout(spec.timeout, self.default_timeout);
         Ok((spec, secrets))
     }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use joblet_core::executor::ExecutorInfo;
 use joblet_core::record::{JobDetails, JobGpus, JobRecord};
 use joblet_core::{FieldError, JobId, JobRequest, JobState, PrefixError};
 use joblet_pki::Role;
@@ -50,6 +51,17 @@ pub struct WhoAmI {
     pub supported: Vec<&'static str>,
     /// The state disk: where, and its space now (`None`: unreadable).
     pub state_disk: Option<(std::path::PathBuf, crate::disk::Space)>,
+    /// Every executor of the node, in the catalog's order.
+    pub executors: Vec<CallerExecutor>,
+    /// The executor of a job that names none.
+    pub default_executor: String,
+}
+
+/// One executor of the node, and whether the caller may run jobs on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerExecutor {
+    pub info: ExecutorInfo,
+    pub allowed: bool,
 }
 
 /// A SubmitJob whose caller may run jobs; see [`Jobs::submission`].
@@ -274,6 +286,17 @@ impl Jobs {
             state_disk: crate::disk::space(self.dirs.root())
                 .ok()
                 .map(|space| (self.dirs.root().to_owned(), space)),
+            executors: self
+                .admission
+                .executors
+                .executors
+                .iter()
+                .map(|e| CallerExecutor {
+                    allowed: e.allows(&caller.name),
+                    info: e.clone(),
+                })
+                .collect(),
+            default_executor: self.admission.executors.default.clone(),
         }
     }
 
@@ -295,7 +318,7 @@ impl Jobs {
                 let _ = std::fs::remove_dir_all(dir);
             }
         };
-        let (mut spec, secrets) = match self.admission.accept(req) {
+        let (mut spec, secrets) = match self.admission.accept(owner, req) {
             Ok(accepted) => accepted,
             Err(e) => {
                 discard(&work);
@@ -336,7 +359,10 @@ impl Jobs {
             if !seen.insert(req) {
                 continue;
             }
-            let (mut spec, _) = self.admission.accept(req).map_err(|e| (i, e))?;
+            let (mut spec, _) = self
+                .admission
+                .accept(&caller.name, req)
+                .map_err(|e| (i, e))?;
             if let Some(storage) = self.storage.as_deref() {
                 if spec.runtime.is_some() || !spec.volumes.is_empty() {
                     super::mounts::admit(storage, caller, &mut spec).map_err(|e| (i, e))?;
@@ -383,7 +409,7 @@ impl Jobs {
     ) -> Result<(String, joblet_core::JobSpec, BTreeMap<String, String>), ApiError> {
         caller.check(Access::Admin("run jobs"))?;
         admission::no_uploads(req)?;
-        let (spec, secrets) = self.admission.accept(req)?;
+        let (spec, secrets) = self.admission.accept(&caller.name, req)?;
         Ok((caller.name.clone(), spec, secrets))
     }
 
@@ -451,7 +477,7 @@ impl Submission<'_> {
             )
         })?;
         let jobs = self.jobs;
-        let (mut spec, secrets) = jobs.admission.accept(&raw)?;
+        let (mut spec, secrets) = jobs.admission.accept(&self.owner, &raw)?;
         let caller = Caller {
             name: self.owner.clone(),
             role: Role::Admin,

@@ -43,7 +43,7 @@ pub use history::{
     FailureGroup, GpuHistory, GpuHoursRow, GroupBy, History, HistoryPoint, QueueWaitDay, Window,
     DEFAULT_DAYS, MAX_DAYS,
 };
-pub use jobs::{JobFilter, Jobs, Submission, WhoAmI};
+pub use jobs::{CallerExecutor, JobFilter, Jobs, Submission, WhoAmI};
 pub use logs::{LogError, LogStream};
 pub use nodes::{NodeList, Nodes};
 pub use runtimes::{RuntimeInfo, Runtimes};

@@ -40,6 +40,8 @@ fn admission() -> Admission {
             max_arg_strlen: Some(131_072),
         },
         state_disk: None,
+        executors: Arc::new(joblet_core::executor::ExecutorCatalog::default()),
+        cdi_dirs: Vec::new(),
     }
 }
 
@@ -59,6 +61,9 @@ async fn engine(store: Arc<Store>, dirs: StateDir) -> EngineHandle {
         warm_pool: (0, 0),
         work_retention: None,
         mounts: None,
+        executors: Arc::new(crate::executor::NodeExecutors::native_only(
+            &Default::default(),
+        )),
     });
     Engine::start(
         store,
@@ -200,6 +205,13 @@ async fn a_viewer_reads() {
     let me = n.jobs.whoami(&viewer());
     assert_eq!((me.name.as_str(), me.role), ("bob", Role::Viewer));
     assert!(me.supported.contains(&"upload"), "{:?}", me.supported);
+    assert_eq!(me.default_executor, "native");
+    let names: Vec<(&str, bool)> = me
+        .executors
+        .iter()
+        .map(|e| (e.info.name.as_str(), e.allowed))
+        .collect();
+    assert_eq!(names, [("native", true)]);
     assert!(n.jobs.logs(&viewer(), id.as_str(), 0, false).await.is_ok());
 }
 
@@ -254,6 +266,24 @@ async fn an_admins_bad_request_is_refused_naming_the_field() {
         ..request()
     };
     assert_eq!(field(n.jobs.run(&admin(), big_env).await), "env[\"BIG\"]");
+    // An executor this node lacks, through RunJob and SubmitJob alike.
+    let kata = JobRequest {
+        executor: "kata".into(),
+        ..request()
+    };
+    let e = n.jobs.run(&admin(), kata.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("it has: native"), "{e}");
+    assert_eq!(field(Err::<(), _>(e)), "executor");
+    let submit = n.jobs.submission(&admin()).unwrap();
+    let none = futures::stream::empty();
+    assert_eq!(field(submit.submit(Some(kata), none).await), "executor");
+    // CDI devices on the native sandbox, which has no cdi capability.
+    let device = JobRequest {
+        devices: vec!["nvidia.com/gpu=0".into()],
+        ..request()
+    };
+    let e = n.jobs.run(&admin(), device).await.unwrap_err();
+    assert!(e.to_string().contains("lacks the cdi capability"), "{e}");
     let listed = n.jobs.list(&admin(), &JobFilter::default()).await.unwrap();
     assert_eq!(listed.len(), 1, "only the stored job");
     // A 100 KB id is named by its start.
@@ -291,6 +321,13 @@ async fn an_admitted_job_is_the_callers_with_the_nodes_default_timeout() {
     let job = n.jobs.run(&admin(), request()).await.unwrap();
     assert_eq!(job.record.owner, "alice");
     assert_eq!(job.record.spec.timeout, Some(Duration::from_secs(600)));
+    assert_eq!(
+        job.record.spec.executor.as_deref(),
+        Some("native"),
+        "the record names the executor it runs on"
+    );
+    let stored = n.store.get(&job.record.id).unwrap().unwrap();
+    assert_eq!(stored.spec.executor.as_deref(), Some("native"));
     let zero = JobRequest {
         timeout_seconds: Some(0),
         ..request()

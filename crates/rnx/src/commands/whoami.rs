@@ -6,7 +6,7 @@ use super::Ctx;
 use crate::error::Error;
 use crate::exit;
 use crate::printer::Printer;
-use crate::view::{StateDiskView, WhoAmIView};
+use crate::view::{ExecutorView, StateDiskView, WhoAmIView};
 
 pub async fn run(mut ctx: Ctx) -> Result<u8, Error> {
     let who = ctx
@@ -27,6 +27,12 @@ pub async fn run(mut ctx: Ctx) -> Result<u8, Error> {
             free_bytes: d.free_bytes,
             total_bytes: d.total_bytes,
         }),
+        executors: who
+            .executors
+            .iter()
+            .map(|e| ExecutorView::from_pb(e, &who.default_executor))
+            .collect(),
+        default_executor: (!who.default_executor.is_empty()).then_some(who.default_executor),
     };
     Printer::new(ctx.format, std::io::stdout())
         .whoami(&view)

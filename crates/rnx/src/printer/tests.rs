@@ -65,6 +65,8 @@ fn sample_job() -> pb::Job {
         nodes: Vec::new(),
         attempt: 0,
         restart: String::new(),
+        executor: "runc".into(),
+        devices: vec!["nvidia.com/gpu=0".into(), "vendor.example/fpga=1".into()],
         runtime: "python-3.11-ml@1.0".into(),
         network: "none".into(),
         transitions: vec![
@@ -232,10 +234,73 @@ fn actions_and_whoami() {
             free_bytes: 41 << 30,
             total_bytes: 252 << 30,
         }),
+        executors: vec![
+            executor(
+                "native",
+                "native",
+                &["gpu", "oom-events", "device-cgroup"],
+                None,
+                true,
+                None,
+            ),
+            executor(
+                "runc",
+                "runc",
+                &["gpu", "cdi", "oom-events", "device-cgroup"],
+                Some("1.1.12"),
+                true,
+                None,
+            ),
+            executor(
+                "gvisor",
+                "runsc",
+                &["oom-events"],
+                Some("release-20221219.0"),
+                false,
+                Some("runsc release 20221219 has no nvproxy"),
+            ),
+        ],
+        default_executor: Some("native".into()),
     };
     insta::assert_snapshot!(human(|p| p.whoami(&who)));
+    let j = json(|p| p.whoami(&who));
+    assert_eq!(j["default_executor"], "native");
+    assert_eq!(j["executors"][0]["default"], true);
+    assert_eq!(j["executors"][2]["allowed"], false);
+    assert_eq!(
+        j["executors"][2]["gpu_unavailable"],
+        "runsc release 20221219 has no nvproxy"
+    );
+    assert_eq!(j["executors"][0]["binary"], serde_json::Value::Null);
+    // A node that predates executors: no section at all.
+    let old = WhoAmIView {
+        executors: Vec::new(),
+        default_executor: None,
+        ..who
+    };
+    assert!(!human(|p| p.whoami(&old)).contains("Executors"));
     assert_eq!(human_bytes(512), "512 B");
     assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+}
+
+fn executor(
+    name: &str,
+    kind: &str,
+    caps: &[&str],
+    version: Option<&str>,
+    allowed: bool,
+    gpu_unavailable: Option<&str>,
+) -> crate::view::ExecutorView {
+    crate::view::ExecutorView {
+        name: name.into(),
+        kind: kind.into(),
+        binary: (kind != "native").then(|| format!("/usr/bin/{kind}")),
+        version: version.map(Into::into),
+        capabilities: caps.iter().map(|c| c.to_string()).collect(),
+        gpu_unavailable: gpu_unavailable.map(Into::into),
+        allowed,
+        default: name == "native",
+    }
 }
 
 /// Seed 001's lines, for a placed and for a waiting GPU job.

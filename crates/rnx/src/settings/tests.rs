@@ -186,6 +186,7 @@ fn all_run_flags_reach_the_request() {
          -e A=1 --env B=x=y -s TOKEN=s3cret --secret-env PW= --upload=a.txt --volume=v1 \
          --volume=v2 --runtime=rt --timeout=1h30m --gpu=2 --gpu-memory=4GB \
          --gpu-time=2h --cuda=12.2 --mig=1g.10gb --gpu-profiling -f --reconnect-timeout=5s \
+         --executor=runc --device nvidia.com/gpu=0 --device=nvidia.com/gpu=1 \
          -- sleep 1",
     );
     let Ok(Action::Run(run)) = parse(&line) else {
@@ -213,6 +214,8 @@ fn all_run_flags_reach_the_request() {
         mig_profile: "1g.10gb".into(),
         gpu_profiling: true,
         restart: String::new(),
+        executor: "runc".into(),
+        devices: strings(&["nvidia.com/gpu=0", "nvidia.com/gpu=1"]),
     };
     assert_eq!(run.request, want);
     assert_eq!(run.uploads, [std::path::PathBuf::from("a.txt")]);
@@ -512,6 +515,8 @@ fn every_field_error_maps_to_its_flag() {
         ("runtime", "--runtime"),
         ("timeout_seconds", "--timeout"),
         ("timeout_ms", "--timeout"),
+        ("executor", "--executor"),
+        ("devices[1]", "--device"),
     ] {
         assert_eq!(
             flag_for_field(&FieldError::new(field, "x")),

@@ -290,6 +290,8 @@ jobs:
     command: "python3"
     args: ["evaluate.py"]
     volumes: ["results:ro"]
+    executor: crun
+    devices: ["vendor.example/fpga=0"]
     requires:
       - model-training: "COMPLETED"
 "#;

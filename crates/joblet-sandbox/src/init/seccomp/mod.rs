@@ -114,6 +114,29 @@ fn unknown_numbers_filter(audit_arch: u32) -> BpfProgram {
 }
 
 /// The job's filters for a node that allows `allow`, in load order.
+/// The policy of a node allowing `allow`, as the plain rules an OCI
+/// seccomp profile is written from (`joblet_oci::seccomp`): the same calls
+/// refused with the same errno, `clone3` with `ENOSYS`, `clone` with a
+/// namespace flag and the blocked socket families with `EPERM`.
+pub fn oci_rules(allow: &[SyscallGroup]) -> joblet_oci::seccomp::PolicyRules {
+    let mut denied: Vec<(String, u32)> = Policy::new(allow)
+        .denied()
+        .iter()
+        .map(|d| (d.name.to_string(), d.errno as u32))
+        .collect();
+    denied.push(("clone3".into(), libc::ENOSYS as u32));
+    joblet_oci::seccomp::PolicyRules {
+        denied,
+        clone_flags: CLONE_NS_FLAGS.iter().map(|&f| u64::from(f)).collect(),
+        blocked_socket_families: BLOCKED_SOCKET_FAMILIES
+            .iter()
+            .map(|&f| u64::from(f))
+            .collect(),
+        last_socket_family: u64::from(LAST_SOCKET_FAMILY),
+        eperm: libc::EPERM as u32,
+    }
+}
+
 pub(crate) fn job_filters(allow: &[SyscallGroup]) -> Result<Vec<BpfProgram>, SeccompError> {
     let (arch, audit_arch) = arch()?;
     let policy = Policy::new(allow);

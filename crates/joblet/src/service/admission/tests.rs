@@ -1,5 +1,7 @@
+use std::sync::Arc;
 use std::time::Duration;
 
+use joblet_core::executor::{ExecutorCaps, ExecutorCatalog, ExecutorInfo, ExecutorKind};
 use joblet_core::{JobRequest, Network, NodeCapabilities, UploadEntry, UploadKind};
 
 use super::*;
@@ -17,6 +19,8 @@ fn node() -> Admission {
         default_timeout: Some(Duration::from_secs(3600)),
         node: two_cpus(),
         state_disk: None,
+        executors: Arc::new(ExecutorCatalog::default()),
+        cdi_dirs: Vec::new(),
     }
 }
 
@@ -48,7 +52,7 @@ fn file(path: &str, size: u64) -> UploadEntry {
 }
 
 fn refusal(req: JobRequest) -> String {
-    node().accept(&req).unwrap_err().to_string()
+    node().accept("alice", &req).unwrap_err().to_string()
 }
 
 /// The node's default is also its limit: a job that asks for none, or
@@ -56,11 +60,14 @@ fn refusal(req: JobRequest) -> String {
 #[test]
 fn a_job_gets_the_smaller_of_its_timeout_and_the_nodes() {
     let timeout = |node: &Admission, ms: Option<i64>, secs: Option<i64>| {
-        node.accept(&JobRequest {
-            timeout_ms: ms,
-            timeout_seconds: secs,
-            ..job()
-        })
+        node.accept(
+            "alice",
+            &JobRequest {
+                timeout_ms: ms,
+                timeout_seconds: secs,
+                ..job()
+            },
+        )
         .unwrap()
         .0
         .timeout
@@ -124,16 +131,22 @@ fn the_host_network_needs_the_nodes_permission() {
         allow_host_network: true,
         ..node()
     };
-    assert_eq!(allowing.accept(&host).unwrap().0.network, Network::Host);
+    assert_eq!(
+        allowing.accept("alice", &host).unwrap().0.network,
+        Network::Host
+    );
 }
 
 #[test]
 fn a_bad_field_is_refused_by_name() {
     let e = node()
-        .accept(&JobRequest {
-            max_cpu: -1,
-            ..job()
-        })
+        .accept(
+            "alice",
+            &JobRequest {
+                max_cpu: -1,
+                ..job()
+            },
+        )
         .unwrap_err();
     assert!(
         matches!(&e, ApiError::InvalidField(f) if f.field == "resources.max_cpu"),
@@ -149,10 +162,13 @@ fn a_bad_field_is_refused_by_name() {
 #[test]
 fn what_the_node_cannot_enforce_is_refused() {
     let e = node()
-        .accept(&JobRequest {
-            max_memory_mb: 512,
-            ..job()
-        })
+        .accept(
+            "alice",
+            &JobRequest {
+                max_memory_mb: 512,
+                ..job()
+            },
+        )
         .unwrap_err();
     assert!(matches!(e, ApiError::Unsupported(_)), "{e}");
 }
@@ -176,10 +192,13 @@ fn uploads_must_fit_the_node_limit_and_the_jobs_work_dir() {
         ..node()
     };
     let (spec, _) = unsized_work
-        .accept(&JobRequest {
-            uploads: vec![file("a", 60), file("b", 60)],
-            ..job()
-        })
+        .accept(
+            "alice",
+            &JobRequest {
+                uploads: vec![file("a", 60), file("b", 60)],
+                ..job()
+            },
+        )
         .unwrap();
     assert_eq!((spec.upload_entries, spec.upload_bytes), (2, 120));
 }
@@ -230,14 +249,24 @@ fn the_config_sets_the_admission() {
     cfg.jobs.max_upload_mb = 2;
     cfg.sandbox.enabled = true;
     cfg.filesystem.work_size_mb = 3;
-    let a = Admission::new(&cfg, NodeCapabilities::default(), two_cpus());
+    let a = Admission::new(
+        &cfg,
+        NodeCapabilities::default(),
+        two_cpus(),
+        Arc::new(ExecutorCatalog::default()),
+    );
     assert_eq!(a.node, two_cpus());
     assert_eq!(a.max_upload_bytes, 2 * 1024 * 1024);
     assert_eq!(a.work_size_bytes, Some(3 * 1024 * 1024));
     assert_eq!(a.default_timeout, None, "0 = no default limit");
     cfg.sandbox.enabled = false;
     cfg.jobs.default_timeout = Duration::from_secs(60);
-    let a = Admission::new(&cfg, NodeCapabilities::default(), NodeFacts::default());
+    let a = Admission::new(
+        &cfg,
+        NodeCapabilities::default(),
+        NodeFacts::default(),
+        Arc::new(ExecutorCatalog::default()),
+    );
     assert_eq!(
         a.work_size_bytes, None,
         "unsandboxed jobs have no sized /work"
@@ -256,10 +285,13 @@ fn pinning() -> Admission {
 }
 
 fn cores(node: &Admission, list: &str) -> Result<Option<Vec<u32>>, String> {
-    node.accept(&JobRequest {
-        cpu_cores: list.into(),
-        ..job()
-    })
+    node.accept(
+        "alice",
+        &JobRequest {
+            cpu_cores: list.into(),
+            ..job()
+        },
+    )
     .map(|(spec, _)| spec.resources.cpu_cores)
     .map_err(|e| e.to_string())
 }
@@ -330,11 +362,14 @@ fn each_string_fits_what_exec_takes() {
     );
     // The largest string the kernel takes: 131071 bytes and its NUL.
     let (spec, _) = node()
-        .accept(&JobRequest {
-            args: vec!["y".repeat(131_071)],
-            env: vec![("K".into(), "v".repeat(131_072 - 4))],
-            ..job()
-        })
+        .accept(
+            "alice",
+            &JobRequest {
+                args: vec!["y".repeat(131_071)],
+                env: vec![("K".into(), "v".repeat(131_072 - 4))],
+                ..job()
+            },
+        )
         .unwrap();
     assert_eq!(spec.args[0].len(), 131_071);
 }
@@ -361,16 +396,21 @@ fn argv_and_env_together_fit_arg_max() {
     assert!(e.starts_with("args: the command line ("), "{e}");
     // Half of it fits.
     node()
-        .accept(&JobRequest {
-            env: env[..10].to_vec(),
-            ..job()
-        })
+        .accept(
+            "alice",
+            &JobRequest {
+                env: env[..10].to_vec(),
+                ..job()
+            },
+        )
         .unwrap();
     let unknown = Admission {
         node: NodeFacts::default(),
         ..node()
     };
-    unknown.accept(&JobRequest { env, ..job() }).unwrap();
+    unknown
+        .accept("alice", &JobRequest { env, ..job() })
+        .unwrap();
 }
 
 /// Uploads are counted against the state disk's room above its floor.
@@ -393,22 +433,176 @@ fn uploads_must_fit_on_the_state_disk_above_its_floor() {
         max_upload_bytes: u64::MAX,
         ..node()
     };
-    roomy.accept(&upload(1)).unwrap();
+    roomy.accept("alice", &upload(1)).unwrap();
     let full = Admission {
         state_disk: Some((dir.path().to_owned(), u64::MAX / 2)),
         max_upload_bytes: u64::MAX,
         ..node()
     };
-    let e = full.accept(&upload(1)).unwrap_err().to_string();
+    let e = full.accept("alice", &upload(1)).unwrap_err().to_string();
     assert!(
         e.starts_with("uploads: 1 bytes do not fit on the node's state disk")
             && e.contains("jobs.min_free_disk_mb"),
         "{e}"
     );
     // No upload, no check.
-    full.accept(&JobRequest {
-        command: "true".into(),
-        ..Default::default()
-    })
+    full.accept(
+        "alice",
+        &JobRequest {
+            command: "true".into(),
+            ..Default::default()
+        },
+    )
     .unwrap();
+}
+
+/// A node with the native sandbox (its default), runc (for `alice` and
+/// `bob` only, with CDI) and gVisor, which cannot run GPU jobs.
+fn with_executors() -> Admission {
+    let mut catalog = ExecutorCatalog::default();
+    catalog.executors.push(ExecutorInfo {
+        name: "runc".into(),
+        kind: ExecutorKind::Runc,
+        binary: Some("/usr/bin/runc".into()),
+        version: Some("1.1.12".into()),
+        caps: ExecutorCaps {
+            gpu: true,
+            cdi: true,
+            ..Default::default()
+        },
+        gpu_unavailable: None,
+        users: vec!["alice".into(), "bob".into()],
+    });
+    catalog.executors.push(ExecutorInfo {
+        name: "gvisor".into(),
+        kind: ExecutorKind::Runsc,
+        binary: Some("/usr/bin/runsc".into()),
+        version: Some("release-20221219.0".into()),
+        caps: ExecutorCaps::default(),
+        gpu_unavailable: Some("runsc release 20221219 has no nvproxy".into()),
+        users: Vec::new(),
+    });
+    Admission {
+        caps: NodeCapabilities {
+            uploads: true,
+            gpus: true,
+            ..Default::default()
+        },
+        executors: Arc::new(catalog),
+        ..node()
+    }
+}
+
+#[test]
+fn an_admitted_job_names_the_executor_it_runs_on() {
+    let cdi = tempfile::tempdir().unwrap();
+    std::fs::write(
+        cdi.path().join("nvidia.yaml"),
+        "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n  - name: \"0\"\n    containerEdits:\n      env: [A=1]\n",
+    )
+    .unwrap();
+    let node = Admission {
+        cdi_dirs: vec![cdi.path().to_path_buf()],
+        ..with_executors()
+    };
+    let (spec, _) = node.accept("carol", &job()).unwrap();
+    assert_eq!(spec.executor.as_deref(), Some("native"), "the default");
+    let (spec, _) = node
+        .accept(
+            "alice",
+            &JobRequest {
+                executor: "runc".into(),
+                devices: vec!["nvidia.com/gpu=0".into()],
+                ..job()
+            },
+        )
+        .unwrap();
+    assert_eq!(spec.executor.as_deref(), Some("runc"));
+    assert_eq!(spec.devices, ["nvidia.com/gpu=0"]);
+    // A device no spec there defines is refused, naming it and the known.
+    let e = node
+        .accept(
+            "alice",
+            &JobRequest {
+                executor: "runc".into(),
+                devices: vec!["nvidia.com/gpu=0".into(), "nvidia.com/gpu=7".into()],
+                ..job()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("devices[1]") && e.contains("gpu=7") && e.ends_with(": 0"), "{e}");
+}
+
+#[test]
+fn an_unknown_executor_is_refused_naming_the_known_ones() {
+    let e = with_executors()
+        .accept(
+            "alice",
+            &JobRequest {
+                executor: "kata".into(),
+                ..job()
+            },
+        )
+        .unwrap_err();
+    let ApiError::InvalidField(f) = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(f.field, "executor");
+    assert!(f.problem.contains("no executor \"kata\""), "{e}");
+    assert!(f.problem.contains("native, runc, gvisor"), "{e}");
+}
+
+#[test]
+fn a_gpu_job_on_an_executor_without_gpus_is_refused_naming_both() {
+    let e = with_executors()
+        .accept(
+            "alice",
+            &JobRequest {
+                executor: "gvisor".into(),
+                gpu_count: 1,
+                ..job()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("executor: "), "{e}");
+    assert!(
+        e.contains("\"gvisor\" (runsc) lacks the gpu capability"),
+        "{e}"
+    );
+    assert!(e.contains("runsc release 20221219 has no nvproxy"), "{e}");
+}
+
+#[test]
+fn devices_need_an_executor_with_cdi_and_executors_their_users() {
+    let node = with_executors();
+    let e = node
+        .accept(
+            "alice",
+            &JobRequest {
+                devices: vec!["nvidia.com/gpu=0".into()],
+                ..job()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("\"native\" (native) lacks the cdi capability"),
+        "{e}"
+    );
+    let e = node
+        .accept(
+            "carol",
+            &JobRequest {
+                executor: "runc".into(),
+                ..job()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("user \"carol\" may not use executor \"runc\""),
+        "{e}"
+    );
 }
