@@ -2,8 +2,9 @@
 # The Python tools the tests drive, from PyPI, in one venv of their own
 # (/usr/local/lib/joblet-pytools, or $JOBLET_PYTOOLS): NVIDIA's NVML binding
 # and gpustat (real NVML clients against the fake libnvidia-ml.so),
-# schemathesis (tests the REST API against its OpenAPI document) and
-# Playwright (drives Debian's chromium through the web console).
+# schemathesis (tests the REST API against its OpenAPI document),
+# Playwright (drives Debian's chromium through the web console) and
+# jsonschema (checks `joblet cdi generate` against the CDI spec's schema).
 # Built on the system's /usr/bin/python3 (Debian's), not whatever python3
 # comes first on PATH, so a job that sees the host's /usr runs the same
 # tools (the NVML clients inside a GPU job). Installs what is missing; does
@@ -12,7 +13,7 @@
 set -euo pipefail
 venv="${JOBLET_PYTOOLS:-/usr/local/lib/joblet-pytools}"
 # Pinned: a test that passes today must not break on a release tomorrow.
-pkgs=(nvidia-ml-py==13.615.71 gpustat==1.1.1 schemathesis==4.32.5 playwright==1.65.2)
+pkgs=(nvidia-ml-py==13.615.71 gpustat==1.1.1 schemathesis==4.32.5 playwright==1.65.2 jsonschema==4.26.0)
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 py=/usr/bin/python3

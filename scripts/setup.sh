@@ -10,7 +10,10 @@
 # tests' network namespaces), prometheus (a real server and promtool scrape
 # the node's /metrics in the metrics tests), chromium (the web console's
 # browser tests, driven by Playwright), curl (tests fetch a node's /metrics inside its
-# network namespace)
+# network namespace), runc, crun and runsc (gVisor) (the OCI executors a
+# node offers; their tests and bench/executors.sh), podman and
+# busybox-static (the CDI test runs a container with the node's generated
+# CDI spec)
 # and uv (a runtime's Python packages; from PyPI, into its own venv under
 # /usr/local/lib/joblet-uv, linked as /usr/local/bin/uv, when no uv is on
 # PATH). Installs them when missing; does nothing when they are there.
@@ -18,14 +21,14 @@
 # manual step.
 set -euo pipefail
 need=()
-for pkg in libhwloc-dev libudev-dev pkg-config libc6-dev mmdebstrap e2fsprogs python3-venv etcd-server etcd-client iproute2 prometheus chromium curl; do
+for pkg in libhwloc-dev libudev-dev pkg-config libc6-dev mmdebstrap e2fsprogs python3-venv etcd-server etcd-client iproute2 prometheus chromium curl runc crun runsc podman busybox-static; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 if [ ${#need[@]} -gt 0 ]; then
     if ! command -v apt-get >/dev/null; then
-        echo "setup.sh: missing ${need[*]} and no apt-get here: install hwloc (>= 2.0) development files, libudev, glibc's static libraries (libc.a), mmdebstrap, e2fsprogs, python3-venv, etcd (3.4 or later), iproute2, prometheus (2.x, for promtool), chromium and curl with your package manager" >&2
+        echo "setup.sh: missing ${need[*]} and no apt-get here: install hwloc (>= 2.0) development files, libudev, glibc's static libraries (libc.a), mmdebstrap, e2fsprogs, python3-venv, etcd (3.4 or later), iproute2, prometheus (2.x, for promtool), chromium, curl, runc, crun, runsc (gVisor), podman and busybox (static) with your package manager" >&2
         exit 1
     fi
     echo "setup.sh: installing ${need[*]}"
