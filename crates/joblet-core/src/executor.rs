@@ -259,23 +259,26 @@ pub fn check_executor_name(name: &str) -> Result<(), FieldError> {
     }
 }
 
-/// A CDI device name, `vendor/class=name` (CDI's rules: the vendor a
-/// domain-like name, the class letters, digits, '_' and '-', the device
-/// name letters, digits and `_.:-`, each starting and ending with a letter
-/// or digit), split into its parts; `None` when it is not one.
+/// A CDI device name, `vendor/class=name` (CDI's rules: the vendor and
+/// the class start with a letter and hold letters, digits, `_`, `-` and
+/// `.`; the device name starts with a letter or digit and may also hold
+/// `:`; each ends with a letter or digit), split into its parts; `None`
+/// when it is not one. `joblet_oci::cdi::CdiDevice` parses the same names
+/// (a test in the daemon checks that the two agree) and says why one is
+/// not.
 pub fn split_cdi_name(s: &str) -> Option<(&str, &str, &str)> {
     let (kind, name) = s.split_once('=')?;
     let (vendor, class) = kind.split_once('/')?;
-    let alnum_ends = |p: &str| {
-        p.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+    let ok = |p: &str, first: fn(&char) -> bool, extra: &str| {
+        p.chars().next().is_some_and(|c| first(&c))
             && p.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
-    };
-    let ok = |p: &str, extra: &str| {
-        alnum_ends(p)
             && p.chars()
                 .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
     };
-    (ok(vendor, "._-") && ok(class, "_-") && ok(name, "_.:-")).then_some((vendor, class, name))
+    let letter = |c: &char| c.is_ascii_alphabetic();
+    let alnum = |c: &char| c.is_ascii_alphanumeric();
+    (ok(vendor, letter, "._-") && ok(class, letter, "._-") && ok(name, alnum, "_.:-"))
+        .then_some((vendor, class, name))
 }
 
 #[cfg(test)]
@@ -364,6 +367,7 @@ mod tests {
             "a/b=",
             "a/b c=0",
             "a/b=-x",
+            "9vendor.com/gpu=0",
         ] {
             assert_eq!(split_cdi_name(bad), None, "{bad}");
         }

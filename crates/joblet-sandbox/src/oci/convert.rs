@@ -192,3 +192,171 @@ pub fn bundle_input(
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::cgroup::Limits;
+    use crate::devices::DeviceRules;
+    use crate::init::{Bind, InitConfig};
+
+    fn job(net: NetMode) -> JobSandbox {
+        JobSandbox {
+            cgroup_base: "joblet".into(),
+            cgroup_name: "j1".into(),
+            limits: Limits {
+                memory_mb: Some(64),
+                cpuset: Some(vec![0, 1]),
+                pids_max: 128,
+                ..Limits::default()
+            },
+            devices: DeviceRules::minimal(),
+            init: InitConfig {
+                command: String::new(),
+                args: Vec::new(),
+                env: BTreeMap::new(),
+                hostname: "job-j1".into(),
+                uid: 65534,
+                gid: 65534,
+                allow_root: false,
+                ro_mounts: vec!["/usr".into(), "/etc".into()],
+                root: None,
+                extra_devices: Vec::new(),
+                work_dir: "/var/lib/joblet/jobs/j1/work".into(),
+                work_size_mb: 0,
+                tmp_size_mb: 64,
+                net,
+                seccomp: true,
+                seccomp_allow: Vec::new(),
+                binds: vec![
+                    Bind {
+                        source: "/var/lib/joblet/params".into(),
+                        target: "/proc/driver/nvidia/params".into(),
+                        writable: false,
+                    },
+                    Bind {
+                        source: "/srv/vol".into(),
+                        target: "/volumes/data".into(),
+                        writable: true,
+                    },
+                ],
+                masks: vec!["/proc/driver/nvidia".into()],
+                device_binds: vec![Bind {
+                    source: "/dev/null".into(),
+                    target: "/dev/nvidia0".into(),
+                    writable: false,
+                }],
+                dev_shm: None,
+                warm: false,
+            },
+            oci: None,
+        }
+    }
+
+    fn spec() -> ShimSpec {
+        ShimSpec {
+            job_id: "j1".into(),
+            command: "python3".into(),
+            args: vec!["train.py".into()],
+            env: BTreeMap::from([("PATH".into(), "/usr/bin".into())]),
+            cwd: "/work".into(),
+            timeout_ms: None,
+            stop_grace_ms: 1000,
+            runner: None,
+            fence: None,
+        }
+    }
+
+    #[test]
+    fn the_job_runs_under_joblets_init_with_its_own_nodes_and_binds() {
+        let shim = Path::new("/usr/lib/joblet/joblet-shim");
+        let i = bundle_input(
+            &job(NetMode::None),
+            &spec(),
+            Path::new("/b/rootfs"),
+            Path::new("/sys"),
+            true,
+            Some(shim),
+        )
+        .unwrap();
+        assert_eq!(
+            i.args,
+            ["/run/joblet/init", "oci-init", "--", "python3", "train.py"]
+        );
+        // Binds into /proc are left to readonlyPaths; the init is bound in.
+        let targets: Vec<_> = i.binds.iter().map(|b| b.target.clone()).collect();
+        assert_eq!(
+            targets,
+            [
+                PathBuf::from("/volumes/data"),
+                PathBuf::from("/run/joblet/init")
+            ]
+        );
+        assert!(i.binds[0].writable && !i.binds[1].writable);
+        // A device bind becomes a node with the host node's numbers.
+        assert_eq!(
+            (
+                i.devices[0].path.as_path(),
+                i.devices[0].major,
+                i.devices[0].minor
+            ),
+            (Path::new("/dev/nvidia0"), 1, 3)
+        );
+        assert_eq!(i.cgroups_path, PathBuf::from("/joblet/j1"));
+        assert_eq!(i.limits.memory_bytes, Some(64 << 20));
+        assert_eq!(i.limits.cpuset.as_deref(), Some("0,1"));
+        assert!(i.limits.no_swap && i.seccomp.is_some());
+        assert_eq!(i.create_runtime_hooks.len(), 1, "lo is brought up");
+        assert!(!i.host_network);
+    }
+
+    #[test]
+    fn runsc_and_the_host_network_get_no_hook_and_a_runtime_tree_its_paths() {
+        let mut j = job(NetMode::Host);
+        j.init.root = Some("/srv/runtimes/py".into());
+        let i = bundle_input(
+            &j,
+            &spec(),
+            Path::new("/b/rootfs"),
+            Path::new("/sys"),
+            false,
+            None,
+        )
+        .unwrap();
+        assert_eq!(i.args, ["python3", "train.py"], "no init under runsc");
+        assert!(i.create_runtime_hooks.is_empty() && i.host_network);
+        assert_eq!(i.ro_mounts[0].source, PathBuf::from("/srv/runtimes/py/usr"));
+        assert_eq!(i.ro_mounts[0].target, PathBuf::from("/usr"));
+        assert!(!i.limits.no_swap);
+    }
+
+    #[test]
+    fn a_missing_or_non_device_node_fails_the_start() {
+        let mut j = job(NetMode::None);
+        j.init.device_binds[0].source = "/nonexistent/nvidia0".into();
+        let e = bundle_input(
+            &j,
+            &spec(),
+            Path::new("/b/rootfs"),
+            Path::new("/sys"),
+            true,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("/nonexistent/nvidia0"), "{e}");
+        let file = tempfile::NamedTempFile::new().unwrap();
+        j.init.device_binds[0].source = file.path().to_path_buf();
+        let e = bundle_input(
+            &j,
+            &spec(),
+            Path::new("/b/rootfs"),
+            Path::new("/sys"),
+            true,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("is not a device node"), "{e}");
+    }
+}

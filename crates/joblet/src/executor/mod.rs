@@ -319,10 +319,7 @@ pub fn resolve_cdi(
 /// Checks at submission that every CDI device a job asks for is defined
 /// in the spec directories `dirs`: the first that is not is refused as
 /// `devices[i]`, with what the specs define.
-pub fn check_devices(
-    dirs: &[PathBuf],
-    devices: &[String],
-) -> Result<(), joblet_core::FieldError> {
+pub fn check_devices(dirs: &[PathBuf], devices: &[String]) -> Result<(), joblet_core::FieldError> {
     if devices.is_empty() {
         return Ok(());
     }
@@ -381,5 +378,32 @@ fn caps_of(
             },
             no_gpus,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The request's syntax check (joblet-core) and the CDI parser
+        /// (joblet-oci) accept exactly the same device names.
+        #[test]
+        fn the_two_cdi_name_checks_agree(s in "[a-z0-9./=:_ -]{0,12}") {
+            let core = joblet_core::executor::split_cdi_name(&s).is_some();
+            let oci = s.parse::<joblet_oci::cdi::CdiDevice>().is_ok();
+            prop_assert_eq!(core, oci, "{:?}", s);
+        }
+
+        #[test]
+        fn well_formed_names_agree_too(
+            vendor in "[a-z][a-z0-9._-]{0,6}[a-z0-9]",
+            class in "[a-z][a-z0-9._-]{0,4}[a-z0-9]",
+            name in "[a-z0-9][a-z0-9._:-]{0,4}[a-z0-9]",
+        ) {
+            let s = format!("{vendor}/{class}={name}");
+            prop_assert!(joblet_core::executor::split_cdi_name(&s).is_some(), "{}", s);
+            prop_assert!(s.parse::<joblet_oci::cdi::CdiDevice>().is_ok(), "{}", s);
+        }
     }
 }

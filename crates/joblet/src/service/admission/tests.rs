@@ -531,7 +531,10 @@ fn an_admitted_job_names_the_executor_it_runs_on() {
         )
         .unwrap_err()
         .to_string();
-    assert!(e.contains("devices[1]") && e.contains("gpu=7") && e.ends_with(": 0"), "{e}");
+    assert!(
+        e.contains("devices[1]") && e.contains("gpu=7") && e.ends_with(": 0"),
+        "{e}"
+    );
 }
 
 #[test]
