@@ -736,3 +736,32 @@ fn limits_hold_under_runc_and_crun_and_nothing_is_left_behind() {
         );
     }
 }
+
+#[test]
+fn runc_and_crun_jobs_stop_time_out_and_die_like_native_ones() {
+    if !(have("runc") && have("crun")) {
+        return;
+    }
+    let node = start("");
+    for executor in ["runc", "crun"] {
+        let exec = format!("--executor={executor}");
+        // A stop's SIGTERM reaches the job itself (joblet's pid 1 is not
+        // the job), so a job without a handler ends by it, not by the
+        // SIGKILL after the grace.
+        let id = node.run(&[&exec, "--", "sleep", "600"]);
+        wait_state(&node, &id, "RUNNING");
+        node.rnx_ok(&["job", "stop", &id]);
+        let status = node.wait_done(&id, T);
+        assert_eq!(status["state"], "STOPPED", "{executor}: {status}");
+        let reason = status["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("SIGTERM"), "{executor}: {status}");
+        // A timeout.
+        let done = run_job(&node, &[&exec, "--timeout=1s", "--", "sleep", "600"]);
+        let reason = done.status["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("timed out"), "{executor}: {}", done.status);
+        // A signal the job dies of is told as such.
+        let done = run_job(&node, &[&exec, "--", "sh", "-c", "kill -9 $$"]);
+        let reason = done.status["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("SIGKILL"), "{executor}: {}", done.status);
+    }
+}

@@ -66,6 +66,8 @@ export function render(ctx) {
       ["Ended", j.ended_ms ? time(j.ended_ms) : null],
       ["Ran for", j.started_ms ? duration((j.ended_ms || Date.now()) - j.started_ms) : null],
       ["Runtime", j.runtime],
+      ["Executor", j.executor],
+      ["Devices", (j.devices || []).join(", ") || null],
       ["Workflow", j.workflow_id ? h("a", { href: `#/workflows/${j.workflow_id}` }, `${j.workflow_job} in ${j.workflow_id.slice(0, 8)}`) : null],
       ["Nodes", (j.nodes || []).join(", ")],
     ]));
