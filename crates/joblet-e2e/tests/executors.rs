@@ -765,3 +765,38 @@ fn runc_and_crun_jobs_stop_time_out_and_die_like_native_ones() {
         assert!(reason.contains("SIGKILL"), "{executor}: {}", done.status);
     }
 }
+
+#[test]
+fn a_runtime_that_fails_fails_the_start_and_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A "runc" that knows its version and refuses every container.
+    let bin = dir.path().join("broken-runc");
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\ncase \"$1\" in --version) echo 'runc version 0.0-broken'; exit 0;; esac\necho 'broken-runc: no containers today' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let node = start_sandbox(&format!(
+        "executors:\n  detect: false\n  oci:\n    broken:\n      runtime: runc\n      binary: \"{}\"\n",
+        bin.display()
+    ));
+    let done = run_job(&node, &["--executor=broken", "--", "true"]);
+    assert_eq!(done.status["state"], "FAILED", "{}", done.status);
+    let reason = done.status["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("failed to start")
+            && reason.contains("executor broken")
+            && reason.contains("run --detach failed"),
+        "{}",
+        done.status
+    );
+    // The runtime's own words are in the job's output.
+    assert!(
+        done.stderr.contains("no containers today") || done.stdout.contains("no containers today"),
+        "{} / {}",
+        done.stdout,
+        done.stderr
+    );
+}

@@ -95,6 +95,32 @@ impl Runtime {
         a
     }
 
+    /// `run --detach`: `create` and `start` in one call; the runtime
+    /// returns once the container's process runs.
+    pub fn run_detached(
+        &self,
+        id: &str,
+        bundle: &Path,
+        pid_file: &Path,
+        log: &Path,
+        preserve_fds: u32,
+    ) -> Vec<OsString> {
+        let mut a = self.global(log);
+        a.extend([os("run"), os("--detach")]);
+        if preserve_fds > 0 {
+            a.push(os("--preserve-fds"));
+            a.push(OsString::from(preserve_fds.to_string()));
+        }
+        a.extend([
+            os("--bundle"),
+            bundle.as_os_str().to_owned(),
+            os("--pid-file"),
+            pid_file.as_os_str().to_owned(),
+            os(id),
+        ]);
+        a
+    }
+
     pub fn start(&self, id: &str, log: &Path) -> Vec<OsString> {
         let mut a = self.global(log);
         a.extend([os("start"), os(id)]);
@@ -194,6 +220,31 @@ mod tests {
                 "--pid-file",
                 "/b/pid",
                 "joblet-1"
+            ]
+        );
+    }
+
+    #[test]
+    fn run_detached_creates_and_starts_in_one_call() {
+        let a = strs(rt(Cli::Crun).run_detached(
+            "j",
+            Path::new("/b"),
+            Path::new("/b/pid"),
+            Path::new("/b/l"),
+            1,
+        ));
+        assert_eq!(
+            &a[4..],
+            [
+                "run",
+                "--detach",
+                "--preserve-fds",
+                "1",
+                "--bundle",
+                "/b",
+                "--pid-file",
+                "/b/pid",
+                "j"
             ]
         );
     }

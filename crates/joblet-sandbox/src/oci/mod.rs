@@ -1,16 +1,16 @@
 //! Jobs under an OCI runtime (runc, crun, runsc) instead of the native
 //! sandbox, driven by the same shim: the runner writes the job's bundle
 //! from its sandbox settings ([`convert`], `joblet_oci::bundle`), has the
-//! runtime `create` the container (its init then waits, and becomes the
-//! shim's child when the runtime's process exits: the shim is a child
-//! subreaper), `start`s it, and hands the shim the init as the job's
-//! leader. The init leads its own session and process group, so stop,
+//! runtime create and start the container (runc and crun in one `run
+//! --detach`, runsc with `create` and `start`; the container's init becomes
+//! the shim's child when the runtime's process exits: the shim is a child
+//! subreaper), and hands the shim the init as the job's leader. The init leads its own session and process group, so stop,
 //! kill, timeouts and the fencing deadline reach it as they reach any
 //! job; its exit is the job's end, logs are the same pipes, and the job
 //! outlives a daemon restart with its shim. After the job the cgroup says
 //! whether memory ran out, and `delete --force` removes what is left.
 //!
-//! Anything that fails before `start` returns undoes itself (the
+//! Anything that fails before the container runs undoes itself (the
 //! container is deleted) and the job does not start.
 
 mod convert;
@@ -249,8 +249,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .write(true)
         .mode(0o600)
         .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
+    // Not synced: the bundle is of use only while this shim runs (a crash
+    // leaves a job the daemon reports lost, and its container deleted).
+    f.write_all(bytes)
 }
 
 /// Starts `job` under its OCI runtime; returns the container's init (the
@@ -328,6 +329,7 @@ pub(crate) fn start(
     let _ = fs::remove_file(&pid_file);
     // Joblet's pid 1 (runc, crun) tells the job's end on fd 3.
     let with_init = oci.runtime.cli != Cli::Runsc;
+    let created_by = if with_init { "run --detach" } else { "create" };
     let (end, status_w) = if with_init {
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| isolation(name, "creating the job's status pipe", e))?;
@@ -335,9 +337,16 @@ pub(crate) fn start(
     } else {
         (None, None)
     };
+    // runc and crun create and start the container in one call (`run
+    // --detach`: one runtime process less on the job's start); runsc in
+    // two, its sandbox becoming the shim's child before its job starts.
     let created = active.run_with(
-        oci.runtime
-            .create(&id, bundle, &pid_file, &active.log(), u32::from(with_init)),
+        match with_init {
+            true => oci
+                .runtime
+                .run_detached(&id, bundle, &pid_file, &active.log(), 1),
+            false => oci.runtime.create(&id, bundle, &pid_file, &active.log(), 0),
+        },
         Stdio::from(stdout),
         Stdio::from(stderr),
         status_w.as_ref(),
@@ -388,8 +397,8 @@ pub(crate) fn start(
     };
     match created {
         Ok(st) if st.success() => {}
-        Ok(st) => return Err(fail(&active, "create", format!(" ({st})"))),
-        Err(e) => return Err(fail(&active, "create", format!(": {e}"))),
+        Ok(st) => return Err(fail(&active, created_by, format!(" ({st})"))),
+        Err(e) => return Err(fail(&active, created_by, format!(": {e}"))),
     }
     let pid = match fs::read_to_string(&pid_file)
         .ok()
@@ -399,20 +408,22 @@ pub(crate) fn start(
         _ => {
             return Err(fail(
                 &active,
-                "create",
+                created_by,
                 format!(": no pid in {}", pid_file.display()),
             ))
         }
     };
-    let started = active.run(
-        oci.runtime.start(&id, &active.log()),
-        Stdio::null(),
-        Stdio::null(),
-    );
-    match started {
-        Ok(st) if st.success() => {}
-        Ok(st) => return Err(fail(&active, "start", format!(" ({st})"))),
-        Err(e) => return Err(fail(&active, "start", format!(": {e}"))),
+    if !with_init {
+        let started = active.run(
+            oci.runtime.start(&id, &active.log()),
+            Stdio::null(),
+            Stdio::null(),
+        );
+        match started {
+            Ok(st) if st.success() => {}
+            Ok(st) => return Err(fail(&active, "start", format!(" ({st})"))),
+            Err(e) => return Err(fail(&active, "start", format!(": {e}"))),
+        }
     }
     forget_config();
     let cgroup = layout
