@@ -505,8 +505,8 @@ fn an_nvproxy_capable_runsc_gets_the_gpu_flags() {
     let calls = std::fs::read_to_string(&log).unwrap();
     let create = calls
         .lines()
-        .find(|l| l.contains("'create'"))
-        .unwrap_or_else(|| panic!("no create call recorded:\n{calls}"));
+        .find(|l| l.contains("'run' '--detach'"))
+        .unwrap_or_else(|| panic!("no run --detach call recorded:\n{calls}"));
     for flag in [
         "'--nvproxy=true'",
         "'--platform=systrap'",

@@ -2,12 +2,11 @@
 //! runsc): global options first (state root, log), then the operation.
 //! Pure: the runner executes them.
 //!
-//! A job's container lives through `create` (the runtime sets the
-//! container up and leaves its init waiting, a child of the shim once the
-//! runtime's own process has exited), `start`, then the init's exit (the
-//! shim waits for it like any job leader), then `delete --force`. Signals
-//! go to the init's process group, as to any job leader; `kill` is there
-//! for a container whose init the shim cannot signal.
+//! A job's container lives through `run --detach` (create and start in one
+//! call: the runtime's own process exits once the container runs, and its
+//! init becomes a child of the shim), then the init's exit (the shim waits
+//! for it like any job leader), then `delete --force`. Signals go to the
+//! init's process group, as to any job leader.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -68,33 +67,6 @@ impl Runtime {
         a
     }
 
-    /// `create`: the container of `bundle` as `id`, its init's pid written
-    /// to `pid_file`; the init inherits the caller's standard streams and
-    /// its descriptors 3 to `3 + preserve_fds - 1`.
-    pub fn create(
-        &self,
-        id: &str,
-        bundle: &Path,
-        pid_file: &Path,
-        log: &Path,
-        preserve_fds: u32,
-    ) -> Vec<OsString> {
-        let mut a = self.global(log);
-        a.push(os("create"));
-        if preserve_fds > 0 {
-            a.push(os("--preserve-fds"));
-            a.push(OsString::from(preserve_fds.to_string()));
-        }
-        a.extend([
-            os("--bundle"),
-            bundle.as_os_str().to_owned(),
-            os("--pid-file"),
-            pid_file.as_os_str().to_owned(),
-            os(id),
-        ]);
-        a
-    }
-
     /// `run --detach`: `create` and `start` in one call; the runtime
     /// returns once the container's process runs.
     pub fn run_detached(
@@ -118,19 +90,6 @@ impl Runtime {
             pid_file.as_os_str().to_owned(),
             os(id),
         ]);
-        a
-    }
-
-    pub fn start(&self, id: &str, log: &Path) -> Vec<OsString> {
-        let mut a = self.global(log);
-        a.extend([os("start"), os(id)]);
-        a
-    }
-
-    /// `kill --all ID SIGNAL`: every process of the container.
-    pub fn kill(&self, id: &str, signal: &str, log: &Path) -> Vec<OsString> {
-        let mut a = self.global(log);
-        a.extend([os("kill"), os("--all"), os(id), os(signal)]);
         a
     }
 
@@ -196,7 +155,7 @@ mod tests {
 
     #[test]
     fn runc_takes_root_and_a_json_log_before_the_operation() {
-        let a = strs(rt(Cli::Runc).create(
+        let a = strs(rt(Cli::Runc).run_detached(
             "joblet-1",
             Path::new("/b"),
             Path::new("/b/pid"),
@@ -212,7 +171,8 @@ mod tests {
                 "/b/runtime.log",
                 "--log-format",
                 "json",
-                "create",
+                "run",
+                "--detach",
                 "--preserve-fds",
                 "1",
                 "--bundle",
@@ -226,6 +186,26 @@ mod tests {
 
     #[test]
     fn run_detached_creates_and_starts_in_one_call() {
+        // runsc: no joblet pid 1, no descriptor to preserve.
+        let a = strs(rt(Cli::Runsc).run_detached(
+            "j",
+            Path::new("/b"),
+            Path::new("/b/pid"),
+            Path::new("/b/l"),
+            0,
+        ));
+        assert_eq!(
+            &a[3..],
+            [
+                "run",
+                "--detach",
+                "--bundle",
+                "/b",
+                "--pid-file",
+                "/b/pid",
+                "j"
+            ]
+        );
         let a = strs(rt(Cli::Crun).run_detached(
             "j",
             Path::new("/b"),
@@ -252,7 +232,7 @@ mod tests {
     #[test]
     fn crun_and_runsc_spell_their_log_their_way() {
         let log = Path::new("/b/runtime.log");
-        let c = strs(rt(Cli::Crun).start("j", log));
+        let c = strs(rt(Cli::Crun).delete("j", log));
         assert!(
             c.contains(&"--log=file:/b/runtime.log".to_string()),
             "{c:?}"
@@ -273,8 +253,6 @@ mod tests {
                 "j"
             ]
         );
-        let k = strs(rt(Cli::Runc).kill("j", "KILL", log));
-        assert_eq!(&k[k.len() - 4..], ["kill", "--all", "j", "KILL"]);
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! Jobs under an OCI runtime (runc, crun, runsc) instead of the native
 //! sandbox, driven by the same shim: the runner writes the job's bundle
 //! from its sandbox settings ([`convert`], `joblet_oci::bundle`), has the
-//! runtime create and start the container (runc and crun in one `run
-//! --detach`, runsc with `create` and `start`; the container's init becomes
-//! the shim's child when the runtime's process exits: the shim is a child
-//! subreaper), and hands the shim the init as the job's leader. The init leads its own session and process group, so stop,
+//! runtime create and start the container in one `run --detach` (the
+//! container's init becomes the shim's child when the runtime's process
+//! exits: the shim is a child subreaper), and hands the shim the init as
+//! the job's leader. The init leads its own session and process group, so stop,
 //! kill, timeouts and the fencing deadline reach it as they reach any
 //! job; its exit is the job's end, logs are the same pipes, and the job
 //! outlives a daemon restart with its shim. After the job the cgroup says
@@ -329,7 +329,6 @@ pub(crate) fn start(
     let _ = fs::remove_file(&pid_file);
     // Joblet's pid 1 (runc, crun) tells the job's end on fd 3.
     let with_init = oci.runtime.cli != Cli::Runsc;
-    let created_by = if with_init { "run --detach" } else { "create" };
     let (end, status_w) = if with_init {
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| isolation(name, "creating the job's status pipe", e))?;
@@ -337,16 +336,11 @@ pub(crate) fn start(
     } else {
         (None, None)
     };
-    // runc and crun create and start the container in one call (`run
-    // --detach`: one runtime process less on the job's start); runsc in
-    // two, its sandbox becoming the shim's child before its job starts.
+    // Created and started in one call: one runtime process on the job's
+    // start, not two.
     let created = active.run_with(
-        match with_init {
-            true => oci
-                .runtime
-                .run_detached(&id, bundle, &pid_file, &active.log(), 1),
-            false => oci.runtime.create(&id, bundle, &pid_file, &active.log(), 0),
-        },
+        oci.runtime
+            .run_detached(&id, bundle, &pid_file, &active.log(), u32::from(with_init)),
         Stdio::from(stdout),
         Stdio::from(stderr),
         status_w.as_ref(),
@@ -354,8 +348,8 @@ pub(crate) fn start(
     // The container's init holds the write end now.
     drop(status_w);
     // Once the container runs (or failed), the runtime has read the spec
-    // for good (runsc reads it again at `start`; each keeps its own copy
-    // in its state directory, on /run): the environment's values (secrets
+    // for good (it keeps its own copy in its state directory, on /run):
+    // the environment's values (secrets
     // among them) leave the disk. What stays, for whoever wants to see the
     // bundle the job ran in, is the spec with its variables' names only.
     let forget_config = || {
@@ -397,8 +391,8 @@ pub(crate) fn start(
     };
     match created {
         Ok(st) if st.success() => {}
-        Ok(st) => return Err(fail(&active, created_by, format!(" ({st})"))),
-        Err(e) => return Err(fail(&active, created_by, format!(": {e}"))),
+        Ok(st) => return Err(fail(&active, "run --detach", format!(" ({st})"))),
+        Err(e) => return Err(fail(&active, "run --detach", format!(": {e}"))),
     }
     let pid = match fs::read_to_string(&pid_file)
         .ok()
@@ -408,23 +402,11 @@ pub(crate) fn start(
         _ => {
             return Err(fail(
                 &active,
-                created_by,
+                "run --detach",
                 format!(": no pid in {}", pid_file.display()),
             ))
         }
     };
-    if !with_init {
-        let started = active.run(
-            oci.runtime.start(&id, &active.log()),
-            Stdio::null(),
-            Stdio::null(),
-        );
-        match started {
-            Ok(st) if st.success() => {}
-            Ok(st) => return Err(fail(&active, "start", format!(" ({st})"))),
-            Err(e) => return Err(fail(&active, "start", format!(": {e}"))),
-        }
-    }
     forget_config();
     let cgroup = layout
         .as_ref()
