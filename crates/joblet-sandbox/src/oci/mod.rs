@@ -349,9 +349,9 @@ pub(crate) fn start(
     drop(status_w);
     // Once the container runs (or failed), the runtime has read the spec
     // for good (it keeps its own copy in its state directory, on /run):
-    // the environment's values (secrets
-    // among them) leave the disk. What stays, for whoever wants to see the
-    // bundle the job ran in, is the spec with its variables' names only.
+    // the environment's values, secrets among them, leave the disk. What
+    // stays, for whoever wants to see the bundle the job ran in, is the
+    // spec with its variables' names only.
     let forget_config = || {
         let mut redacted = config.clone();
         if let Some(p) = redacted.process_mut().as_mut() {
