@@ -276,6 +276,12 @@ impl Node {
         } else {
             with_setting(&extra_config, "rest", "address: \"127.0.0.1:0\"")
         };
+        // The OCI runtimes' state goes with the node, not to /run.
+        let extra_config = if extra_config.contains("executors:\n  state_dir:") {
+            extra_config
+        } else {
+            with_setting(&extra_config, "executors", "state_dir: \"{node_dir}/oci\"")
+        };
         let state = dir.path().join("state");
         if let Some(mb) = opts.state_tmpfs_mb {
             std::fs::create_dir_all(&state)?;

@@ -10,7 +10,7 @@ mod executors_common;
 mod gpu_common;
 mod sandbox_common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -314,9 +314,20 @@ fn limits_hold_under_runc_and_crun_and_nothing_is_left_behind() {
         // After the job (the shim cleans up once the end is recorded, and
         // exits then): no container state, no job cgroup, no bundle root.
         let id = &done.id;
-        let state = Path::new("/run/joblet/oci")
-            .join(executor)
-            .join(format!("joblet-{id}"));
+        // The runtime's root, executors.state_dir/NAME (the harness puts
+        // it in the node's directory): there, without the container.
+        let root = node
+            .state_dir()
+            .parent()
+            .unwrap()
+            .join("oci")
+            .join(executor);
+        assert!(
+            root.is_dir(),
+            "{executor}: no runtime root at {}",
+            root.display()
+        );
+        let state = root.join(format!("joblet-{id}"));
         let bundle = node.state_dir().join("jobs").join(id).join("bundle");
         let deadline = Instant::now() + T;
         while (state.exists()
