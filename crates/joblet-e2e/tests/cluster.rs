@@ -41,7 +41,18 @@ fn a_gpu_job_runs_on_another_node_and_its_log_streams_back_through_the_node_aske
         "ran on the drained node: {out}"
     );
     assert!(out.contains("attempt 1"), "{out}");
-    let list = jobs(&c, "n1");
+    // The output ends with the run on its node; the cluster's record of the
+    // end follows through etcd (the node's report, then the leader's
+    // commit) a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let list = loop {
+        let list = jobs(&c, "n1");
+        if list.len() != 1 || list[0]["state"] != "RUNNING" || std::time::Instant::now() > deadline
+        {
+            break list;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert_eq!(list.len(), 1);
     let ran_on = nodes_of(&list[0]);
     assert_eq!(ran_on.len(), 1);
