@@ -83,6 +83,16 @@ pub struct ExecutorCaps {
 }
 
 impl ExecutorCaps {
+    /// What joblet's own sandbox gives a job on a node that runs GPU jobs.
+    pub const NATIVE: ExecutorCaps = ExecutorCaps {
+        gpu: true,
+        cdi: false,
+        oom_events: true,
+        checkpoint_restore: false,
+        join_netns: false,
+        device_cgroup: true,
+    };
+
     /// Each capability's name and whether it is there, in a fixed order.
     pub fn flags(&self) -> [(&'static str, bool); 6] {
         [
@@ -160,14 +170,7 @@ impl Default for ExecutorCatalog {
                 kind: ExecutorKind::Native,
                 binary: None,
                 version: None,
-                caps: ExecutorCaps {
-                    gpu: true,
-                    cdi: false,
-                    oom_events: true,
-                    checkpoint_restore: false,
-                    join_netns: false,
-                    device_cgroup: true,
-                },
+                caps: ExecutorCaps::NATIVE,
                 gpu_unavailable: None,
                 users: Vec::new(),
             }],

@@ -108,6 +108,30 @@ impl Runtime {
     }
 }
 
+/// The first non-empty line `binary --version` prints (runc, crun and
+/// runsc all answer it), the command killed after `timeout`; `None` when it
+/// printed nothing. Errors name the binary and the command.
+pub fn version(
+    binary: &Path,
+    timeout: std::time::Duration,
+) -> Result<Option<String>, crate::runsc::RunscError> {
+    let out = crate::runsc::probe::run(binary, &["--version"], timeout)?;
+    if !out.status.success() {
+        return Err(crate::runsc::RunscError::Failed {
+            binary: binary.to_owned(),
+            command: "--version".into(),
+            status: out.status,
+            output: crate::runsc::probe::tail(&out.stderr),
+        });
+    }
+    Ok(out
+        .stdout
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned))
+}
+
 /// The last error a runtime wrote to its log (runc and crun write JSON
 /// lines with `level` and `msg`; runsc plain text): what a failed
 /// operation tells the user.

@@ -36,7 +36,7 @@ mod detect;
 mod gpu;
 mod parse;
 mod platform;
-mod probe;
+pub(crate) mod probe;
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -77,10 +77,10 @@ pub enum RunscError {
 }
 
 /// One command's output.
-struct Captured {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Captured {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl RunscFeatures {
@@ -154,14 +154,15 @@ impl RunscFeatures {
     }
 }
 
-fn tail(s: &str) -> String {
+pub(crate) fn tail(s: &str) -> String {
     let s = s.trim();
     let start = s.char_indices().rev().nth(499).map_or(0, |(i, _)| i);
     s[start..].to_owned()
 }
 
-/// Runs `binary args` with stdin closed, killing it after `timeout`.
-fn run(binary: &Path, args: &[&str], timeout: Duration) -> Result<Captured, RunscError> {
+/// Runs `binary args` with stdin closed, killing it after `timeout`
+/// (also what [`crate::runtime::version`] asks any runtime with).
+pub(crate) fn run(binary: &Path, args: &[&str], timeout: Duration) -> Result<Captured, RunscError> {
     let command = args.join(" ");
     let mut child = Command::new(binary)
         .args(args)

@@ -5,7 +5,6 @@
 //! job gets (a missing or non-device node fails the start), and the disk
 //! under the job's work directory for an IO limit.
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use joblet_oci::bundle::{
@@ -25,26 +24,26 @@ fn under_proc(target: &Path) -> bool {
 }
 
 /// The device node at `host` (following links), to appear at `path`.
-pub fn device_node(host: &Path, path: &Path) -> Result<DeviceNode, String> {
-    let meta =
-        std::fs::metadata(host).map_err(|e| format!("device node {}: {e}", host.display()))?;
-    let ft = meta.file_type();
-    let kind = if ft.is_char_device() {
-        NodeKind::Char
-    } else if ft.is_block_device() {
-        NodeKind::Block
-    } else {
-        return Err(format!(
-            "{} is not a device node; refusing to start the job without it",
-            host.display()
-        ));
+fn device_node(host: &Path, path: &Path) -> Result<DeviceNode, String> {
+    use joblet_oci::cdi::{HostNodes, NodeKind as Host, NodeStat};
+    let info = std::fs::canonicalize(host)
+        .and_then(|real| HostNodes.stat(&real))
+        .map_err(|e| format!("device node {}: {e}", host.display()))?;
+    let kind = match info.kind {
+        Host::Char => NodeKind::Char,
+        Host::Block => NodeKind::Block,
+        Host::Fifo | Host::NotADevice => {
+            return Err(format!(
+                "{} is not a device node; refusing to start the job without it",
+                host.display()
+            ))
+        }
     };
-    let rdev = meta.rdev();
     Ok(DeviceNode {
         path: path.to_path_buf(),
         kind,
-        major: nix::sys::stat::major(rdev) as u32,
-        minor: nix::sys::stat::minor(rdev) as u32,
+        major: info.major,
+        minor: info.minor,
         file_mode: 0o666,
     })
 }

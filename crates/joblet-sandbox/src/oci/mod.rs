@@ -33,8 +33,6 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::{JobCgroup, Layout};
 use crate::runner::JobSandbox;
 
-pub use convert::device_node;
-
 /// The OCI part of a job's sandbox settings: which runtime runs it and
 /// where its bundle goes.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -86,19 +84,21 @@ fn hide_unified(cli: Cli, layout: Option<&Layout>) -> Option<PathBuf> {
 }
 
 /// Whether the host limits memory plus swap in the hierarchy the memory
-/// controller is on.
-fn swap_accounting(layout: Option<&Layout>) -> bool {
+/// controller is on: v1's `memsw` files, or cgroup2's `memory.swap.max`
+/// (the root has no memory files: joblet's base has it when the kernel
+/// accounts swap; before the base exists, any child of the root does).
+fn swap_accounting(layout: Option<&Layout>, base: &str) -> bool {
     let Some(layout) = layout else { return false };
     match layout.v1_mount(crate::cgroup::Controller::Memory) {
         Some(v1) => v1.join("memory.memsw.limit_in_bytes").exists(),
         None => layout.unified_root().is_some_and(|root| {
-            root.join("memory.swap.max").exists() || {
-                // The root has no memory.* files; a child cgroup does
-                // when swap is accounted: look at any one.
-                fs::read_dir(root).ok().is_some_and(|mut d| {
-                    d.any(|e| e.is_ok_and(|e| e.path().join("memory.swap.max").exists()))
-                })
+            let in_base = root.join(base);
+            if in_base.is_dir() {
+                return in_base.join("memory.swap.max").exists();
             }
+            fs::read_dir(root).ok().is_some_and(|mut d| {
+                d.any(|e| e.is_ok_and(|e| e.path().join("memory.swap.max").exists()))
+            })
         }),
     }
 }
@@ -300,7 +300,7 @@ pub(crate) fn start(
         spec,
         &rootfs,
         Path::new(SYSFS),
-        swap_accounting(layout.as_ref()),
+        swap_accounting(layout.as_ref(), &job.cgroup_base),
         (oci.runtime.cli != Cli::Runsc).then_some(shim),
     )
     .map_err(|e| isolation(name, "the job's bundle", e))?;

@@ -74,10 +74,6 @@ fn cli(kind: ExecutorKind) -> Cli {
     }
 }
 
-fn native_caps() -> ExecutorCaps {
-    ExecutorCatalog::default().executors[0].caps
-}
-
 impl NodeExecutors {
     /// Only the native sandbox (a node without one runs jobs unisolated,
     /// and offers no OCI runtime: they need root and cgroups as it does).
@@ -138,7 +134,7 @@ impl NodeExecutors {
             version: None,
             caps: ExecutorCaps {
                 gpu: gpus,
-                ..native_caps()
+                ..ExecutorCaps::NATIVE
             },
             gpu_unavailable: (!gpus).then(|| "this node runs no GPU jobs".to_string()),
             users: cfg.native.users.clone(),
@@ -283,7 +279,13 @@ impl NodeExecutors {
         let cdi = if spec.devices.is_empty() {
             None
         } else {
-            Some(resolve_cdi(&spec.devices)?)
+            let dirs: Vec<PathBuf> = joblet_oci::cdi::DEFAULT_SPEC_DIRS
+                .iter()
+                .map(PathBuf::from)
+                .collect();
+            let edits = cdi_edits(&dirs, &spec.devices)
+                .map_err(|e| ExecutorStartError::Cdi(e.to_string()))?;
+            Some(edits)
         };
         Ok(Some(OciSettings {
             executor: name.into(),
@@ -299,41 +301,43 @@ impl NodeExecutors {
     }
 }
 
-/// The merged CDI edits of `devices` from the node's spec directories.
-pub fn resolve_cdi(
+/// The merged CDI edits of `devices` from the specs in `dirs`; a device
+/// that is malformed or not defined there is refused as `devices[i]`, with
+/// what the specs define. Admission checks a job's devices with it (see
+/// [`check_devices`]), and its start takes their edits.
+pub fn cdi_edits(
+    dirs: &[PathBuf],
     devices: &[String],
-) -> Result<joblet_oci::cdi::ContainerEdits, ExecutorStartError> {
+) -> Result<joblet_oci::cdi::ContainerEdits, joblet_core::FieldError> {
+    let field = |i: usize, e: &dyn std::fmt::Display| {
+        joblet_core::FieldError::new(format!("devices[{i}]"), e.to_string())
+    };
     let wanted = devices
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(i, d)| {
             d.parse::<joblet_oci::cdi::CdiDevice>()
-                .map_err(|e| ExecutorStartError::Cdi(e.to_string()))
+                .map_err(|e| field(i, &e))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let registry = joblet_oci::cdi::Registry::load_default();
+    let registry = joblet_oci::cdi::Registry::load(dirs);
+    for (i, device) in wanted.iter().enumerate() {
+        registry
+            .resolve(std::slice::from_ref(device))
+            .map_err(|e| field(i, &e))?;
+    }
     registry
         .resolve(&wanted)
-        .map_err(|e| ExecutorStartError::Cdi(e.to_string()))
+        .map_err(|e| joblet_core::FieldError::new("devices", e.to_string()))
 }
 
 /// Checks at submission that every CDI device a job asks for is defined
-/// in the spec directories `dirs`: the first that is not is refused as
-/// `devices[i]`, with what the specs define.
+/// in the spec directories `dirs` ([`cdi_edits`]).
 pub fn check_devices(dirs: &[PathBuf], devices: &[String]) -> Result<(), joblet_core::FieldError> {
     if devices.is_empty() {
         return Ok(());
     }
-    let registry = joblet_oci::cdi::Registry::load(dirs);
-    for (i, d) in devices.iter().enumerate() {
-        let field = || format!("devices[{i}]");
-        let device = d
-            .parse::<joblet_oci::cdi::CdiDevice>()
-            .map_err(|e| joblet_core::FieldError::new(field(), e.to_string()))?;
-        registry
-            .resolve(std::slice::from_ref(&device))
-            .map_err(|e| joblet_core::FieldError::new(field(), e.to_string()))?;
-    }
-    Ok(())
+    cdi_edits(dirs, devices).map(drop)
 }
 
 /// What executor `kind` can do on this node.

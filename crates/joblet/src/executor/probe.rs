@@ -1,10 +1,8 @@
 //! Finding a runtime's binary and asking it its version, with a time
 //! limit (a binary that hangs must not hold the daemon's start-up).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a runtime may take to say its version.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,44 +20,14 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
         })
 }
 
-/// The first line `binary --version` prints, or why it printed none.
+/// The first line `binary --version` prints, or why it printed none
+/// (`joblet_oci::runtime::version`, under [`VERSION_TIMEOUT`]).
 pub fn version(binary: &Path) -> Result<String, String> {
-    let mut child = Command::new(binary)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run {} --version: {e}", binary.display()))?;
-    let deadline = Instant::now() + VERSION_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{} --version did not answer within {}s",
-                    binary.display(),
-                    VERSION_TIMEOUT.as_secs()
-                ));
-            }
-            Err(e) => return Err(format!("waiting for {} --version: {e}", binary.display())),
-        }
-    };
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        let _ = stdout.read_to_string(&mut out);
+    match joblet_oci::runtime::version(binary, VERSION_TIMEOUT) {
+        Ok(Some(line)) => Ok(line),
+        Ok(None) => Err(format!("{} --version printed nothing", binary.display())),
+        Err(e) => Err(e.to_string()),
     }
-    if !status.success() {
-        return Err(format!("{} --version failed ({status})", binary.display()));
-    }
-    out.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .map(str::to_owned)
-        .ok_or_else(|| format!("{} --version printed nothing", binary.display()))
 }
 
 #[cfg(test)]
@@ -79,7 +47,11 @@ mod tests {
         let ok = script("ok", "echo 'runc version 1.1.5'; echo 'spec: 1.0.2'");
         assert_eq!(version(&ok).unwrap(), "runc version 1.1.5");
         let bad = script("bad", "exit 3");
-        assert!(version(&bad).unwrap_err().contains("bad --version failed"));
+        let e = version(&bad).unwrap_err();
+        assert!(
+            e.contains("bad --version`") && e.contains("failed (exit status: 3)"),
+            "{e}"
+        );
         let missing = dir.path().join("missing");
         assert!(version(&missing).unwrap_err().contains("cannot run"));
     }
