@@ -246,7 +246,10 @@ impl Node {
 
     pub fn start_with(opts: NodeOptions) -> anyhow::Result<Node> {
         let dir = tempfile::Builder::new().prefix("joblet-e2e-").tempdir()?;
-        let port = free_port();
+        // The daemon binds a port of its own choosing (a port picked here
+        // and closed again can be taken by any connection before the daemon
+        // binds it); `spawn_daemon` records it and pins it for restarts.
+        let port = 0;
         let (extra_config, cgroup_base) = if opts.extra_config.contains("cgroup_base:") {
             (opts.extra_config.clone(), None)
         } else {
@@ -364,7 +367,39 @@ impl Node {
             .collect()
     }
 
+    /// Starts the daemon on the node's port; a restart whose port another
+    /// process took meanwhile starts once more on a fresh one.
     fn spawn_daemon(&mut self) -> anyhow::Result<()> {
+        match self.spawn_daemon_once() {
+            Err(e) if self.port != 0 && format!("{e:#}").contains("Address already in use") => {
+                eprintln!(
+                    "port {} was taken while the daemon was down; restarting on a fresh one",
+                    self.port
+                );
+                self.set_port(0)?;
+                self.spawn_daemon_once()
+            }
+            other => other,
+        }
+    }
+
+    /// Rewrites `server.address` in the node's config to `127.0.0.1:port`.
+    fn set_port(&mut self, port: u16) -> anyhow::Result<()> {
+        let path = self.config_path();
+        let text = std::fs::read_to_string(&path)?;
+        let old = format!("server:\n  address: \"127.0.0.1:{}\"", self.port);
+        anyhow::ensure!(
+            text.starts_with(&old),
+            "{} does not start with {old:?}",
+            path.display()
+        );
+        let new = format!("server:\n  address: \"127.0.0.1:{port}\"");
+        std::fs::write(&path, text.replacen(&old, &new, 1))?;
+        self.port = port;
+        Ok(())
+    }
+
+    fn spawn_daemon_once(&mut self) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -386,11 +421,15 @@ impl Node {
         let server_json = self.state_dir().join("server.json");
         while Instant::now() < deadline {
             if let Ok(text) = std::fs::read_to_string(&server_json) {
-                if serde_json::from_str::<Value>(&text)
-                    .ok()
-                    .and_then(|v| v["pid"].as_u64())
-                    == Some(u64::from(pid))
-                {
+                let v = serde_json::from_str::<Value>(&text).unwrap_or_default();
+                if v["pid"].as_u64() == Some(u64::from(pid)) {
+                    if self.port == 0 {
+                        let bound = v["address"]
+                            .as_str()
+                            .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+                            .with_context(|| format!("server.json has no address: {text}"))?;
+                        self.set_port(bound.port())?;
+                    }
                     return Ok(());
                 }
             }

@@ -50,6 +50,11 @@ struct Agent {
     runs: BTreeMap<String, Run>,
     /// Ends not reported yet (etcd unreachable): retried.
     unreported: Vec<String>,
+    /// Assignments seen while the node was fenced, by cluster job id, with
+    /// their create revisions: started once a keep-alive is answered again
+    /// (the lease held, so the leader still counts on this node), dropped
+    /// if withdrawn first.
+    deferred: BTreeMap<String, (Assignment, i64)>,
 }
 
 /// Starts the agent (in a task).
@@ -71,6 +76,7 @@ pub fn start(
         membership,
         runs: BTreeMap::new(),
         unreported: Vec::new(),
+        deferred: BTreeMap::new(),
     };
     tokio::spawn(agent.run());
 }
@@ -162,6 +168,12 @@ impl Agent {
                         if !self.unreported.is_empty() {
                             self.sweep().await;
                         }
+                        if !self.deferred.is_empty() && !self.membership.expired() {
+                            for (_, (a, rev)) in std::mem::take(&mut self.deferred) {
+                                tracing::info!(job = %a.job, "the lease is renewed: starting an assignment deferred while fenced");
+                                self.assigned(a, rev).await;
+                            }
+                        }
                     }
                 }
             }
@@ -179,6 +191,8 @@ impl Agent {
             )
             .await?;
         let rev = resp.header().map_or(0, |h| h.revision());
+        // What is still assigned is deferred again below if need be.
+        self.deferred.clear();
         let mut seen = Vec::new();
         for kv in resp.kvs() {
             match decode::<Assignment>("assignment", "", kv.value()) {
@@ -233,9 +247,12 @@ impl Agent {
         // Read before the deadline check: a fence after it counts more.
         let fences = *self.membership.fenced.borrow();
         if self.membership.expired() {
-            tracing::warn!(job = %a.job, "not starting an assignment while fenced");
+            tracing::warn!(job = %a.job, "fenced: deferring an assignment until the lease is renewed");
+            self.deferred.insert(a.job.clone(), (a, assigned_rev));
             return;
         }
+        // A newer put of the same job supersedes one deferred earlier.
+        self.deferred.remove(&a.job);
         let Ok(id) = JobId::parse(&run_id(&a.job, a.attempt)) else {
             tracing::error!(job = %a.job, "an assignment names a malformed job id");
             return;
@@ -337,6 +354,9 @@ impl Agent {
 
     /// The assignment was deleted: the run is killed if it still runs.
     async fn withdrawn(&mut self, job: &str) {
+        if self.deferred.remove(job).is_some() {
+            tracing::info!(%job, "a deferred assignment was withdrawn before it started");
+        }
         let Some(run) = self.runs.remove(job) else {
             return;
         };
