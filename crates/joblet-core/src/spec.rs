@@ -68,6 +68,9 @@ pub struct JobRequest {
     pub max_iobps: i64,
     pub gpu_count: i64,
     pub gpu_memory_mb: i64,
+    /// A share of one GPU's compute in thousandths (`--gpu=0.5` is
+    /// `gpu_count` 1 with `gpu_milli` 500); 0 = whole GPUs.
+    pub gpu_milli: i64,
     pub env: Vec<(String, String)>,
     pub secret_env: Vec<(String, String)>,
     /// Manifest of files to place in the job's `/work` (contents travel separately).
@@ -111,6 +114,11 @@ pub struct Resources {
     pub max_iobps: Option<u64>,
     pub gpu_count: u32,
     pub gpu_memory_mb: Option<u64>,
+    /// A fractional GPU: this many thousandths (1 to 999) of one GPU's
+    /// compute, on a GPU shared with other jobs (`gpu_count` is then 1);
+    /// `None` = whole GPUs.
+    #[serde(default)]
+    pub gpu_milli: Option<u32>,
     /// How long the job may hold its GPUs; `None` = the node's default.
     #[serde(default)]
     pub gpu_time: Option<Duration>,
@@ -431,6 +439,7 @@ impl JobRequest {
             "resources.gpu_memory_mb",
             "--gpu-memory",
         )?;
+        let gpu_milli = gpu_share(self.gpu_milli, gpu_count)?;
         let gpu_time = match self.gpu_time_seconds {
             None => None,
             Some(s) if s <= 0 => {
@@ -471,6 +480,12 @@ impl JobRequest {
             ),
         };
         needs_gpus(mig_profile.is_some(), gpu_count, "mig_profile", "--mig")?;
+        if gpu_milli.is_some() && mig_profile.is_some() {
+            return Err(FieldError::new(
+                "resources.gpu_milli",
+                "a fractional GPU (--gpu=0.5) cannot be a MIG slice (--mig): ask for --gpu=1 --mig=PROFILE, or for a share of a whole GPU without --mig",
+            ));
+        }
         needs_gpus(
             self.gpu_profiling,
             gpu_count,
@@ -584,6 +599,7 @@ impl JobRequest {
                 max_iobps: (max_iobps > 0).then_some(max_iobps),
                 gpu_count: gpu_count as u32,
                 gpu_memory_mb: (gpu_memory > 0).then_some(gpu_memory),
+                gpu_milli,
                 gpu_time,
                 mig_profile,
             },
@@ -772,6 +788,24 @@ impl JobSpec {
 /// A GPU option given (`given`) on a job without GPUs: refused, naming
 /// `field` and the `flag` that needs `--gpu=N` beside it. With `--mig`, N
 /// counts MIG slices.
+/// `resources.gpu_milli`: 0 or 1000 = whole GPUs; 1 to 999 = that share
+/// of one GPU (`gpu_count` must be 1).
+fn gpu_share(milli: i64, gpu_count: u64) -> Result<Option<u32>, FieldError> {
+    const FIELD: &str = "resources.gpu_milli";
+    match milli {
+        0 | 1000 => Ok(None),
+        1..=999 if gpu_count == 1 => Ok(u32::try_from(milli).ok()),
+        1..=999 => Err(FieldError::new(
+            FIELD,
+            format!("a share of a GPU ({milli} thousandths) needs resources.gpu_count 1 (got {gpu_count}): --gpu=0.5 asks for half of one GPU, --gpu=N for N whole GPUs"),
+        )),
+        _ => Err(FieldError::new(
+            FIELD,
+            format!("must be 0 (whole GPUs) or 1 to 999 thousandths of one GPU (got {milli}); --gpu=0.25 sends 250"),
+        )),
+    }
+}
+
 fn needs_gpus(given: bool, gpu_count: u64, field: &str, flag: &str) -> Result<(), FieldError> {
     if !given || gpu_count > 0 {
         return Ok(());

@@ -103,6 +103,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
         option::of(any::<i64>()),
         option::of(any::<i64>()),
         option::of(any::<i64>()),
+        any::<i64>(),
     );
     let texts = (text(), text(), text(), text(), text(), text(), text());
     let lists = (
@@ -125,6 +126,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
                 timeout,
                 gpu_time,
                 timeout_ms,
+                gpu_milli,
             ),
             (command, cpu_cores, runtime, network, cuda_version, mig_profile, executor),
             (args, env, secret_env, uploads, volumes, gpu_profiling, devices),
@@ -137,6 +139,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
             max_iobps,
             gpu_count,
             gpu_memory_mb,
+            gpu_milli,
             env: env.into_iter().collect(),
             secret_env: secret_env.into_iter().collect(),
             uploads,
@@ -166,9 +169,10 @@ fn resources() -> impl Strategy<Value = Resources> {
         option::of(positive()),
         option::of(0..=i64::MAX as u64),
         option::of(non_empty_text()),
+        option::of(1..=999u32),
     )
         .prop_map(
-            |(cpu, cores, memory, iobps, gpu_count, gpu_memory, gpu_time, mig)| Resources {
+            |(cpu, cores, memory, iobps, gpu_count, gpu_memory, gpu_time, mig, milli)| Resources {
                 max_cpu_percent: cpu,
                 cpu_cores: cores.map(|c| c.into_iter().collect()),
                 max_memory_mb: memory,
@@ -177,6 +181,7 @@ fn resources() -> impl Strategy<Value = Resources> {
                 gpu_memory_mb: gpu_memory,
                 gpu_time: gpu_time.map(Duration::from_secs),
                 mig_profile: mig,
+                gpu_milli: milli,
             },
         )
 }
@@ -573,6 +578,7 @@ fn the_largest_numbers_survive() {
         gpu_memory_mb: Some(i64::MAX as u64),
         gpu_time: Some(Duration::from_secs(i64::MAX as u64)),
         mig_profile: Some("7g.80gb".into()),
+        gpu_milli: Some(999),
     };
     d.log_bytes = u64::MAX;
     d.gpus = Some(JobGpus {

@@ -236,6 +236,7 @@ fn refusals_point_at_the_offending_key_or_value() {
         ("long_backoff", "jobs:\n  a:\n    command: x\n    retry_backoff: 2d\n"),
         ("bad_size", "jobs:\n  a:\n    command: x\n    resources: {max_memory: 8XB}\n"),
         ("negative_cpu", "jobs:\n  a:\n    command: x\n    resources: {max_cpu: -100}\n"),
+        ("gpu_share_above_one", "jobs:\n  a:\n    command: x\n    resources: {gpu_count: 1.5}\n"),
         ("bad_volume", "jobs:\n  a:\n    command: x\n    volumes: [data, \"my data:ro\"]\n"),
         ("bad_env_key", "jobs:\n  a:\n    command: x\n    environment:\n      OK: 1\n      1X: y\n"),
         ("env_key_twice", "jobs:\n  a:\n    command: x\n    environment:\n      A: 1\n      A: 2\n"),
@@ -253,6 +254,17 @@ fn refusals_point_at_the_offending_key_or_value() {
     for (name, text) in cases {
         insta::assert_snapshot!(*name, refused(text), text);
     }
+}
+
+#[test]
+fn a_gpu_share_is_a_fraction_of_one_gpu() {
+    let text = "jobs:\n  a:\n    command: x\n    resources: {gpu_count: 0.25}\n  b:\n    command: y\n    resources: {gpu_count: 2.0}\n";
+    let wf = parse(text).unwrap();
+    let a = wf.job("a").unwrap().request();
+    assert_eq!((a.gpu_count, a.gpu_milli), (1, 250));
+    a.validate().unwrap();
+    let b = wf.job("b").unwrap().request();
+    assert_eq!((b.gpu_count, b.gpu_milli), (2, 0));
 }
 
 #[test]

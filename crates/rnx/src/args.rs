@@ -620,9 +620,9 @@ pub struct RunArgs {
     /// Time limit like 500ms, 1.5s, 10m or 1h30m, to the millisecond; at most the node's jobs.default_timeout; 0 = the node's [default: the node's]
     #[arg(long, value_name = "DURATION", value_parser = parsers::timeout_ms, allow_negative_numbers = true)]
     pub timeout: Option<i64>,
-    /// Number of GPUs, all allocated together, e.g. --gpu=2
-    #[arg(long, value_name = "N", value_parser = parsers::gpu_count, allow_negative_numbers = true)]
-    pub gpu: Option<i64>,
+    /// Number of GPUs, all allocated together, e.g. --gpu=2; or a share of one GPU shared with other jobs, e.g. --gpu=0.5 (needs a node with gpu.sharing shared or mps; under mps the share caps the job's SMs)
+    #[arg(long, value_name = "N|SHARE", value_parser = parsers::gpu_count, allow_negative_numbers = true)]
+    pub gpu: Option<parsers::GpuAsk>,
     /// Minimum free memory per GPU: 8GB, 4096MB or 4096 (megabytes), e.g. --gpu-memory=8GB
     #[arg(long, value_name = "SIZE", value_parser = parsers::gpu_memory_mb, allow_negative_numbers = true)]
     pub gpu_memory: Option<i64>,

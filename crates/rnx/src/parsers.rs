@@ -33,9 +33,45 @@ pub fn cpu_percent(s: &str) -> Result<i64, String> {
     )
 }
 
-/// `--gpu=N`.
-pub fn gpu_count(s: &str) -> Result<i64, String> {
-    whole_number(s, limits::MAX_GPU_COUNT, "GPUs; 0 = none")
+/// What `--gpu` asks for: `count` whole GPUs, or (`milli` 1 to 999) that
+/// many thousandths of one GPU (`count` is then 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuAsk {
+    pub count: i64,
+    pub milli: i64,
+}
+
+/// `--gpu=N` (whole GPUs) or `--gpu=0.5` (a share of one GPU, to the
+/// thousandth).
+pub fn gpu_count(s: &str) -> Result<GpuAsk, String> {
+    let form = || {
+        format!(
+            "expected a whole number of GPUs from 0 to {} (0 = none), or a share of one GPU from 0.001 to 0.999 like 0.5 or 0.25",
+            limits::MAX_GPU_COUNT
+        )
+    };
+    let t = s.trim();
+    let Some((whole, frac)) = t.split_once('.') else {
+        let count = whole_number(t, limits::MAX_GPU_COUNT, "GPUs; 0 = none").map_err(|_| form())?;
+        return Ok(GpuAsk { count, milli: 0 });
+    };
+    if frac.is_empty() || frac.len() > 3 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(form());
+    }
+    let whole = if whole.is_empty() {
+        Ok(0)
+    } else {
+        whole_number(whole, limits::MAX_GPU_COUNT, "GPUs").map_err(|_| form())
+    }?;
+    let milli: i64 = format!("{frac:0<3}").parse().map_err(|_| form())?;
+    match (whole, milli) {
+        (n, 0) => Ok(GpuAsk { count: n, milli: 0 }),
+        (0, m) => Ok(GpuAsk { count: 1, milli: m }),
+        _ => Err(format!(
+            "{}: a job gets whole GPUs or a share of one, not both",
+            form()
+        )),
+    }
 }
 
 /// `--max-iobps=BYTES_PER_SEC`.
@@ -656,11 +692,40 @@ mod tests {
 
     #[test]
     fn numbers_refuse_negative_and_overflow() {
-        assert_eq!(gpu_count("2"), Ok(2));
+        assert_eq!(gpu_count("2"), Ok(GpuAsk { count: 2, milli: 0 }));
+        assert_eq!(gpu_count("2.0"), Ok(GpuAsk { count: 2, milli: 0 }));
+        assert_eq!(
+            gpu_count("0.5"),
+            Ok(GpuAsk {
+                count: 1,
+                milli: 500
+            })
+        );
+        assert_eq!(
+            gpu_count(".25"),
+            Ok(GpuAsk {
+                count: 1,
+                milli: 250
+            })
+        );
+        assert_eq!(
+            gpu_count("0.125"),
+            Ok(GpuAsk {
+                count: 1,
+                milli: 125
+            })
+        );
+        for bad in ["1.5", "0.0005", "0.", "0.5x", "-0.5", "0,5"] {
+            let e = gpu_count(bad).unwrap_err();
+            assert!(
+                e.contains("share of one GPU from 0.001 to 0.999"),
+                "{bad}: {e}"
+            );
+        }
         for bad in ["-1", "1.5", "99999999999999999999", "257", "x", ""] {
             let e = gpu_count(bad).unwrap_err();
             assert!(
-                e.starts_with("expected a whole number from 0 to 256"),
+                e.starts_with("expected a whole number of GPUs from 0 to 256"),
                 "{bad}: {e}"
             );
         }

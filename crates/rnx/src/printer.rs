@@ -553,6 +553,21 @@ fn gpus_word(n: usize) -> &'static str {
     }
 }
 
+/// `500` → `50%`, `125` → `12.5%`.
+fn share_percent(milli: i64) -> String {
+    if milli % 10 == 0 {
+        format!("{}%", milli / 10)
+    } else {
+        format!("{}.{}%", milli / 10, milli % 10)
+    }
+}
+
+/// `500` → `0.5`, `125` → `0.125`, as `--gpu` takes it.
+fn share_decimal(milli: i64) -> String {
+    let digits = format!("{milli:03}");
+    format!("0.{}", digits.trim_end_matches('0'))
+}
+
 /// The GPU lines of `job status`, seed 001's first:
 /// `GPUs: [0, 1] (2 GPUs allocated)`, `GPU Memory: 8192 MB required per GPU`.
 fn write_gpus(o: &mut dyn Write, job: &JobView) -> io::Result<()> {
@@ -576,6 +591,14 @@ fn write_gpus(o: &mut dyn Write, job: &JobView) -> io::Result<()> {
             }
             None => writeln!(o, "GPUs: {count} requested, none allocated")?,
         }
+    }
+    if let Some(milli) = r.gpu_milli {
+        writeln!(
+            o,
+            "GPU Share: {} of one GPU (--gpu={})",
+            share_percent(milli),
+            share_decimal(milli)
+        )?;
     }
     if let Some(gmem) = r.gpu_memory_mb {
         writeln!(o, "GPU Memory: {gmem} MB required per GPU")?;

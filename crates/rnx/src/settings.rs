@@ -423,8 +423,9 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         cpu_cores: a.cpu_cores.clone().unwrap_or_default(),
         max_memory_mb: a.max_memory.unwrap_or(0),
         max_iobps: a.max_iobps.unwrap_or(0),
-        gpu_count: a.gpu.unwrap_or(0),
+        gpu_count: a.gpu.map_or(0, |g| g.count),
         gpu_memory_mb: a.gpu_memory.unwrap_or(0),
+        gpu_milli: a.gpu.map_or(0, |g| g.milli),
         env: a.env.clone(),
         secret_env: a
             .secret_env
@@ -484,7 +485,7 @@ pub fn flag_for_field(e: &FieldError) -> &'static str {
         (_, "resources.cpu_cores") => "--cpu-cores",
         (_, "resources.max_memory_mb") => "--max-memory",
         (_, "resources.max_iobps") => "--max-iobps",
-        (_, "resources.gpu_count") => "--gpu",
+        (_, "resources.gpu_count" | "resources.gpu_milli") => "--gpu",
         (_, "resources.gpu_memory_mb") => "--gpu-memory",
         (_, "resources.gpu_time_seconds") => "--gpu-time",
         ("cuda_version", _) => "--cuda",

@@ -90,6 +90,9 @@ pub struct ResourcesView {
     pub max_iobps: Option<i64>,
     pub gpu_count: i64,
     pub gpu_memory_mb: Option<i64>,
+    /// A fractional GPU (`--gpu=0.5`): thousandths of one GPU; `null` =
+    /// whole GPUs.
+    pub gpu_milli: Option<i64>,
     /// `--gpu-time` in seconds; `null` = the node's default.
     pub gpu_time_seconds: Option<i64>,
 }
@@ -271,6 +274,7 @@ impl From<&pb::Job> for JobView {
                 max_iobps: positive(r.max_iobps),
                 gpu_count: r.gpu_count.max(0),
                 gpu_memory_mb: positive(r.gpu_memory_mb),
+                gpu_milli: positive(r.gpu_milli),
                 gpu_time_seconds: r.gpu_time_seconds.and_then(positive),
             },
             gpus: j.gpus.as_ref().map(GpusView::from),

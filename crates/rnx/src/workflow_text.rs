@@ -503,6 +503,11 @@ pub fn resources_text(r: &JobResources) -> String {
         parts.push(format!("max_iobps {io} bytes/s"));
     }
     match (r.gpu_count, r.gpu_memory_mb) {
+        (_, m) if r.gpu_milli.is_some_and(|s| s > 0) => parts.push(format!(
+            "0.{} of a GPU{}",
+            format!("{:03}", r.gpu_milli.unwrap_or(0)).trim_end_matches('0'),
+            m.map(|m| format!(" ({m} MB)")).unwrap_or_default()
+        )),
         (Some(n), Some(m)) if n > 0 => parts.push(format!(
             "{n} {} ({m} MB each)",
             if n == 1 { "GPU" } else { "GPUs" }

@@ -64,6 +64,44 @@ fn bad_fields_are_named() {
             "gpu_count",
         ),
         (
+            "resources.gpu_milli",
+            |r| r.gpu_milli = 500,
+            "needs resources.gpu_count 1 (got 0)",
+        ),
+        (
+            "resources.gpu_milli",
+            |r| {
+                r.gpu_count = 2;
+                r.gpu_milli = 500
+            },
+            "--gpu=0.5 asks for half of one GPU",
+        ),
+        (
+            "resources.gpu_milli",
+            |r| {
+                r.gpu_count = 1;
+                r.gpu_milli = 1500
+            },
+            "1 to 999 thousandths",
+        ),
+        (
+            "resources.gpu_milli",
+            |r| {
+                r.gpu_count = 1;
+                r.gpu_milli = -1
+            },
+            "1 to 999 thousandths",
+        ),
+        (
+            "resources.gpu_milli",
+            |r| {
+                r.gpu_count = 1;
+                r.gpu_milli = 250;
+                r.mig_profile = "1g.10gb".into()
+            },
+            "cannot be a MIG slice",
+        ),
+        (
             "resources.cpu_cores",
             |r| r.cpu_cores = "3-1".into(),
             "0-3 or 1,3",
@@ -278,6 +316,21 @@ fn unenforceable_requests_are_refused_by_name() {
     r.max_memory_mb = 512;
     let e = r.validate().unwrap().0.check_supported(&none).unwrap_err();
     assert_eq!(e.flag, "--max-memory");
+}
+
+#[test]
+fn a_gpu_share_is_kept_and_a_whole_share_is_a_whole_gpu() {
+    let mut r = req();
+    r.gpu_count = 1;
+    r.gpu_milli = 250;
+    let (spec, _) = r.validate().unwrap();
+    assert_eq!(
+        (spec.resources.gpu_count, spec.resources.gpu_milli),
+        (1, Some(250))
+    );
+    r.gpu_milli = 1000;
+    let (whole, _) = r.validate().unwrap();
+    assert_eq!(whole.resources.gpu_milli, None);
 }
 
 #[test]

@@ -191,6 +191,7 @@ pub fn resources_to_pb(r: &Resources) -> pb::Resources {
         gpu_count: i64::from(r.gpu_count),
         gpu_memory_mb: r.gpu_memory_mb.map(saturating_i64).unwrap_or(0),
         gpu_time_seconds: r.gpu_time.map(|t| saturating_i64(t.as_secs())),
+        gpu_milli: r.gpu_milli.map(i64::from).unwrap_or(0),
     }
 }
 
@@ -205,6 +206,16 @@ pub fn resources_from_pb(r: pb::Resources) -> Result<Resources, FieldError> {
     };
     let max_cpu = unsigned("resources.max_cpu", r.max_cpu)?;
     let gpu_count = unsigned("resources.gpu_count", r.gpu_count)?;
+    let gpu_milli = match unsigned("resources.gpu_milli", r.gpu_milli)? {
+        0 | 1000 => None,
+        m @ 1..=999 => u32::try_from(m).ok(),
+        m => {
+            return Err(FieldError::new(
+                "resources.gpu_milli",
+                format!("must be 0 (whole GPUs) or 1 to 999 thousandths of one GPU (got {m})"),
+            ))
+        }
+    };
     Ok(Resources {
         max_cpu_percent: nonzero(fits_u32("resources.max_cpu", max_cpu)?),
         cpu_cores,
@@ -212,6 +223,7 @@ pub fn resources_from_pb(r: pb::Resources) -> Result<Resources, FieldError> {
         max_iobps: nonzero(unsigned("resources.max_iobps", r.max_iobps)?),
         gpu_count: fits_u32("resources.gpu_count", gpu_count)?,
         gpu_memory_mb: nonzero(unsigned("resources.gpu_memory_mb", r.gpu_memory_mb)?),
+        gpu_milli,
         gpu_time: r
             .gpu_time_seconds
             .map(|s| unsigned("resources.gpu_time_seconds", s).map(Duration::from_secs))

@@ -258,7 +258,12 @@ fn merge(own: Option<&RawResources>, defaults: &RawResources) -> JobResources {
         max_memory_mb: own.max_memory.or(defaults.max_memory).map(|v| v.0),
         max_iobps: iobps(own).or_else(|| iobps(defaults)),
         cpu_cores: own.cpu_cores.clone().or_else(|| defaults.cpu_cores.clone()),
-        gpu_count: own.gpu_count.or(defaults.gpu_count).map(|v| v.0),
+        gpu_count: own.gpu_count.or(defaults.gpu_count).map(|v| v.count),
+        gpu_milli: own
+            .gpu_count
+            .or(defaults.gpu_count)
+            .map(|v| v.milli)
+            .filter(|m| *m > 0),
         gpu_memory_mb: own.gpu_memory_mb.or(defaults.gpu_memory_mb).map(|v| v.0),
     }
 }

@@ -114,7 +114,10 @@ pub struct JobResources {
     pub max_iobps: Option<u64>,
     /// A CPU list like `0-3`.
     pub cpu_cores: Option<String>,
+    /// Whole GPUs (1 with `gpu_milli`).
     pub gpu_count: Option<u64>,
+    /// A share of one GPU in thousandths (`gpu_count: 0.5` → 500).
+    pub gpu_milli: Option<u64>,
     /// MiB per GPU.
     pub gpu_memory_mb: Option<u64>,
 }

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::values::{Backoff, Ordered, RawRequirement, Retries, SizeMb, Span, Whole};
+use super::values::{Backoff, GpuAmount, Ordered, RawRequirement, Retries, SizeMb, Span, Whole};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,7 +73,7 @@ pub(crate) struct RawResources {
     #[serde(default)]
     pub cpu_cores: Option<String>,
     #[serde(default)]
-    pub gpu_count: Option<Whole>,
+    pub gpu_count: Option<GpuAmount>,
     #[serde(default)]
     pub gpu_memory_mb: Option<SizeMb>,
 }

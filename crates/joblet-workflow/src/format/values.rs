@@ -151,6 +151,55 @@ impl<'de> Deserialize<'de> for Whole {
     }
 }
 
+/// `gpu_count`: a whole number of GPUs, or a share of one GPU like `0.5`
+/// (to the thousandth), as `rnx job run --gpu` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GpuAmount {
+    pub count: u64,
+    /// 1 to 999 thousandths of one GPU (`count` is then 1); 0 = whole GPUs.
+    pub milli: u64,
+}
+
+impl<'de> Deserialize<'de> for GpuAmount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = GpuAmount;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number of GPUs (0 or more), or a share of one GPU from 0.001 to 0.999 like 0.5")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<GpuAmount, E> {
+                Ok(GpuAmount { count: v, milli: 0 })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<GpuAmount, E> {
+                u64::try_from(v)
+                    .map(|count| GpuAmount { count, milli: 0 })
+                    .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<GpuAmount, E> {
+                let thousandths = v * 1000.0;
+                let rounded = thousandths.round();
+                let exact = (thousandths - rounded).abs() < 1e-6;
+                if v.fract() == 0.0 && v >= 0.0 && v <= u64::MAX as f64 {
+                    // Whole and in range: the cast is exact.
+                    return Ok(GpuAmount {
+                        count: v as u64,
+                        milli: 0,
+                    });
+                }
+                if exact && v > 0.0 && v < 1.0 {
+                    return Ok(GpuAmount {
+                        count: 1,
+                        milli: rounded as u64,
+                    });
+                }
+                Err(E::invalid_value(Unexpected::Float(v), &self))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// A size in MiB: a whole number of MiB, or a size like `8GB`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SizeMb(pub u64);

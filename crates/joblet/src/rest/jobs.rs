@@ -56,6 +56,10 @@ pub struct RunJobBody {
     /// GPU memory per GPU in MiB (`--gpu-memory`).
     #[serde(default)]
     pub gpu_memory_mb: Option<i64>,
+    /// A share of one GPU in thousandths, 1 to 999, with `gpu_count` 1
+    /// (`--gpu=0.5` is 500).
+    #[serde(default)]
+    pub gpu_milli: Option<i64>,
     /// GPU time limit in seconds (`--gpu-time`).
     #[serde(default)]
     pub gpu_time_seconds: Option<i64>,
@@ -112,6 +116,7 @@ pub fn job_request(b: RunJobBody) -> JobRequest {
         max_iobps: b.max_iobps.unwrap_or(0),
         gpu_count: b.gpu_count.unwrap_or(0),
         gpu_memory_mb: b.gpu_memory_mb.unwrap_or(0),
+        gpu_milli: b.gpu_milli.unwrap_or(0),
         env: b.env.into_iter().collect(),
         secret_env: b.secret_env.into_iter().collect(),
         uploads: Vec::new(),
@@ -139,6 +144,8 @@ pub struct ResourcesView {
     pub max_iobps: Option<u64>,
     pub gpu_count: u32,
     pub gpu_memory_mb: Option<u64>,
+    /// A fractional GPU's share in thousandths; `null` = whole GPUs.
+    pub gpu_milli: Option<u32>,
     pub gpu_time_ms: Option<u64>,
     pub mig_profile: Option<String>,
 }
@@ -230,6 +237,7 @@ pub fn job_view(d: JobDetails) -> JobView {
             max_iobps: r.max_iobps,
             gpu_count: r.gpu_count,
             gpu_memory_mb: r.gpu_memory_mb,
+            gpu_milli: r.gpu_milli,
             gpu_time_ms: r.gpu_time.map(millis),
             mig_profile: r.mig_profile,
         },

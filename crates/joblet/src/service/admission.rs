@@ -11,6 +11,8 @@ use joblet_core::parse::format_cpu_list;
 use joblet_core::spec::env_field;
 use joblet_core::{FieldError, JobRequest, JobSpec, Network, NodeCapabilities, UnixMillis};
 
+use joblet_gpu::exec::SharingMode;
+
 use super::ApiError;
 use crate::config::Config;
 use crate::node_facts::NodeFacts;
@@ -52,6 +54,9 @@ pub struct Admission {
     /// Where the node's CDI specs are (`--device` names are looked up
     /// there): `/etc/cdi` and `/var/run/cdi`.
     pub cdi_dirs: Vec<std::path::PathBuf>,
+    /// `gpu.sharing`: a share of a GPU (`--gpu=0.5`) needs `shared` or
+    /// `mps`.
+    pub gpu_sharing: SharingMode,
 }
 
 impl Admission {
@@ -81,6 +86,7 @@ impl Admission {
                 .iter()
                 .map(std::path::PathBuf::from)
                 .collect(),
+            gpu_sharing: cfg.gpu.sharing,
         }
     }
 
@@ -113,6 +119,7 @@ impl Admission {
             check_upload_room(total, dir, *floor)?;
         }
         spec.check_supported(&self.caps)?;
+        check_gpu_share(&spec, self.gpu_sharing)?;
         check_cpus(&spec, &self.node)?;
         if spec.network == Network::Host && !self.allow_host_network {
             return Err(ApiError::NotAllowed {
@@ -128,6 +135,17 @@ impl Admission {
         spec.timeout = effective_timeout(spec.timeout, self.default_timeout);
         Ok((spec, secrets))
     }
+}
+
+/// A share of a GPU needs GPUs that several jobs share.
+pub fn check_gpu_share(spec: &JobSpec, sharing: SharingMode) -> Result<(), FieldError> {
+    if spec.resources.gpu_milli.is_some() && sharing == SharingMode::Exclusive {
+        return Err(FieldError::new(
+            "resources.gpu_milli",
+            "a share of a GPU (--gpu=0.5) needs GPUs shared between jobs, and this node gives each job whole GPUs (gpu.sharing: exclusive); ask for --gpu=1, or run it on a node whose admin set gpu.sharing to shared (the share is reserved on a time-sliced GPU) or mps (the share also caps the job's SMs)",
+        ));
+    }
+    Ok(())
 }
 
 /// A job's command line and environment as `execve` takes them: each

@@ -42,6 +42,7 @@ fn admission() -> Admission {
         state_disk: None,
         executors: Arc::new(joblet_core::executor::ExecutorCatalog::default()),
         cdi_dirs: Vec::new(),
+        gpu_sharing: joblet_gpu::exec::SharingMode::Exclusive,
     }
 }
 

@@ -36,6 +36,7 @@ fn sample_job() -> pb::Job {
             gpu_count: 2,
             gpu_memory_mb: 8192,
             gpu_time_seconds: Some(7200),
+            gpu_milli: 0,
         }),
         gpus: Some(pb::JobGpus {
             indices: vec![0, 1],

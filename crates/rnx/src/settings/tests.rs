@@ -201,6 +201,7 @@ fn all_run_flags_reach_the_request() {
         max_iobps: 1048576,
         gpu_count: 2,
         gpu_memory_mb: 4096,
+        gpu_milli: 0,
         env: vec![("A".into(), "1".into()), ("B".into(), "x=y".into())],
         secret_env: vec![("TOKEN".into(), "s3cret".into()), ("PW".into(), "".into())],
         uploads: Vec::new(),
@@ -223,6 +224,10 @@ fn all_run_flags_reach_the_request() {
         run.follow,
         Some(ReconnectPolicy::new(Duration::from_secs(5)))
     );
+
+    // A share of one GPU.
+    let half = request(&["job", "run", "--gpu=0.5", "true"]);
+    assert_eq!((half.gpu_count, half.gpu_milli), (1, 500));
 
     // Unset flags leave the node's defaults.
     let r = request(&["job", "run", "true"]);
@@ -267,9 +272,10 @@ fn bad_values_name_the_flag_and_the_form() {
             &["--gpu-memory=8XB"],
             &["invalid value '8XB' for '--gpu-memory <SIZE>': expected a size like 8GB, 4096MB or 4096 (megabytes)"],
         ),
-        (&["--gpu=-1"], &["'--gpu <N>'", "expected a whole number from 0 to 256"]),
-        (&["--gpu", "-1"], &["'--gpu <N>'", "expected a whole number from 0 to 256"]),
-        (&["--gpu=99999999999999999999"], &["'--gpu <N>'", "expected a whole number from 0 to"]),
+        (&["--gpu=-1"], &["'--gpu <N|SHARE>'", "expected a whole number of GPUs from 0 to 256"]),
+        (&["--gpu=1.5"], &["'--gpu <N|SHARE>'", "share of one GPU from 0.001 to 0.999"]),
+        (&["--gpu", "-1"], &["'--gpu <N|SHARE>'", "expected a whole number of GPUs from 0 to 256"]),
+        (&["--gpu=99999999999999999999"], &["'--gpu <N|SHARE>'", "expected a whole number of GPUs from 0 to"]),
         (&["--max-cpu=-5"], &["'--max-cpu <PERCENT>'", "expected a whole number from 0 to 102400", "100 = one core"]),
         (&["--max-iobps=-1"], &["'--max-iobps <BYTES_PER_SEC>'", "expected a whole number from 0 to"]),
         (

@@ -171,6 +171,15 @@ pub(super) fn mps_part(
                 .map(String::as_str),
         )
         .map_err(DeviceError::ThreadPercentage)?;
+    // A share of the GPU (`--gpu=0.25`) caps its SMs at that share too.
+    let share = spec
+        .resources
+        .gpu_milli
+        .map(|m| m.div_ceil(10).clamp(1, 100));
+    let active_thread_percentage = match (active_thread_percentage, share) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let host = mps::dirs(&client.root, &g.uuid);
     out.dev_shm = Some(host.shm);
     for (source, target) in [(host.pipe, JOB_PIPE_DIR), (host.log, JOB_LOG_DIR)] {
@@ -428,6 +437,21 @@ mod tests {
         assert_eq!(m.pipe_dir, Path::new(JOB_PIPE_DIR));
         assert_eq!(m.log_dir, Path::new(JOB_LOG_DIR));
         assert_eq!(m.active_thread_percentage, Some(20));
+        // A quarter of the GPU: 25 % of its SMs, under the node's 50 %;
+        // the job's own lower value still wins.
+        let mut quarter = spec(&[]);
+        quarter.resources.gpu_milli = Some(250);
+        let q = mps_part(&s, &quarter, &g, Some(1024), &mut GpuEdits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(q.active_thread_percentage, Some(25));
+        quarter
+            .env
+            .insert("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "10".into());
+        let q = mps_part(&s, &quarter, &g, Some(1024), &mut GpuEdits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(q.active_thread_percentage, Some(10));
         let binds: Vec<(PathBuf, PathBuf)> = out
             .binds
             .iter()

@@ -6,6 +6,7 @@ use joblet_core::{JobRequest, Network, NodeCapabilities, UploadEntry, UploadKind
 
 use super::*;
 use crate::node_facts::NodeFacts;
+use joblet_gpu::exec::SharingMode;
 
 fn node() -> Admission {
     Admission {
@@ -21,6 +22,7 @@ fn node() -> Admission {
         state_disk: None,
         executors: Arc::new(ExecutorCatalog::default()),
         cdi_dirs: Vec::new(),
+        gpu_sharing: SharingMode::Exclusive,
     }
 }
 
@@ -31,6 +33,25 @@ fn two_cpus() -> NodeFacts {
         allowed_cpus: Some(vec![0, 1]),
         arg_max: Some(2 * 1024 * 1024),
         max_arg_strlen: Some(131_072),
+    }
+}
+
+#[test]
+fn a_gpu_share_needs_a_node_that_shares_its_gpus() {
+    let mut n = node();
+    n.caps.gpus = true;
+    let half = JobRequest {
+        gpu_count: 1,
+        gpu_milli: 500,
+        ..job()
+    };
+    let e = n.accept("alice", &half).unwrap_err().to_string();
+    assert!(e.contains("resources.gpu_milli"), "{e}");
+    assert!(e.contains("gpu.sharing: exclusive"), "{e}");
+    for mode in [SharingMode::Shared, SharingMode::Mps] {
+        n.gpu_sharing = mode;
+        let (spec, _) = n.accept("alice", &half).unwrap();
+        assert_eq!(spec.resources.gpu_milli, Some(500));
     }
 }
 

@@ -20,7 +20,8 @@ function timeline(j) {
 function gpuPanel(j) {
   const g = j.gpus;
   if (!g) {
-    return h("p", { class: "muted", id: "job-gpus" }, j.resources.gpu_count ? `Asks for ${j.resources.gpu_count} GPU(s); none allocated yet.` : "A CPU job: no GPUs.");
+    const asks = j.resources.gpu_milli ? `${j.resources.gpu_milli / 10}% of one GPU` : `${j.resources.gpu_count} GPU(s)`;
+    return h("p", { class: "muted", id: "job-gpus" }, j.resources.gpu_count ? `Asks for ${asks}; none allocated yet.` : "A CPU job: no GPUs.");
   }
   const quota = g.memory_mb_per_gpu || j.resources.gpu_memory_mb;
   const quotaAll = quota ? quota * g.indices.length : null;
@@ -29,6 +30,7 @@ function gpuPanel(j) {
       ["GPUs", g.indices.map((i, n) => [n ? ", " : "", h("a", { href: `#/gpus/${i}` }, `GPU ${i}`)])],
       ["UUIDs", h("span", { class: "mono" }, g.uuids.join(", "))],
       ["Sharing", g.sharing],
+      ["Share", j.resources.gpu_milli ? `${j.resources.gpu_milli / 10}% of the GPU (--gpu=${j.resources.gpu_milli / 1000})` : null],
       ["Peak GPU memory", g.peak_memory_mb === null || g.peak_memory_mb === undefined ? "not seen yet" : mib(g.peak_memory_mb)],
       ["Quota", quotaAll ? `${mib(quota)} per GPU (${mib(quotaAll)} in all)` : "whole GPUs (no quota)"],
     ]),
