@@ -88,6 +88,7 @@ fn request(
         allow_cross_node: false,
         preemptible: false,
         time_limit_ms: wall_limit_ms,
+        checkpoint_interval_ms: None,
         cpu_millis: cpu_millis(spec),
         host_memory_mb: r.max_memory_mb.unwrap_or(0),
     }

@@ -98,6 +98,7 @@ impl Churn {
             allow_cross_node: false,
             preemptible: false,
             time_limit_ms: None,
+            checkpoint_interval_ms: None,
             cpu_millis: 0,
             host_memory_mb: 0,
         }

@@ -2,9 +2,11 @@
 //! 1,000 nodes × 8 GPUs with ~10,000 waiting jobs, and on 1 node × 8 GPUs,
 //! for every policy. Criterion measures events per second; a fixed run of
 //! 100,000 events per case prints the p50 / p99 latency of one `handle`
-//! (criterion reports means, not tails).
+//! (criterion reports means, not tails). Every exit is a completion, so the
+//! Gittins policy learns its size model from them.
 //!
-//! `cargo bench -p joblet-sched --bench scheduler`
+//! `cargo bench -p joblet-sched --bench scheduler [-- FILTER]` (a filter,
+//! e.g. `Gittins/1000x8`, also limits the tail runs to matching cases).
 
 use std::time::{Duration, Instant};
 
@@ -67,6 +69,7 @@ impl Load {
             allow_cross_node: false,
             preemptible: self.next(2) == 0,
             time_limit_ms: Some(1_000 * (1 + self.next(3_600))),
+            checkpoint_interval_ms: None,
             cpu_millis: 0,
             host_memory_mb: 0,
         }
@@ -94,8 +97,13 @@ impl Load {
 
 /// A scheduler filled until `waiting` jobs wait.
 fn loaded(policy: Policy, nodes: u32, waiting: usize) -> (Scheduler, Load) {
+    // Checkpoints every minute and no restore: victims become eligible
+    // after the same 60 s as before preemption costs (the bench spans
+    // ~20 simulated minutes, too short for the 30-minute default).
     let config = SchedConfig {
         policy,
+        checkpoint_interval_ms: 60_000,
+        restore_cost_ms: 0,
         ..SchedConfig::default()
     };
     let mut s = Scheduler::new(config, (0..nodes).map(node).collect());
@@ -139,22 +147,39 @@ fn tails(policy: Policy, nodes: u32, waiting: usize) {
 
 fn main() {
     let mut c = Criterion::default()
-        .configure_from_args()
-        .measurement_time(Duration::from_secs(5));
+        .measurement_time(Duration::from_secs(5))
+        .configure_from_args();
+    // The first argument that is not a flag (or a flag's value) filters.
+    let mut filter = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--bench" {
+            continue;
+        }
+        if a.starts_with("--") {
+            if !a.contains('=') && a.ends_with("-time") {
+                args.next();
+            }
+            continue;
+        }
+        filter = Some(a);
+        break;
+    }
     for (nodes, waiting) in [(1_000u32, 10_000usize), (1, 100)] {
-        for policy in [Policy::Fifo, Policy::Backfill, Policy::Las] {
+        for policy in [Policy::Fifo, Policy::Backfill, Policy::Las, Policy::Gittins] {
+            let name = format!("handle/{policy:?}/{nodes}x8/{waiting}-waiting");
+            if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+                continue;
+            }
             let (mut s, mut load) = loaded(policy, nodes, waiting);
             let mut i = 0;
-            c.bench_function(
-                &format!("handle/{policy:?}/{nodes}x8/{waiting}-waiting"),
-                |b| {
-                    b.iter(|| {
-                        i += 1;
-                        let ev = load.event(i);
-                        load.apply(&mut s, ev);
-                    })
-                },
-            );
+            c.bench_function(&name, |b| {
+                b.iter(|| {
+                    i += 1;
+                    let ev = load.event(i);
+                    load.apply(&mut s, ev);
+                })
+            });
             tails(policy, nodes, waiting);
         }
     }

@@ -14,7 +14,10 @@
 //!   strategy (pack, spread, best-fit, topology): GPU gangs, exclusive or
 //!   shared, MIG; CPU-only jobs on one node.
 //! - [`queue`], [`policy`], [`scheduler`]: what waits, in which order, who
-//!   may be preempted, quotas and rate limits, and the event loop.
+//!   may be preempted (and what a preemption costs), quotas and rate
+//!   limits, and the event loop.
+//! - [`sizes`]: job sizes learned from completed jobs, with their Gittins
+//!   indexes (the Gittins policy's model).
 //!
 //! No IO, no clock, no randomness, no async: time is the `now` argument.
 //! Must not depend on tokio, nix, std::fs or NVML.
@@ -26,3 +29,4 @@ pub mod place;
 pub mod policy;
 pub mod queue;
 pub mod scheduler;
+pub mod sizes;

@@ -124,6 +124,11 @@ pub struct JobRequest {
     pub preemptible: bool,
     /// Declared run-time limit (backfill uses it); `None` = unknown.
     pub time_limit_ms: Option<u64>,
+    /// How often the job checkpoints (ms of run time after its start or
+    /// restore): a preemption loses the work since its last checkpoint.
+    /// `None` = [`SchedConfig::checkpoint_interval_ms`].
+    #[serde(default)]
+    pub checkpoint_interval_ms: Option<u64>,
     /// CPU the job takes on every node it runs on, in millicores; 0 =
     /// none declared (it takes only a job slot).
     #[serde(default)]
@@ -290,7 +295,20 @@ pub enum Policy {
     /// jobs sink to lower queues; preemptible jobs in lower queues are
     /// preempted for waiting ones. Needs no durations.
     Las,
+    /// Gittins index over attained service (GPUs × time), with the
+    /// distribution of job sizes learned online from completed jobs (per
+    /// queue, log-bucketed), discretised into a few classes: short-looking
+    /// jobs go first where sizes are heavy-tailed (like LAS), and jobs run
+    /// in FIFO order where they are alike. Preempts only where the gain in
+    /// index outweighs the victim's lost work and restore; FIFO order until
+    /// enough jobs have completed; seniority-based aging against
+    /// starvation. Needs no durations. See [`crate::policy::gittins`].
+    Gittins,
 }
+
+/// The daemon's default policy (`gpu.policy`), which `joblet simulate
+/// --policy default` names too.
+pub const DEFAULT_POLICY: Policy = Policy::Backfill;
 
 /// Limits per owner or per queue, on GPU units only (CPU-only jobs count
 /// nothing against a quota).
@@ -330,6 +348,50 @@ pub struct SchedConfig {
     /// LAS: attained-service thresholds (GPU·ms) between its queues,
     /// ascending; a job above threshold i sinks to queue i+1.
     pub las_thresholds_gpu_ms: Vec<u64>,
+    /// How often a job checkpoints when its request does not say
+    /// (ms of run time after a start or restore); a preemption loses the
+    /// work since the last one, and no job is preempted before its first
+    /// checkpoint of a run. 0 = jobs lose nothing when preempted.
+    #[serde(default = "default_checkpoint_interval_ms")]
+    pub checkpoint_interval_ms: u64,
+    /// What a preempted job pays when it starts again (restoring its
+    /// checkpoint), ms of run time before it makes progress.
+    #[serde(default = "default_restore_cost_ms")]
+    pub restore_cost_ms: u64,
+    /// Gittins: completed jobs of a queue needed before its own size
+    /// distribution is used (before that, all queues' together; with
+    /// fewer than this overall, FIFO order).
+    #[serde(default = "default_gittins_min_samples")]
+    pub gittins_min_samples: u32,
+    /// Gittins: its queue order is `first submission + class × this` when
+    /// `aging_ms` is 0 (starvation protection: a job is passed only by
+    /// jobs of a higher class submitted less than this many ms later per
+    /// class of difference); 0 = strict class order.
+    #[serde(default = "default_gittins_aging_ms")]
+    pub gittins_aging_ms: u64,
+}
+
+/// 30 minutes.
+pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 30 * 60_000;
+/// 2 minutes.
+pub const DEFAULT_RESTORE_COST_MS: u64 = 2 * 60_000;
+/// One week per class.
+pub const DEFAULT_GITTINS_AGING_MS: u64 = 7 * 24 * 3_600_000;
+
+fn default_checkpoint_interval_ms() -> u64 {
+    DEFAULT_CHECKPOINT_INTERVAL_MS
+}
+
+fn default_restore_cost_ms() -> u64 {
+    DEFAULT_RESTORE_COST_MS
+}
+
+fn default_gittins_min_samples() -> u32 {
+    32
+}
+
+fn default_gittins_aging_ms() -> u64 {
+    DEFAULT_GITTINS_AGING_MS
 }
 
 impl Default for SchedConfig {
@@ -344,6 +406,10 @@ impl Default for SchedConfig {
             lookahead: 256,
             // Tiresias' defaults scaled: 1 GPU-hour, 10 GPU-hours.
             las_thresholds_gpu_ms: vec![3_600_000, 36_000_000],
+            checkpoint_interval_ms: DEFAULT_CHECKPOINT_INTERVAL_MS,
+            restore_cost_ms: DEFAULT_RESTORE_COST_MS,
+            gittins_min_samples: default_gittins_min_samples(),
+            gittins_aging_ms: default_gittins_aging_ms(),
         }
     }
 }

@@ -59,7 +59,8 @@ pub struct Waiting {
     pub req: JobRequest,
     /// First submission (kept across preemptions).
     pub submitted: UnixMillis,
-    /// When it (re)entered the queue.
+    /// Its time in the order: when it (re)entered the queue (under
+    /// Gittins, its first submission, kept across preemptions).
     pub enqueued: UnixMillis,
     /// Units × ms of service received in earlier runs (LAS).
     pub attained_gpu_ms: u64,
@@ -76,6 +77,8 @@ pub struct Waiting {
     pub awaiting_victims: u32,
     /// No new preemption search for this job before this time.
     pub preempt_retry_at: UnixMillis,
+    /// Times it was preempted (or lost its node): its next run restores.
+    pub preemptions: u32,
 }
 
 /// A hash of what placement looks at in a request besides its gang size
@@ -435,6 +438,7 @@ mod tests {
             allow_cross_node: false,
             preemptible: false,
             time_limit_ms: None,
+            checkpoint_interval_ms: None,
             cpu_millis: 0,
             host_memory_mb: 0,
         };
@@ -449,6 +453,7 @@ mod tests {
             refused_at: None,
             awaiting_victims: 0,
             preempt_retry_at: 0,
+            preemptions: 0,
         }
     }
 

@@ -177,7 +177,7 @@ fn cluster() -> impl Strategy<Value = Vec<NodeSpec>> {
 
 fn sched_config() -> impl Strategy<Value = SchedConfig> {
     (
-        0u8..3,
+        (0u8..4, 0u64..3),
         0u8..4,
         proptest::option::of(1u32..6),
         proptest::option::of(1u32..5),
@@ -186,8 +186,9 @@ fn sched_config() -> impl Strategy<Value = SchedConfig> {
         0usize..6,
     )
         .prop_map(
-            |(policy, strategy, oq, qq, rate, aging, lookahead)| SchedConfig {
-                policy: [Policy::Fifo, Policy::Backfill, Policy::Las][policy as usize],
+            |((policy, ckpt), strategy, oq, qq, rate, aging, lookahead)| SchedConfig {
+                policy: [Policy::Fifo, Policy::Backfill, Policy::Las, Policy::Gittins]
+                    [policy as usize],
                 strategy: [
                     Placing::Pack,
                     Placing::Spread,
@@ -209,6 +210,12 @@ fn sched_config() -> impl Strategy<Value = SchedConfig> {
                 aging_ms: if aging { 5_000 } else { 0 },
                 lookahead,
                 las_thresholds_gpu_ms: vec![5_000, 50_000],
+                // 0 (free), or checkpoints every 30 s or 90 s with a 5 s
+                // restore: no job is preempted before 60 s either way.
+                checkpoint_interval_ms: ckpt * 30_000 + (ckpt / 2) * 30_000,
+                restore_cost_ms: if ckpt > 0 { 5_000 } else { 0 },
+                gittins_min_samples: 3,
+                gittins_aging_ms: if aging { 0 } else { 60_000 },
             },
         )
 }
@@ -244,6 +251,7 @@ fn request(job: String, s: &Sub) -> JobRequest {
         allow_cross_node: s.cross >= 3,
         preemptible: s.preemptible,
         time_limit_ms: s.limit.map(|l| u64::from(l) * 1_000),
+        checkpoint_interval_ms: None,
         cpu_millis: [0, 0, 500, 1_000, 2_000, 9_000][s.cpu as usize],
         host_memory_mb: [0, 0, 1_024, 8_192, 30_000][s.host_mem as usize],
     }

@@ -57,12 +57,16 @@ pub enum SimError {
     EmptyTrace { file: String },
     #[error("cluster spec `{spec}`: {reason}; expected NODESxGPUS, e.g. 64x8")]
     BadCluster { spec: String, reason: String },
-    #[error("unknown policy `{name}`; accepted: fifo, backfill, las")]
+    #[error("unknown policy `{name}`; accepted: fifo, backfill, las, gittins, default")]
     BadPolicy { name: String },
     #[error("policy `{name}` is listed twice")]
     DuplicatePolicy { name: String },
-    #[error("no policy to simulate; accepted: fifo, backfill, las")]
+    #[error("no policy to simulate; accepted: fifo, backfill, las, gittins, default")]
     NoPolicies,
+    #[error(
+        "duration `{value}`: {reason}; expected a number with a unit, e.g. 30m, 90s, 2h or 500ms"
+    )]
+    BadDuration { value: String, reason: &'static str },
     #[error("--gpu-memory-gb must be at least 1")]
     BadGpuMemory,
     #[error("policy {policy}: the scheduler broke an invariant at t={at_ms} ms: {detail}")]

@@ -13,6 +13,7 @@
 
 pub mod civil;
 pub mod cluster;
+pub mod duration;
 pub mod error;
 pub mod ledger;
 pub mod metrics;
@@ -23,20 +24,21 @@ pub mod trace;
 
 use std::path::PathBuf;
 
-use joblet_sched::model::Policy;
+use joblet_sched::model::{Policy, DEFAULT_POLICY};
 use serde::Serialize;
 
 pub use cluster::parse_cluster;
+pub use duration::parse_duration_ms;
 pub use error::SimError;
 pub use metrics::PolicyMetrics;
-pub use run::Sample;
+pub use run::{PreemptionCosts, Sample};
 
 /// The policies in the order a comparison lists them by default.
-pub const ALL_POLICIES: [Policy; 3] = [Policy::Fifo, Policy::Backfill, Policy::Las];
+pub const ALL_POLICIES: [Policy; 4] =
+    [Policy::Fifo, Policy::Backfill, Policy::Las, Policy::Gittins];
 
 /// How backfill learns durations (reported with the results).
-pub const TIME_LIMITS_NOTE: &str =
-    "backfill is given each job's true duration as its time limit; fifo and las know no durations";
+pub const TIME_LIMITS_NOTE: &str = "backfill is given each job's true duration as its time limit; fifo, las and gittins know no durations";
 
 /// What to simulate.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +56,8 @@ pub struct SimOptions {
     pub limit: Option<usize>,
     /// Write the utilisation / queue-length SVG here.
     pub plot: Option<PathBuf>,
+    /// What preemption costs (on by default: [`PreemptionCosts::DEFAULT`]).
+    pub costs: PreemptionCosts,
 }
 
 /// One policy's queue and utilisation over time (for the plot).
@@ -75,6 +79,12 @@ pub struct SimReport {
     pub gpus_per_node: u32,
     pub gpu_memory_gb: u64,
     pub time_limits: &'static str,
+    /// The policy `default` names (the daemon's default).
+    pub default_policy: &'static str,
+    /// Checkpoint interval, ms (0: preemption loses no work).
+    pub checkpoint_interval_ms: u64,
+    /// Restore cost after a preemption, ms.
+    pub restore_cost_ms: u64,
     pub policies: Vec<PolicyMetrics>,
     /// Time series behind the plot (not in the JSON).
     #[serde(skip)]
@@ -87,20 +97,26 @@ pub fn policy_name(policy: Policy) -> &'static str {
         Policy::Fifo => "fifo",
         Policy::Backfill => "backfill",
         Policy::Las => "las",
+        Policy::Gittins => "gittins",
     }
 }
 
 /// Parses a comma-separated list of policy names (`fifo`, `backfill`,
-/// `las`; case-insensitive), keeping their order.
+/// `las`, `gittins`, or `default` for the daemon's default policy,
+/// [`DEFAULT_POLICY`]; case-insensitive), keeping their order.
 pub fn parse_policies(s: &str) -> Result<Vec<Policy>, SimError> {
     let mut out = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let policy = ALL_POLICIES
-            .into_iter()
-            .find(|p| policy_name(*p).eq_ignore_ascii_case(name))
-            .ok_or_else(|| SimError::BadPolicy {
-                name: name.to_string(),
-            })?;
+        let policy = if name.eq_ignore_ascii_case("default") {
+            DEFAULT_POLICY
+        } else {
+            ALL_POLICIES
+                .into_iter()
+                .find(|p| policy_name(*p).eq_ignore_ascii_case(name))
+                .ok_or_else(|| SimError::BadPolicy {
+                    name: name.to_string(),
+                })?
+        };
         if out.contains(&policy) {
             return Err(SimError::DuplicatePolicy {
                 name: name.to_string(),
@@ -141,7 +157,7 @@ pub fn simulate(opts: &SimOptions) -> Result<SimReport, SimError> {
     let mut policies = Vec::new();
     let mut series = Vec::new();
     for &policy in &opts.policies {
-        let result = run::run_policy(&trace, shape, policy)?;
+        let result = run::run_policy(&trace, shape, policy, opts.costs)?;
         policies.push(metrics::metrics(&result));
         series.push(PolicySeries {
             policy: policy_name(policy),
@@ -157,6 +173,9 @@ pub fn simulate(opts: &SimOptions) -> Result<SimReport, SimError> {
         gpus_per_node: opts.gpus_per_node,
         gpu_memory_gb: opts.gpu_memory_gb,
         time_limits: TIME_LIMITS_NOTE,
+        default_policy: policy_name(DEFAULT_POLICY),
+        checkpoint_interval_ms: opts.costs.checkpoint_interval_ms,
+        restore_cost_ms: opts.costs.restore_cost_ms,
         policies,
         series,
     };
@@ -182,9 +201,16 @@ mod tests {
         );
         let e = parse_policies("fifo,srtf").unwrap_err().to_string();
         assert!(
-            e.contains("`srtf`") && e.contains("fifo, backfill, las"),
+            e.contains("`srtf`") && e.contains("fifo, backfill, las, gittins, default"),
             "{e}"
         );
+        assert_eq!(
+            parse_policies("fifo,Default").unwrap(),
+            [Policy::Fifo, DEFAULT_POLICY]
+        );
+        // `default` is a name for a policy: listing it twice is an error.
+        let twice = format!("default,{}", policy_name(DEFAULT_POLICY));
+        assert!(parse_policies(&twice).is_err());
         assert!(parse_policies("las,las")
             .unwrap_err()
             .to_string()

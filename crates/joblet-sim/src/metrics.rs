@@ -50,6 +50,14 @@ pub struct PolicyMetrics {
     /// Most units in use beyond capacity on any node or GPU: must be 0.
     pub max_oversubscription: u64,
     pub preemptions: u64,
+    /// Preemptions per job (of every job in the trace): mean and most.
+    pub preemptions_per_job_mean: f64,
+    pub preemptions_per_job_max: u32,
+    /// GPU·hours of progress lost to preemptions (since the jobs' last
+    /// checkpoints).
+    pub lost_gpu_hours: f64,
+    /// GPU·hours spent restoring after preemptions.
+    pub restore_gpu_hours: f64,
     /// `Scheduler::handle` calls.
     pub decisions: u64,
     /// Time spent inside `handle`.
@@ -91,8 +99,12 @@ pub fn metrics(run: &RunResult) -> PolicyMetrics {
     let mut delay = Vec::new();
     let (mut completed, mut rejected, mut unfinished, mut preemptions) = (0, 0, 0, 0u64);
     let mut last_end = 0;
+    let (mut max_preempt, mut lost_ms, mut restore_ms) = (0u32, 0u128, 0u128);
     for job in &run.jobs {
         preemptions += u64::from(job.preemptions);
+        max_preempt = max_preempt.max(job.preemptions);
+        lost_ms += u128::from(job.lost_ms) * u128::from(job.gpus);
+        restore_ms += u128::from(job.restore_ms) * u128::from(job.gpus);
         if let Some(start) = job.first_start_ms {
             delay.push(start - job.submit_ms);
         }
@@ -141,6 +153,14 @@ pub fn metrics(run: &RunResult) -> PolicyMetrics {
         },
         max_oversubscription: run.max_oversubscription,
         preemptions,
+        preemptions_per_job_mean: if run.jobs.is_empty() {
+            0.0
+        } else {
+            preemptions as f64 / run.jobs.len() as f64
+        },
+        preemptions_per_job_max: max_preempt,
+        lost_gpu_hours: lost_ms as f64 / 3_600_000.0,
+        restore_gpu_hours: restore_ms as f64 / 3_600_000.0,
         decisions: run.handle_calls,
         decision_secs: run.handle_secs,
         decisions_per_s: if run.handle_secs > 0.0 {

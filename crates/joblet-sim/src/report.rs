@@ -26,7 +26,7 @@ fn fmt_rate(r: f64) -> String {
     }
 }
 
-const HEADER: [&str; 17] = [
+const HEADER: [&str; 21] = [
     "policy",
     "jobs",
     "done",
@@ -43,6 +43,10 @@ const HEADER: [&str; 17] = [
     "GPU util",
     "avg frag (GPUs)",
     "max oversub",
+    "preemptions",
+    "preempt/job (mean/max)",
+    "lost GPU·h",
+    "restore GPU·h",
     "decisions/s",
 ];
 
@@ -76,6 +80,13 @@ impl SimReport {
                     format!("{:.1} %", m.utilisation * 100.0),
                     format!("{:.1}", m.avg_fragmentation_gpus),
                     m.max_oversubscription.to_string(),
+                    m.preemptions.to_string(),
+                    format!(
+                        "{:.2} / {}",
+                        m.preemptions_per_job_mean, m.preemptions_per_job_max
+                    ),
+                    format!("{:.1}", m.lost_gpu_hours),
+                    format!("{:.1}", m.restore_gpu_hours),
                     fmt_rate(m.decisions_per_s),
                 ]
             })
@@ -95,7 +106,23 @@ impl SimReport {
     }
 
     fn notes(&self) -> Vec<String> {
-        let mut notes = vec![format!("Time limits: {}.", self.time_limits)];
+        let costs = if self.checkpoint_interval_ms == 0 && self.restore_cost_ms == 0 {
+            "off (a preempted job loses nothing and restores at once)".to_string()
+        } else {
+            format!(
+                "on: a job checkpoints every {} of progress, loses what it did since when preempted, and restores for {} when it starts again",
+                fmt_duration(self.checkpoint_interval_ms as f64 / 1000.0),
+                fmt_duration(self.restore_cost_ms as f64 / 1000.0)
+            )
+        };
+        let mut notes = vec![
+            format!("Time limits: {}.", self.time_limits),
+            format!("Preemption costs {costs}."),
+            format!(
+                "Policy `default` (the daemon's default) is {}.",
+                self.default_policy
+            ),
+        ];
         for m in &self.policies {
             for r in &m.rejected_reasons {
                 notes.push(format!(

@@ -7,8 +7,16 @@
 //! Requests: the trace's GPU count, exclusive, training, priority 0,
 //! preemptible, cross-node only when larger than a node, no memory
 //! minimum. Only `backfill` is told durations: its time limit is the job's
-//! true duration (an exact estimate, backfill's best case); `fifo` and
-//! `las` get no time limit.
+//! true duration (an exact estimate, backfill's best case); `fifo`, `las`
+//! and `gittins` get no time limit.
+//!
+//! Preemption is not free ([`PreemptionCosts`], told to the scheduler
+//! too): a job checkpoints every `checkpoint_interval_ms` of progress; a
+//! preempted job keeps its progress up to its last checkpoint and loses
+//! the rest, and its next run first restores for `restore_cost_ms` (no
+//! progress meanwhile; a preemption during the restore keeps nothing of
+//! that run). Each job's lost work, restore time and preemptions are
+//! counted.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -35,6 +43,43 @@ const VERIFY_EVERY: u64 = 4096;
 /// gives up on the jobs still waiting (they are reported unfinished).
 const MAX_IDLE_TICKS: u32 = 1440;
 
+/// What a preemption costs a job in the simulation (and what the
+/// scheduler is told it costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreemptionCosts {
+    /// Progress between checkpoints, ms; 0 = nothing is ever lost.
+    pub checkpoint_interval_ms: u64,
+    /// Run time a preempted job spends restoring when it starts again, ms.
+    pub restore_cost_ms: u64,
+}
+
+impl PreemptionCosts {
+    /// Preemption is free (the simulator's behaviour before costs).
+    pub const FREE: PreemptionCosts = PreemptionCosts {
+        checkpoint_interval_ms: 0,
+        restore_cost_ms: 0,
+    };
+
+    /// The scheduler's defaults (30 min checkpoints, 2 min restore).
+    pub const DEFAULT: PreemptionCosts = PreemptionCosts {
+        checkpoint_interval_ms: joblet_sched::model::DEFAULT_CHECKPOINT_INTERVAL_MS,
+        restore_cost_ms: joblet_sched::model::DEFAULT_RESTORE_COST_MS,
+    };
+
+    /// Progress kept and run time lost when preempted `t` ms into a run
+    /// that started with `restore` ms of restoring.
+    pub fn split(&self, t: u64, restore: u64) -> (u64, u64) {
+        if t <= restore {
+            return (0, 0);
+        }
+        let work = t - restore;
+        match self.checkpoint_interval_ms {
+            0 => (work, 0),
+            c => (work - work % c, work % c),
+        }
+    }
+}
+
 /// The simulated cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClusterShape {
@@ -53,6 +98,13 @@ pub struct JobOutcome {
     pub end_ms: Option<u64>,
     pub rejected: Option<String>,
     pub preemptions: u32,
+    /// Progress lost to preemptions (since the last checkpoint), ms of
+    /// run time (× `gpus` for GPU·ms).
+    pub lost_ms: u64,
+    /// Most progress lost by one preemption, ms.
+    pub max_lost_ms: u64,
+    /// Run time spent restoring after preemptions, ms.
+    pub restore_ms: u64,
 }
 
 /// The cluster at one instant, for the plot.
@@ -108,7 +160,11 @@ struct Sim<'a> {
     sched: Scheduler,
     ledger: Ledger,
     state: Vec<JobState>,
+    costs: PreemptionCosts,
+    /// Work left (ms of progress), excluding restores.
     remaining: Vec<u64>,
+    /// Restore the job's next (or current) run starts with.
+    restore: Vec<u64>,
     generation: Vec<u32>,
     /// Units each running job holds (from its Start), for the ledger.
     held: Vec<Vec<GpuRef>>,
@@ -130,10 +186,13 @@ pub fn run_policy(
     trace: &Trace,
     shape: ClusterShape,
     policy: Policy,
+    costs: PreemptionCosts,
 ) -> Result<RunResult, SimError> {
     let wall = Instant::now();
     let config = SchedConfig {
         policy,
+        checkpoint_interval_ms: costs.checkpoint_interval_ms,
+        restore_cost_ms: costs.restore_cost_ms,
         ..SchedConfig::default()
     };
     let nodes = build_nodes(shape.nodes, shape.gpus_per_node, shape.gpu_memory_gb);
@@ -145,7 +204,9 @@ pub fn run_policy(
         sched: Scheduler::new(config, nodes),
         ledger: Ledger::new(shape.nodes, shape.gpus_per_node),
         state: vec![JobState::Pending; n],
+        costs,
         remaining: trace.jobs.iter().map(|j| j.duration_ms).collect(),
+        restore: vec![0; n],
         generation: vec![0; n],
         held: vec![Vec::new(); n],
         out: trace
@@ -159,6 +220,9 @@ pub fn run_policy(
                 end_ms: None,
                 rejected: None,
                 preemptions: 0,
+                lost_ms: 0,
+                max_lost_ms: 0,
+                restore_ms: 0,
             })
             .collect(),
         index: trace
@@ -238,6 +302,7 @@ impl Sim<'_> {
             allow_cross_node: job.gpus > self.shape.gpus_per_node,
             preemptible: true,
             time_limit_ms: (self.policy == Policy::Backfill).then_some(job.duration_ms),
+            checkpoint_interval_ms: None,
             cpu_millis: 0,
             host_memory_mb: 0,
         }
@@ -289,7 +354,15 @@ impl Sim<'_> {
                         self.broke(now, format!("preempted job {job} is {:?}", self.state[i]))
                     );
                 };
-                self.remaining[i] = self.remaining[i].saturating_sub(now - since);
+                let t = now - since;
+                let restore = self.restore[i];
+                let (kept, lost) = self.costs.split(t, restore);
+                self.remaining[i] = self.remaining[i].saturating_sub(kept);
+                self.restore[i] = self.costs.restore_cost_ms;
+                let o = &mut self.out[i];
+                o.lost_ms += lost;
+                o.max_lost_ms = o.max_lost_ms.max(lost);
+                o.restore_ms += t.min(restore);
                 self.generation[i] += 1; // its completion event is void
                 self.state[i] = JobState::Waiting;
                 self.out[i].preemptions += 1;
@@ -343,7 +416,12 @@ impl Sim<'_> {
         self.state[i] = JobState::Running { since: now };
         self.held[i] = p.units;
         self.out[i].first_start_ms.get_or_insert(now);
-        self.push(now + self.remaining[i], COMPLETE, i, generation);
+        self.push(
+            now + self.restore[i] + self.remaining[i],
+            COMPLETE,
+            i,
+            generation,
+        );
         Ok(())
     }
 
@@ -395,6 +473,7 @@ impl Sim<'_> {
                     self.release(i, now)?;
                     self.state[i] = JobState::Done;
                     self.remaining[i] = 0;
+                    self.out[i].restore_ms += self.restore[i];
                     self.out[i].end_ms = Some(now);
                     self.feed(Event::Exited(key), now)?;
                 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use joblet_sched::model::Policy;
-use joblet_sim::run::{run_policy, ClusterShape, RunResult};
+use joblet_sim::run::{run_policy, ClusterShape, PreemptionCosts, RunResult};
 use joblet_sim::trace::{read_trace, Trace, TraceFilter};
 use joblet_sim::{metrics::metrics, simulate, SimOptions, ALL_POLICIES};
 
@@ -61,10 +61,11 @@ fn check(trace: &Trace, run: &RunResult) -> joblet_sim::PolicyMetrics {
         if out.preemptions == 0 {
             assert_eq!(end - start, job.duration_ms, "{name}: line {}", job.line);
         }
-        work += u128::from(job.gpus) * u128::from(job.duration_ms);
+        work += u128::from(job.gpus) * u128::from(job.duration_ms + out.lost_ms + out.restore_ms);
     }
-    // Busy GPU·time is exactly the work done: preempted jobs resume with
-    // what was left, and nothing runs twice.
+    // Busy GPU·time is exactly the work done plus what preemptions cost
+    // (work lost since the last checkpoint, restores): preempted jobs
+    // resume from their checkpoint, and nothing else runs twice.
     assert_eq!(run.busy_unit_ms, work, "{name}: busy GPU·ms vs trace work");
     assert!(
         m.utilisation > 0.0 && m.utilisation <= 1.0,
@@ -87,7 +88,7 @@ fn tiresias_60_jobs_on_4x4_all_policies() {
     let trace = read_trace(&fixture("tiresias/60_job.csv"), &TraceFilter::default()).unwrap();
     let mut avg = Vec::new();
     for policy in ALL_POLICIES {
-        let run = run_policy(&trace, shape(4, 4), policy).unwrap();
+        let run = run_policy(&trace, shape(4, 4), policy, PreemptionCosts::DEFAULT).unwrap();
         let m = check(&trace, &run);
         // 8-GPU jobs span two 4-GPU nodes; nothing is too large for 16.
         assert_eq!(m.rejected, 0, "{policy:?}: {:?}", m.rejected_reasons);
@@ -102,7 +103,7 @@ fn tiresias_60_jobs_on_4x4_all_policies() {
 fn jobs_larger_than_the_cluster_are_rejected_with_the_reason() {
     let trace = read_trace(&fixture("tiresias/60_job.csv"), &TraceFilter::default()).unwrap();
     for policy in ALL_POLICIES {
-        let run = run_policy(&trace, shape(1, 4), policy).unwrap();
+        let run = run_policy(&trace, shape(1, 4), policy, PreemptionCosts::DEFAULT).unwrap();
         let m = check(&trace, &run);
         assert_eq!(m.rejected, 10, "{policy:?}: the ten 8-GPU jobs");
         assert_eq!(m.rejected_reasons.len(), 1, "{:?}", m.rejected_reasons);
@@ -123,9 +124,9 @@ fn philly_slice_all_policies_and_deterministic() {
     };
     let trace = read_trace(&fixture("philly.csv"), &filter).unwrap();
     for policy in ALL_POLICIES {
-        let a = run_policy(&trace, shape(16, 8), policy).unwrap();
+        let a = run_policy(&trace, shape(16, 8), policy, PreemptionCosts::DEFAULT).unwrap();
         check(&trace, &a);
-        let b = run_policy(&trace, shape(16, 8), policy).unwrap();
+        let b = run_policy(&trace, shape(16, 8), policy, PreemptionCosts::DEFAULT).unwrap();
         assert_eq!(a.jobs, b.jobs, "{policy:?}: same trace, same outcome");
         assert_eq!(a.handle_calls, b.handle_calls);
     }
@@ -144,6 +145,7 @@ fn simulate_reports_tables_json_and_plot() {
         filter: None,
         limit: Some(40),
         plot: Some(plot.clone()),
+        costs: PreemptionCosts::DEFAULT,
     };
     let report = simulate(&opts).unwrap();
     assert_eq!(report.jobs, 40);
@@ -181,6 +183,7 @@ fn simulate_refuses_bad_options() {
         filter: None,
         limit: None,
         plot: None,
+        costs: PreemptionCosts::DEFAULT,
     };
     let e = simulate(&SimOptions {
         policies: vec![],

@@ -50,6 +50,7 @@ fn req(i: u64, gpus: u32, shared: bool) -> JobRequest {
         allow_cross_node: false,
         preemptible: false,
         time_limit_ms: None,
+        checkpoint_interval_ms: None,
         cpu_millis: 0,
         host_memory_mb: 0,
     }

@@ -71,9 +71,18 @@ enum Command {
         /// Memory of each GPU in GiB.
         #[arg(long, value_name = "N", default_value_t = 32)]
         gpu_memory_gb: u64,
-        /// Policies to compare, in table order: fifo, backfill, las.
-        #[arg(long, value_name = "NAME[,NAME…]", default_value = "fifo,backfill,las", value_parser = parse_policies_arg)]
+        /// Policies to compare, in table order: fifo, backfill, las, gittins; `default` names the daemon's default policy.
+        #[arg(long, value_name = "NAME[,NAME…]", default_value = "fifo,backfill,las,gittins", value_parser = parse_policies_arg)]
         policy: Policies,
+        /// How often a job checkpoints (its progress since is lost when it is preempted), e.g. 30m; 0 = nothing is lost.
+        #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = joblet_sim::parse_duration_ms)]
+        checkpoint_interval: u64,
+        /// Run time a preempted job spends restoring its checkpoint when it starts again, e.g. 2m.
+        #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = joblet_sim::parse_duration_ms)]
+        restore_cost: u64,
+        /// Preemption is free: no lost work, no restore (overrides --checkpoint-interval and --restore-cost).
+        #[arg(long)]
+        no_preemption_cost: bool,
         /// Only jobs of this owner / queue / virtual cluster.
         #[arg(long, value_name = "NAME")]
         vc: Option<String>,
@@ -196,12 +205,23 @@ fn main() -> ExitCode {
             cluster,
             gpu_memory_gb,
             policy,
+            checkpoint_interval,
+            restore_cost,
+            no_preemption_cost,
             vc,
             limit,
             json,
             markdown,
             plot,
         } => {
+            let costs = if no_preemption_cost {
+                joblet_sim::PreemptionCosts::FREE
+            } else {
+                joblet_sim::PreemptionCosts {
+                    checkpoint_interval_ms: checkpoint_interval,
+                    restore_cost_ms: restore_cost,
+                }
+            };
             let opts = joblet_sim::SimOptions {
                 trace,
                 nodes: cluster.0,
@@ -211,6 +231,7 @@ fn main() -> ExitCode {
                 filter: vc,
                 limit,
                 plot,
+                costs,
             };
             joblet_sim::simulate(&opts)
                 .map(|report| {

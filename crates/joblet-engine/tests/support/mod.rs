@@ -101,6 +101,7 @@ pub fn submission(n: u32, ask: Ask) -> Submission {
             allow_cross_node: false,
             preemptible: false,
             time_limit_ms: ask.time_limit_ms,
+            checkpoint_interval_ms: None,
             cpu_millis: ask.cpu_millis,
             host_memory_mb: ask.memory_mb,
         },

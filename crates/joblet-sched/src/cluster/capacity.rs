@@ -278,6 +278,7 @@ mod memo_tests {
             allow_cross_node: true,
             preemptible: false,
             time_limit_ms: None,
+            checkpoint_interval_ms: None,
             cpu_millis: 0,
             host_memory_mb: 0,
         }

@@ -232,7 +232,7 @@ mod tests {
                     mig_profile: None, min_compute_capability: None,
                     class: WorkloadClass::Training, priority: 0,
                     allow_cross_numa: *cross, allow_cross_node: false,
-                    preemptible: false, time_limit_ms: None,
+                    preemptible: false, time_limit_ms: None, checkpoint_interval_ms: None,
                     cpu_millis: 0, host_memory_mb: 0,
                 };
                 if let Some(p) = crate::place::place(&s, &req, all[*st]) {

@@ -15,9 +15,9 @@
 //! for newcomers in higher queues.
 //!
 //! Anti-thrashing: a job that (re)started less than [`MIN_RUN_MS`] (60 s)
-//! ago is never preempted (under every policy), so each run makes progress
-//! worth its restart cost; and a preempted job re-enters its queue at the
-//! back. Starvation: with `aging_ms` set, waiting moves a job up one queue
+//! ago, or has not reached its first checkpoint of the run, is never
+//! preempted (under every policy, see [`super::cost`]); and a preempted
+//! job re-enters its queue at the back. Starvation: with `aging_ms` set, waiting moves a job up one queue
 //! per period, so long jobs come back to the front eventually (Tiresias'
 //! promotion knob). LAS needs time to pass to act on a sinking job: feed
 //! `Tick` events (the daemon does; a simulator should, e.g. every few
@@ -35,25 +35,34 @@ use crate::scheduler::Scheduler;
 pub const MIN_RUN_MS: i64 = 60_000;
 
 impl Scheduler {
-    /// The LAS queue of a job with this much attained service (0 unless the
-    /// policy is LAS).
-    pub(crate) fn level_of(&self, attained_gpu_ms: u64) -> u32 {
-        if self.config.policy != Policy::Las {
-            return 0;
+    /// The class level of a job of the size-model `slot` with this much
+    /// attained service: its LAS queue under LAS, its discretised Gittins
+    /// index under Gittins, else 0.
+    pub(crate) fn level_of(&self, slot: u32, gpus: u32, attained_gpu_ms: u64) -> u32 {
+        match self.config.policy {
+            Policy::Las => {
+                let n = self
+                    .config
+                    .las_thresholds_gpu_ms
+                    .iter()
+                    .filter(|&&t| attained_gpu_ms > t)
+                    .count();
+                u32::try_from(n).unwrap_or(u32::MAX)
+            }
+            Policy::Gittins => self.sizes.level(slot, gpus, attained_gpu_ms),
+            Policy::Fifo | Policy::Backfill => 0,
         }
-        let n = self
-            .config
-            .las_thresholds_gpu_ms
-            .iter()
-            .filter(|&&t| attained_gpu_ms > t)
-            .count();
-        u32::try_from(n).unwrap_or(u32::MAX)
     }
 
-    /// A running job's class (higher = more important): its priority minus
-    /// the LAS queue of its attained service now.
-    pub(crate) fn running_class(&self, priority: i32, attained_gpu_ms: u64) -> i64 {
-        i64::from(priority) - i64::from(self.level_of(attained_gpu_ms))
+    /// The most a level can exceed 0 under the policy.
+    pub(crate) fn max_level(&self) -> i64 {
+        match self.config.policy {
+            Policy::Las => {
+                i64::try_from(self.config.las_thresholds_gpu_ms.len()).unwrap_or(i64::MAX)
+            }
+            Policy::Gittins => i64::from(crate::sizes::LEVELS - 1),
+            Policy::Fifo | Policy::Backfill => 0,
+        }
     }
 
     /// A waiting job's class.

@@ -1,5 +1,5 @@
 //! Which waiting job goes next: the decision pass run after every event,
-//! for the three policies, and what they share (eligibility, placement
+//! for the four policies, and what they share (eligibility, placement
 //! with a failure memo, starting a job).
 //!
 //! Every pass looks at no more than the head plus `lookahead` waiting jobs
@@ -33,7 +33,7 @@
 //!   memory and job slots it needs then (see [`backfill`]). Never delays
 //!   the head (given honest time limits); only jobs with time limits
 //!   backfill, so it gains little when users do not declare them.
-//! - [`Policy::Las`] (default): Tiresias-style
+//! - [`Policy::Las`] (`SchedConfig::default()`'s): Tiresias-style
 //!   discretised two-dimensional least attained service (see [`las`]).
 //!   Needs no durations: short jobs finish in the top queue, long ones sink
 //!   and are preempted for newcomers, which cuts average JCT well below
@@ -42,12 +42,21 @@
 //!   can wait while smaller jobs of the same queue keep the GPUs (it is
 //!   work-conserving: jobs that fit start past those that do not), and
 //!   long jobs finish later than under FIFO.
+//! - [`Policy::Gittins`]: a Gittins index over attained service with the
+//!   size distribution learned from completed jobs (see [`gittins`]): LAS's
+//!   pass, with classes from the index, preemption only where it pays for
+//!   its cost, and seniority-based aging. FIFO order until enough jobs
+//!   have completed, and wherever sizes are alike.
 //! - All policies preempt: a waiting job that does not fit may stop
 //!   preemptible running jobs of a lower class (lower priority; under LAS,
-//!   `priority − LAS queue`), see [`preempt`].
+//!   `priority − LAS queue`; under Gittins, `priority − index level`),
+//!   never before their first checkpoint of a run, those losing the least
+//!   work first (see [`cost`], [`preempt`]).
 
 pub mod backfill;
+pub mod cost;
 pub mod fifo;
+pub mod gittins;
 pub mod las;
 pub mod preempt;
 pub mod reserve;
@@ -113,7 +122,7 @@ impl Scheduler {
         match self.config.policy {
             Policy::Fifo => self.pass_fifo(now),
             Policy::Backfill => self.pass_backfill(now),
-            Policy::Las => self.pass_las(now),
+            Policy::Las | Policy::Gittins => self.pass_las(now),
         }
     }
 
@@ -239,6 +248,7 @@ impl Scheduler {
             w.submitted,
             now,
             w.attained_gpu_ms,
+            w.preemptions,
             placement.clone(),
         );
         self.actions.push(Action::Start { placement });

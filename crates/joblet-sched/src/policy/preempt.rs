@@ -2,13 +2,16 @@
 //! preemptible running jobs of a lower class (priority, minus the LAS queue
 //! under LAS).
 //!
-//! Victims must be preemptible, not already stopping, running for at least
-//! [`MIN_RUN_MS`], and hold only GPUs that still take new jobs and are not
+//! Victims must be preemptible, not already stopping, past their first
+//! checkpoint of the run and running for at least
+//! [`super::las::MIN_RUN_MS`] (see [`super::cost`]), worth it under
+//! Gittins ([`Scheduler::exchange_pays`]), and hold only GPUs that still take new jobs and are not
 //! held for another job's victims (freeing a GPU that takes none would not
 //! help). CPU-only jobs may be victims too: they free CPU, memory and a job
 //! slot. The plan frees enough room **on one node**: nodes are tried in order
 //! of the victim units they hold; on each, victims are taken lowest priority
-//! first, then most attained service first (a CPU-only victim only while the
+//! first, then least work lost (GPUs × run time since the last checkpoint),
+//! then most attained service first (a CPU-only victim only while the
 //! node lacks a job slot, or CPU or memory that the victim frees, for the
 //! waiting job), until placement succeeds; the node needing the fewest
 //! preemptions wins. A job that may span nodes falls back to freeing room
@@ -26,7 +29,6 @@
 
 use joblet_core::UnixMillis;
 
-use super::las::MIN_RUN_MS;
 use crate::cluster::HostLoad;
 use crate::model::{Action, JobKey, JobRequest, NodeId, Placement, Policy, Sharing};
 use crate::place::place;
@@ -55,6 +57,8 @@ struct Victim {
     job: JobKey,
     priority: i32,
     attained: u64,
+    /// Work a preemption now would lose, unit·ms.
+    lost: u64,
     /// Units held on each node, by node id.
     per_node: Vec<(NodeId, u32)>,
     /// What it charges each of those nodes.
@@ -90,7 +94,7 @@ impl Scheduler {
         let Some(class) = self.waiting_class(key) else {
             return Search::Skipped;
         };
-        let victims = self.victims_below(class, now);
+        let victims = self.victims_below(class, &req, now);
         let plan = if victims.is_empty() {
             None
         } else {
@@ -124,16 +128,32 @@ impl Scheduler {
     }
 
     /// Eligible victims of a class below `class`, in preference order: the
-    /// [`MAX_VICTIMS`] lowest-priority ones at most.
-    fn victims_below(&self, class: i64, now: UnixMillis) -> Vec<Victim> {
-        // class = priority − LAS queue, so a victim's priority is below
-        // class + the number of LAS queues.
-        let levels = i64::try_from(self.config.las_thresholds_gpu_ms.len()).unwrap_or(i64::MAX);
-        let bound = class.saturating_add(if self.config.policy == Policy::Las {
-            levels
+    /// [`MAX_VICTIMS`] lowest-priority ones at most, past their first
+    /// checkpoint of the run, worth preempting for the waiting job
+    /// `req` (see [`Scheduler::exchange_pays`]).
+    fn victims_below(&mut self, class: i64, req: &JobRequest, now: UnixMillis) -> Vec<Victim> {
+        // class = priority − level, so a victim's priority is below
+        // class + the highest level.
+        let mut bound = class.saturating_add(self.max_level());
+        // The waiting job's order key and expected remaining run time
+        // (Gittins).
+        let (level, base, attained) = self
+            .queue
+            .key_of(&req.job)
+            .and_then(|k| self.queue.get(k))
+            .map_or((0, now, 0), |w| (w.level, w.enqueued, w.attained_gpu_ms));
+        let waiter = (req.priority, level, base);
+        let waiter_size = if self.config.policy == Policy::Gittins {
+            let a = i64::try_from(self.aging_ms()).unwrap_or(i64::MAX);
+            if a > 0 {
+                // A victim of higher priority may come after the waiting
+                // job if it was submitted enough later.
+                bound = bound.saturating_add(now.saturating_sub(base) / a + 1);
+            }
+            Some((self.sizes.slot(&req.queue), req.gpu_count, attained))
         } else {
-            0
-        });
+            None
+        };
         // Closed GPUs (health) and GPUs held for another job's victims
         // take no new jobs: freeing them cannot help, and a trial could
         // not put the victim back on them.
@@ -145,11 +165,15 @@ impl Scheduler {
             }
             // Judged from the index entry first (no lookup): the job's run
             // time and its class now.
-            if now.saturating_sub(c.started) < MIN_RUN_MS {
+            if now < c.guard_until {
                 continue;
             }
             let attained = c.attained_at(now);
-            if self.running_class(*priority, attained) >= class {
+            let level = self.level_of(c.slot, c.gpus, attained);
+            let below = self
+                .comes_after(c, *priority, level, waiter)
+                .unwrap_or_else(|| i64::from(*priority) - i64::from(level) < class);
+            if !below || !self.exchange_pays(c, waiter_size, now) {
                 continue;
             }
             let Some(r) = self.running.get(job) else {
@@ -173,13 +197,15 @@ impl Scheduler {
                 job: job.clone(),
                 priority: r.req.priority,
                 attained,
+                lost: c.lost_ms(now).saturating_mul(u64::from(c.gpus.max(1))),
                 per_node: units_per_node(p),
                 host: HostLoad::of(p),
             });
         }
         out.sort_by(|a, b| {
-            (a.priority, std::cmp::Reverse(a.attained), &a.job).cmp(&(
+            (a.priority, a.lost, std::cmp::Reverse(a.attained), &a.job).cmp(&(
                 b.priority,
+                b.lost,
                 std::cmp::Reverse(b.attained),
                 &b.job,
             ))

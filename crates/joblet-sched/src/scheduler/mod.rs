@@ -65,12 +65,14 @@ use joblet_core::UnixMillis;
 use crate::cluster::{AllocError, ClusterState, HostLoad};
 use crate::limits::Limits;
 use crate::model::{
-    Action, Event, GpuHealth, GpuRef, JobKey, JobRequest, NodeId, NodeSpec, Placement, SchedConfig,
+    Action, Event, GpuHealth, GpuRef, JobKey, JobRequest, NodeId, NodeSpec, Placement, Policy,
+    SchedConfig,
 };
 use crate::policy::backfill::Reservation;
 use crate::policy::reserve::WalkBuf;
 use crate::policy::Misfits;
 use crate::queue::{shape_of, Candidates, Peek, WaitQueue, Waiting};
+use crate::sizes::SizeModel;
 
 mod claims;
 mod keyed;
@@ -122,11 +124,15 @@ pub struct Scheduler {
     pub(crate) misfits: Misfits,
     /// No preemption search before this (after a failed one).
     pub(crate) search_gap_until: UnixMillis,
+    /// Job sizes learned from completed jobs (the Gittins policy's).
+    pub(crate) sizes: SizeModel,
 }
 
 impl Scheduler {
     pub fn new(config: SchedConfig, nodes: Vec<NodeSpec>) -> Scheduler {
         let limits = Limits::new(&config);
+        let config_min_samples = config.gittins_min_samples;
+        let config_quantum = config.checkpoint_interval_ms;
         let cluster = ClusterState::new(nodes.clone());
         Scheduler {
             config,
@@ -151,6 +157,7 @@ impl Scheduler {
             candidates: Candidates::default(),
             search_gap_until: UnixMillis::MIN,
             misfits: Misfits::default(),
+            sizes: SizeModel::new(config_min_samples, config_quantum),
         }
     }
 
@@ -169,11 +176,11 @@ impl Scheduler {
         for (req, placement, started) in running {
             s.cluster.adopt(placement.clone())?;
             s.limits.hold(&req);
-            s.insert_running(req, started, started, 0, placement);
+            s.insert_running(req, started, started, 0, 0, placement);
         }
         for (req, submitted) in waiting {
             if !s.running.contains_key(&req.job) {
-                s.enqueue(req, submitted, submitted, 0);
+                s.enqueue(req, submitted, submitted, 0, 0);
             }
         }
         Ok(s)
@@ -218,7 +225,7 @@ impl Scheduler {
         }
         self.cluster.allocate(placement.clone())?;
         self.limits.hold(&req);
-        self.insert_running(req, now, now, 0, placement);
+        self.insert_running(req, now, now, 0, 0, placement);
         Ok(())
     }
 
@@ -291,7 +298,7 @@ impl Scheduler {
             });
             return;
         }
-        self.enqueue(req, now, now, 0);
+        self.enqueue(req, now, now, 0, 0);
     }
 
     fn on_cancel(&mut self, job: &str) {
@@ -339,9 +346,12 @@ impl Scheduler {
                 None => {}
             }
         }
+        let attained = r.attained_at(now);
         if r.stopping && !r.cancelled {
-            let attained = r.attained_at(now);
-            self.enqueue(r.req, r.submitted, now, attained);
+            self.enqueue(r.req, r.submitted, now, attained, r.preemptions + 1);
+        } else if !r.stopping && !r.cancelled && r.req.gpu_count > 0 {
+            // It ended on its own: its size teaches the Gittins policy.
+            self.sizes.observe(r.slot, attained);
         }
     }
 
@@ -422,8 +432,16 @@ impl Scheduler {
         submitted: UnixMillis,
         enqueued: UnixMillis,
         attained_gpu_ms: u64,
+        preemptions: u32,
     ) {
-        let level = self.level_of(attained_gpu_ms);
+        let slot = self.sizes.slot(&req.queue);
+        let level = self.level_of(slot, req.gpu_count, attained_gpu_ms);
+        // Under Gittins a job keeps its seniority across preemptions.
+        let enqueued = if self.config.policy == Policy::Gittins {
+            submitted
+        } else {
+            enqueued
+        };
         let w = Waiting {
             shape: shape_of(&req),
             req,
@@ -435,7 +453,8 @@ impl Scheduler {
             refused_at: None,
             awaiting_victims: 0,
             preempt_retry_at: UnixMillis::MIN,
+            preemptions,
         };
-        self.queue.push(w, self.config.aging_ms);
+        self.queue.push(w, self.aging_ms());
     }
 }

@@ -10,6 +10,8 @@ use joblet_core::UnixMillis;
 use super::keyed::{key, ByJob, JobView};
 use super::Scheduler;
 use crate::model::{after, JobKey, JobRequest, Placement};
+use crate::policy::cost::RunCost;
+use crate::policy::las::MIN_RUN_MS;
 
 /// A job that runs (or ran and is stopping).
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +32,10 @@ pub(crate) struct Running {
     pub cancelled: bool,
     /// The waiting job it was preempted for.
     pub beneficiary: Option<JobKey>,
+    /// Times it was preempted (or lost its node) before this run.
+    pub preemptions: u32,
+    /// Its queue's slot in the size model.
+    pub slot: u32,
 }
 
 impl Running {
@@ -57,14 +63,28 @@ fn attained(before: u64, started: UnixMillis, gpus: u32, now: UnixMillis) -> u64
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Candidate {
     pub started: UnixMillis,
+    /// First submission (the Gittins order's base time).
+    pub submitted: UnixMillis,
     pub gpus: u32,
     pub attained_before: u64,
+    /// Not preempted before this (its first checkpoint of the run).
+    pub guard_until: UnixMillis,
+    /// What a preemption costs this run.
+    pub cost: RunCost,
+    /// Its queue's slot in the size model.
+    pub slot: u32,
 }
 
 impl Candidate {
     /// [`Running::attained_at`] of the job.
     pub fn attained_at(&self, now: UnixMillis) -> u64 {
         attained(self.attained_before, self.started, self.gpus, now)
+    }
+
+    /// Run time lost if preempted at `now`, ms.
+    pub fn lost_ms(&self, now: UnixMillis) -> u64 {
+        self.cost
+            .lost_ms(u64::try_from(now.saturating_sub(self.started)).unwrap_or(0))
     }
 }
 
@@ -76,8 +96,10 @@ impl Scheduler {
         submitted: UnixMillis,
         started: UnixMillis,
         attained_before: u64,
+        preemptions: u32,
         placement: Placement,
     ) {
+        let slot = self.sizes.slot(&req.queue);
         for u in &placement.units {
             *self.unit_jobs.entry(u.clone()).or_insert(0) += 1;
         }
@@ -86,10 +108,16 @@ impl Scheduler {
             self.by_end.insert(ByJob::new(e, &req.job));
         }
         if req.preemptible {
+            let cost = RunCost::of(&self.config, &req, preemptions > 0);
+            let guard = i64::try_from(cost.guard_ms()).unwrap_or(i64::MAX);
             let c = Candidate {
                 started,
+                submitted,
                 gpus: req.gpu_count,
                 attained_before,
+                guard_until: started.saturating_add(guard.max(MIN_RUN_MS)),
+                cost,
+                slot,
             };
             self.preemptible
                 .insert(ByJob::new(req.priority, &req.job), c);
@@ -106,6 +134,8 @@ impl Scheduler {
                 stopping: false,
                 cancelled: false,
                 beneficiary: None,
+                preemptions,
+                slot,
             },
         );
     }

@@ -72,6 +72,7 @@ pub fn req(job: &str, n: u32) -> JobRequest {
         allow_cross_node: false,
         preemptible: false,
         time_limit_ms: None,
+        checkpoint_interval_ms: None,
         cpu_millis: 0,
         host_memory_mb: 0,
     }

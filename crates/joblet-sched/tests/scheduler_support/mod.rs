@@ -52,16 +52,31 @@ pub fn req(job: &str, gpus: u32) -> JobRequest {
         allow_cross_node: false,
         preemptible: false,
         time_limit_ms: None,
+        checkpoint_interval_ms: None,
         cpu_millis: 0,
         host_memory_mb: 0,
     }
 }
 
+/// The policy with free preemption (no checkpoint loss, no restore), as
+/// these tests were written for; [`costly`] turns the costs on.
 pub fn config(policy: Policy) -> SchedConfig {
     SchedConfig {
         policy,
         strategy: Strategy::Topology,
+        checkpoint_interval_ms: 0,
+        restore_cost_ms: 0,
         ..SchedConfig::default()
+    }
+}
+
+/// The policy with preemption costs: checkpoints every `checkpoint_ms`,
+/// `restore_ms` to restore.
+pub fn costly(policy: Policy, checkpoint_ms: u64, restore_ms: u64) -> SchedConfig {
+    SchedConfig {
+        checkpoint_interval_ms: checkpoint_ms,
+        restore_cost_ms: restore_ms,
+        ..config(policy)
     }
 }
 

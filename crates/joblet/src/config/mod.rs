@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use joblet_gpu::exec::SharingMode;
-use joblet_sched::model::{Policy, RateLimit};
+use joblet_sched::model::{Policy, RateLimit, DEFAULT_POLICY};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -169,7 +169,8 @@ pub struct GpuConfig {
     /// share a GPU, each held to its `--gpu-memory` quota, enforced by the
     /// monitor), `mps` (shared, plus an MPS control daemon per GPU).
     pub sharing: SharingMode,
-    /// Which waiting GPU job goes next: `fifo`, `backfill` or `las`.
+    /// Which waiting GPU job goes next: `fifo`, `backfill` (default,
+    /// [`DEFAULT_POLICY`]), `las` or `gittins` (docs/scheduler.md).
     pub policy: Policy,
     /// Most GPUs one owner may hold at once (owner → GPUs); unlisted
     /// owners are unlimited.
@@ -385,7 +386,7 @@ impl Default for GpuConfig {
             simulate: None,
             simulate_state: None,
             sharing: SharingMode::Exclusive,
-            policy: Policy::Backfill,
+            policy: DEFAULT_POLICY,
             owner_max_gpus: BTreeMap::new(),
             owner_rate: None,
             scrub_policy: ScrubPolicy::Verify,

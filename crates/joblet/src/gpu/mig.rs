@@ -117,6 +117,7 @@ mod tests {
             allow_cross_node: false,
             preemptible: false,
             time_limit_ms: None,
+            checkpoint_interval_ms: None,
             cpu_millis: 0,
             host_memory_mb: 0,
         }
