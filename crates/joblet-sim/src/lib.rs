@@ -6,6 +6,8 @@
 //! - [`cluster`]: `NODESxGPUS` → DGX-like nodes.
 //! - [`run`]: the discrete-event simulation of one policy, with an
 //!   independent GPU ledger for oversubscription.
+//! - [`openb`]: Alibaba's GPU-sharing trace (fractional GPU pods) under
+//!   several placement strategies: workload inflation and replay.
 //! - [`metrics`], [`report`], [`plot`]: the numbers, the comparison table
 //!   (markdown, text, JSON) and an SVG of utilisation and queue length.
 //!
@@ -16,6 +18,7 @@ pub mod cluster;
 pub mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod openb;
 pub mod plot;
 pub mod report;
 pub mod run;
