@@ -164,7 +164,11 @@ pub fn simulate(opts: &SimOptions) -> Result<SimReport, SimError> {
         series,
     };
     if let Some(path) = &opts.plot {
-        std::fs::write(path, plot::svg(&report)).map_err(|source| SimError::Plot {
+        let svg = plot::svg(&report).map_err(|message| SimError::Draw {
+            path: path.clone(),
+            message,
+        })?;
+        std::fs::write(path, svg).map_err(|source| SimError::Plot {
             path: path.clone(),
             source,
         })?;
