@@ -17,8 +17,8 @@ struct Load<'a> {
 
 impl ClusterState {
     /// Full invariant check: every placement's units (or, CPU-only, its
-    /// node) exist and are distinct; no unit is over its memory or shared
-    /// with an exclusive job; no unit mixes training and inference; every
+    /// node) exist and are distinct; no unit is over its memory or its
+    /// 1000 milli of compute share, or shared with an exclusive job; no unit mixes training and inference; every
     /// node's CPU, memory and job count in use match the placements that
     /// touch it, and with what is claimed stay within its tracked capacity;
     /// the per-unit holders, free counts, totals and the free-capacity

@@ -1,7 +1,7 @@
 //! Fragmentation gradient descent (FGD; Weng et al., "Beware of
 //! Fragmentation", USENIX ATC '23): the measure of a node's GPU
 //! fragmentation with respect to the workload, which
-//! [`super::scored`] minimises the growth of.
+//! `scored.rs` minimises the growth of.
 //!
 //! A node's state, for this measure, is the free compute share of each of
 //! its whole GPUs (`free_g` in milli: 1000 minus what its holders account;
@@ -22,7 +22,7 @@
 //! shape's weight in the workload ([`super::workload::Workload`]); when
 //! the workload is empty, the request's own shape is the whole mix. FGD
 //! places a request where the fragmentation of the node it lands on grows
-//! least (the gradient; see [`super::scored`] for ties). Only compute
+//! least (the gradient; see `scored.rs` for ties). Only compute
 //! shares are measured: GPU memory and workload classes limit which GPUs
 //! are eligible, not the measure.
 

@@ -15,8 +15,10 @@
 //! are not paused, meet `min_compute_capability` and have at least
 //! `gpu_memory_mb`. Exclusive requests take units nobody holds; shared ones
 //! join units not held exclusively, not mixing training with inference,
-//! reserving `gpu_memory_mb` (0 = the whole unit, so an empty one) within the
-//! unit's unreserved memory.
+//! reserving `gpu_memory_mb` (0 = the whole unit, so an empty one, except
+//! for a fraction) within the unit's unreserved memory, and their compute
+//! share ([`crate::model::Placement::compute_milli`]) within the unit's
+//! unaccounted share (1000 milli per unit).
 //!
 //! A gang stays on one NUMA node unless `allow_cross_numa`, on one node
 //! unless `allow_cross_node` (which also allows crossing NUMA nodes), and
@@ -33,12 +35,19 @@
 //! - `Spread`: the NUMA node (or node) with the largest `F`, then the
 //!   emptiest node, coolest;
 //! - `BestFit`: any allowed domain with the smallest `F - gpu_count`, then
-//!   the better tier, busiest node, coolest.
+//!   the better tier, busiest node, coolest; a fraction of a GPU
+//!   (`gpu_milli` 1..=999) is instead scored node by node
+//!   (`scored.rs`): least GPU compute share left on the node, then on the GPU;
+//! - `Fgd`: every request without a MIG profile (CPU-only ones too) is
+//!   scored node by node (`scored.rs`) by the growth of the node's
+//!   fragmentation for the workload ([`fgd`], [`workload`]); MIG requests
+//!   are placed in `Topology`'s order.
 //!
 //! Remaining ties go to the lowest node id, then the domain built first.
 //! Inside the chosen place, units come from its best-tier sub-domain that
 //! fits, from the NUMA node with most eligible units first, tightest
-//! memory fit first (`Spread`: roomiest), coolest, lowest index.
+//! fit first (memory; for a fraction, compute share then memory; `Spread`:
+//! roomiest), coolest, lowest index.
 //! Cross-node gangs take nodes with the most eligible units first.
 //!
 //! Speed: exclusive whole-GPU requests that every whole GPU of the cluster
