@@ -203,6 +203,7 @@ impl EngineCore {
         }
         let req = &sub.request;
         Placement {
+            gpu_milli: 0,
             job: req.job.clone(),
             node: self.cfg.node.id,
             units: Vec::new(),

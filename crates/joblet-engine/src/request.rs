@@ -70,6 +70,7 @@ fn request(
     // MIG slices are hardware-partitioned: never shared.
     let shared = rules.gpu_sharing && r.gpu_memory_mb.is_some() && r.mig_profile.is_none();
     JobRequest {
+        gpu_milli: 0,
         job: job.to_string(),
         owner: owner.to_string(),
         queue: "default".into(),
@@ -97,6 +98,7 @@ fn request(
 /// The placement a cluster's leader chose, in this node's terms.
 fn pinned(req: &JobRequest, run: &joblet_core::ClusterRun) -> Placement {
     Placement {
+        gpu_milli: 0,
         job: req.job.clone(),
         node: 0,
         units: run

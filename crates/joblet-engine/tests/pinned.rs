@@ -12,6 +12,7 @@ use support::*;
 fn pinned(n: u32, units: &[u32]) -> joblet_engine::Submission {
     let mut s = submission(n, ask_gpus(units.len() as u32));
     s.pinned = Some(Placement {
+        gpu_milli: 0,
         job: id(n).to_string(),
         node: 0,
         units: units

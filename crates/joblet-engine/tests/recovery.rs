@@ -24,6 +24,7 @@ fn recovered(n: u32, ask: Ask, state: JobState, shim: ShimFact) -> RecoveredJob 
 fn gpu_placement(n: u32, gpus: &[u32]) -> Placement {
     let req = submission(n, ask_gpus(gpus.len() as u32)).request;
     Placement {
+        gpu_milli: 0,
         job: id(n).to_string(),
         node: NODE,
         units: gpus

@@ -80,6 +80,7 @@ impl Churn {
         };
         self.seq += 1;
         JobRequest {
+            gpu_milli: 0,
             job: format!("job-{}", self.seq),
             owner: "bench".into(),
             queue: "default".into(),

@@ -55,6 +55,7 @@ impl Load {
         self.seq += 1;
         let gpus = [1, 1, 2, 4, 8][self.next(5) as usize];
         JobRequest {
+            gpu_milli: 0,
             job: format!("j{}", self.seq),
             owner: format!("user{}", self.next(20)),
             queue: "default".into(),

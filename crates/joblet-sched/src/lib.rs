@@ -11,8 +11,9 @@
 //!   which GPU, what each node's jobs use of its CPU, memory and slots)
 //!   with the indexes placement needs to be fast.
 //! - [`place`]: placement of one request on the cluster state by a
-//!   strategy (pack, spread, best-fit, topology): GPU gangs, exclusive or
-//!   shared, MIG; CPU-only jobs on one node.
+//!   strategy (pack, spread, best-fit, topology, fgd): GPU gangs, exclusive
+//!   or shared, fractions of a GPU (`gpu_milli`), MIG; CPU-only jobs on one
+//!   node.
 //! - [`queue`], [`policy`], [`scheduler`]: what waits, in which order, who
 //!   may be preempted (and what a preemption costs), quotas and rate
 //!   limits, and the event loop.

@@ -137,6 +137,41 @@ pub struct JobRequest {
     /// none declared.
     #[serde(default)]
     pub host_memory_mb: u64,
+    /// Share of one GPU's compute in thousandths: 0 (or 1000) = a whole
+    /// GPU's compute; 1..=999 = that fraction of one GPU, shared with
+    /// other jobs (only with `gpu_count == 1`, `Sharing::Shared` and no
+    /// MIG profile; see [`GPU_MILLI_WHOLE`]). Fractional jobs on one GPU
+    /// never sum to more than 1000.
+    #[serde(default)]
+    pub gpu_milli: u32,
+}
+
+/// A whole GPU's compute, in the unit of [`JobRequest::gpu_milli`].
+pub const GPU_MILLI_WHOLE: u32 = 1000;
+
+impl JobRequest {
+    /// Whether it asks for a fraction (1..=999 milli) of one GPU.
+    #[inline]
+    pub fn is_fractional(&self) -> bool {
+        self.gpu_milli > 0 && self.gpu_milli < GPU_MILLI_WHOLE
+    }
+
+    /// Why `gpu_milli` does not fit the rest of the request, if it does
+    /// not: above 1000, or a fraction without exactly one shared,
+    /// non-MIG GPU.
+    pub fn gpu_milli_error(&self) -> Option<Unplaceable> {
+        let bad = self.gpu_milli > GPU_MILLI_WHOLE
+            || (self.is_fractional()
+                && (self.gpu_count != 1
+                    || self.sharing != Sharing::Shared
+                    || self.mig_profile.is_some()));
+        bad.then(|| Unplaceable::BadGpuMilli {
+            gpu_milli: self.gpu_milli,
+            gpu_count: self.gpu_count,
+            sharing: self.sharing,
+            mig: self.mig_profile.is_some(),
+        })
+    }
 }
 
 /// One allocated unit: a whole GPU or one MIG slice of it.
@@ -173,6 +208,11 @@ pub struct Placement {
     /// Host memory (MiB) taken on each node it touches.
     #[serde(default)]
     pub host_memory_mb: u64,
+    /// The request's `gpu_milli`: a fraction (1..=999) of its one unit's
+    /// compute, or 0 / 1000 for whole units (see
+    /// [`Placement::compute_milli`]).
+    #[serde(default)]
+    pub gpu_milli: u32,
     pub sharing: Sharing,
     pub class: WorkloadClass,
 }
@@ -183,6 +223,29 @@ impl Placement {
     #[inline]
     pub fn nodes(&self) -> NodeIds {
         NodeIds::of(self.node, &self.units)
+    }
+
+    /// Compute share (milli) the placement takes on each unit it holds:
+    /// exclusive, or shared reserving the whole unit's memory
+    /// (`memory_mb` 0 without a fraction), or asking 1000: the whole
+    /// unit (1000); a fraction: `gpu_milli`; shared with memory and no
+    /// `gpu_milli`: none (memory-only sharing, whose compute is not
+    /// accounted).
+    #[inline]
+    pub fn compute_milli(&self) -> u32 {
+        compute_milli(self.sharing, self.gpu_milli, self.memory_mb)
+    }
+}
+
+/// [`Placement::compute_milli`] of a placement or request with these
+/// fields.
+#[inline]
+pub fn compute_milli(sharing: Sharing, gpu_milli: u32, memory_mb: u64) -> u32 {
+    match sharing {
+        Sharing::Exclusive => GPU_MILLI_WHOLE,
+        Sharing::Shared if gpu_milli > 0 => gpu_milli.min(GPU_MILLI_WHOLE),
+        Sharing::Shared if memory_mb == 0 => GPU_MILLI_WHOLE,
+        Sharing::Shared => 0,
     }
 }
 
@@ -279,6 +342,11 @@ pub enum Strategy {
     /// Same NVLink group → same NUMA node → same socket → cross-node
     /// (seed 002), ties broken by pack, then by temperature (coolest).
     Topology,
+    /// Fragmentation gradient descent (Weng et al., ATC '23): the place
+    /// that least increases the nodes' expected GPU fragmentation for the
+    /// workload's observed mix of request shapes (see
+    /// [`crate::place::fgd`]).
+    Fgd,
 }
 
 /// Which waiting job goes next.
@@ -444,6 +512,13 @@ pub enum Unplaceable {
         gpus: u32,
         cpu_millis: u64,
         memory_mb: u64,
+    },
+    #[error("gpu_milli {gpu_milli} does not fit a request of {gpu_count} GPUs ({sharing:?}{}): gpu_milli must be 0 or 1000 (whole GPUs) or 1..=999 (a share of one GPU, only with gpu_count 1, shared, no MIG profile)", if *mig { ", MIG" } else { "" })]
+    BadGpuMilli {
+        gpu_milli: u32,
+        gpu_count: u32,
+        sharing: Sharing,
+        mig: bool,
     },
     #[error("asks for MIG profile {0} which no GPU offers")]
     NoSuchMigProfile(String),

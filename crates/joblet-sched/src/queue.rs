@@ -102,6 +102,9 @@ pub fn shape_of(req: &JobRequest) -> u64 {
     if req.cpu_millis != 0 || req.host_memory_mb != 0 {
         (req.cpu_millis, req.host_memory_mb).hash(&mut h);
     }
+    if req.gpu_milli != 0 {
+        req.gpu_milli.hash(&mut h);
+    }
     h.finish()
 }
 
@@ -420,6 +423,7 @@ mod tests {
 
     fn waiting(job: u32, priority: i32, gang: u32, shared: bool, memory_mb: u64) -> Waiting {
         let req = JobRequest {
+            gpu_milli: 0,
             job: format!("j{job}"),
             owner: "o".into(),
             queue: "q".into(),

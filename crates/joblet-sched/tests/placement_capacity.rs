@@ -128,6 +128,7 @@ fn the_free_capacity_index_leaves_out_nodes_without_a_job_slot() {
     let full = limits(dgx(0, 2), None, None, Some(1));
     let mut s = ClusterState::new(vec![full, dgx(1, 2)]);
     let pin = Placement {
+        gpu_milli: 0,
         job: "pin".into(),
         node: 0,
         units: Vec::new(),
@@ -186,6 +187,7 @@ fn cpu_only_jobs_pack_on_the_busiest_node_and_spread_to_the_emptiest() {
 fn allocate_refuses_what_does_not_fit_naming_node_and_dimension() {
     let mut s = ClusterState::new(vec![cpu_node(0, Some(1_000), None, Some(1))]);
     let p = |job: &str, node: u32, cpu: u64| Placement {
+        gpu_milli: 0,
         job: job.into(),
         node,
         units: Vec::new(),
@@ -230,6 +232,7 @@ fn allocate_refuses_what_does_not_fit_naming_node_and_dimension() {
 fn adopt_charges_a_ledger_over_a_lowered_capacity_and_verify_reports_it() {
     let mut s = ClusterState::new(vec![cpu_node(0, Some(2_000), None, Some(1))]);
     let p = |job: &str, cpu: u64| Placement {
+        gpu_milli: 0,
         job: job.into(),
         node: 0,
         units: Vec::new(),

@@ -122,6 +122,7 @@ fn exclusive_jobs_never_share_and_shared_jobs_never_join_them() {
     .unwrap();
     assert!(place(&s, &req("x", 1), Strategy::Pack).is_none());
     let whole = Placement {
+        gpu_milli: 0,
         job: "x".into(),
         units: vec![gref(0, 0, None)],
         memory_mb: MB,
@@ -229,6 +230,7 @@ fn training_and_inference_never_share_but_interactive_joins_either() {
     )
     .is_none());
     let bad = Placement {
+        gpu_milli: 0,
         job: "t3".into(),
         units: i.units.clone(),
         memory_mb: 1_000,
@@ -265,6 +267,7 @@ fn unhealthy_or_paused_gpus_take_no_new_jobs_but_keep_theirs() {
     s.set_health(0, 1, health(GpuState::Available, true, None));
     assert!(place(&s, &req("b", 1), Strategy::Pack).is_none(), "paused");
     let p = Placement {
+        gpu_milli: 0,
         job: "b".into(),
         units: vec![gref(0, 1, None)],
         memory_mb: MB,
@@ -300,6 +303,7 @@ fn allocate_is_all_or_nothing() {
         .find(|u| *u != taken)
         .unwrap();
     let p = |units: Vec<GpuRef>| Placement {
+        gpu_milli: 0,
         job: "b".into(),
         units,
         memory_mb: MB,
@@ -371,6 +375,7 @@ fn gangs_span_nodes_only_when_allowed_and_no_node_fits() {
     );
     s.release("a").unwrap();
     let hold = |job: &str, node: u32| Placement {
+        gpu_milli: 0,
         job: job.into(),
         units: vec![gref(node, 0, None), gref(node, 1, None)],
         memory_mb: MB,

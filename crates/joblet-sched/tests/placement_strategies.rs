@@ -13,6 +13,7 @@ use placement_common::*;
 
 fn hold(s: &mut ClusterState, job: &str, node: u32, gpus: &[u32]) {
     s.allocate(Placement {
+        gpu_milli: 0,
         job: job.into(),
         units: gpus
             .iter()

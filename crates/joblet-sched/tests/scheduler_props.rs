@@ -222,6 +222,7 @@ fn sched_config() -> impl Strategy<Value = SchedConfig> {
 
 fn request(job: String, s: &Sub) -> JobRequest {
     JobRequest {
+        gpu_milli: 0,
         job,
         owner: format!("o{}", s.owner),
         queue: format!("q{}", s.queue),

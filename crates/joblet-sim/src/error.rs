@@ -75,6 +75,24 @@ pub enum SimError {
         at_ms: u64,
         detail: String,
     },
+    #[error("unknown strategy `{name}`; accepted: fgd, best-fit, pack, spread, topology")]
+    BadStrategy { name: String },
+    #[error("strategy `{name}` is listed twice")]
+    DuplicateStrategy { name: String },
+    #[error("no strategy to simulate; accepted: fgd, best-fit, pack, spread, topology")]
+    NoStrategies,
+    #[error("{file}:{line}: column `gpu_spec`: `{value}` constrains the GPU model, which the scheduler does not model; use a pod list without gpu_spec (e.g. openb_pod_list_default.csv)")]
+    GpuSpecUnsupported {
+        file: String,
+        line: u64,
+        value: String,
+    },
+    #[error(
+        "nothing to inflate: the cluster has no GPUs, the pod list no pods, or the step is 0%"
+    )]
+    NothingToInflate,
+    #[error("cannot draw plot {}: {message}", path.display())]
+    Draw { path: PathBuf, message: String },
     #[error("cannot write plot {}: {source}", path.display())]
     Plot {
         path: PathBuf,

@@ -6,6 +6,8 @@
 //! - [`cluster`]: `NODESxGPUS` → DGX-like nodes.
 //! - [`run`]: the discrete-event simulation of one policy, with an
 //!   independent GPU ledger for oversubscription.
+//! - [`openb`]: Alibaba's GPU-sharing trace (fractional GPU pods) under
+//!   several placement strategies: workload inflation and replay.
 //! - [`metrics`], [`report`], [`plot`]: the numbers, the comparison table
 //!   (markdown, text, JSON) and an SVG of utilisation and queue length.
 //!
@@ -17,6 +19,7 @@ pub mod duration;
 pub mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod openb;
 pub mod plot;
 pub mod report;
 pub mod run;
@@ -180,7 +183,11 @@ pub fn simulate(opts: &SimOptions) -> Result<SimReport, SimError> {
         series,
     };
     if let Some(path) = &opts.plot {
-        std::fs::write(path, plot::svg(&report)).map_err(|source| SimError::Plot {
+        let svg = plot::svg(&report).map_err(|message| SimError::Draw {
+            path: path.clone(),
+            message,
+        })?;
+        std::fs::write(path, svg).map_err(|source| SimError::Plot {
             path: path.clone(),
             source,
         })?;

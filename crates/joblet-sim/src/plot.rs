@@ -1,21 +1,13 @@
-//! A hand-written SVG of GPU utilisation and queue length over simulated
-//! time, one line per policy (time-weighted averages over 600 buckets).
+//! An SVG of GPU utilisation and queue length over simulated time, one
+//! line per policy (time-weighted averages over 600 buckets), drawn with
+//! `plotters`.
 
-use std::fmt::Write;
+use plotters::prelude::*;
 
 use crate::run::Sample;
 use crate::SimReport;
 
 const BUCKETS: usize = 600;
-const WIDTH: f64 = 960.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 130.0;
-const PANEL_H: f64 = 220.0;
-const TOP: f64 = 50.0;
-const GAP: f64 = 60.0;
-const COLORS: [&str; 6] = [
-    "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
-];
 
 /// Time-weighted averages of a piecewise-constant signal (each sample's
 /// value holds until the next sample, the last until `end_ms`) over
@@ -54,13 +46,6 @@ pub fn bucket_means(
     area.iter().map(|a| a / width).collect()
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// A "nice" axis maximum ≥ v.
 fn nice_max(v: f64) -> f64 {
     if v <= 0.0 {
@@ -74,79 +59,59 @@ fn nice_max(v: f64) -> f64 {
         .unwrap_or(10.0 * mag)
 }
 
-struct Panel<'a> {
-    top: f64,
-    title: &'a str,
-    y_max: f64,
-    y_unit: &'a str,
+/// One panel: `lines[i]` is policy `names[i]`'s bucket means, drawn at the
+/// buckets' middles over [0, end) in `unit`s.
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    y: (f64, &str),
+    x: (f64, &str),
+    names: &[&str],
+    lines: &[Vec<f64>],
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 14))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0.0..x.0.max(f64::MIN_POSITIVE), 0.0..y.0)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc(x.1)
+        .y_desc(y.1)
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (i, (name, values)) in names.iter().zip(lines).enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let n = values.len().max(1) as f64;
+        let pts = values
+            .iter()
+            .enumerate()
+            .map(|(k, v)| (x.0 * (k as f64 + 0.5) / n, v.clamp(0.0, y.0)));
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(1)))
+            .map_err(|x| e(&x))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|x| e(&x))?;
+    Ok(())
 }
 
-fn axes(svg: &mut String, p: &Panel, end_s: f64, unit_s: f64, unit: &str) {
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let bottom = p.top + PANEL_H;
-    let _ = writeln!(
-        svg,
-        r#"<text x="{LEFT}" y="{}" font-size="14" font-weight="bold">{}</text>"#,
-        p.top - 8.0,
-        escape(p.title)
-    );
-    let _ = writeln!(
-        svg,
-        r##"<rect x="{LEFT}" y="{}" width="{plot_w}" height="{PANEL_H}" fill="none" stroke="#444"/>"##,
-        p.top
-    );
-    for i in 0..=4 {
-        let v = p.y_max * f64::from(i) / 4.0;
-        let y = bottom - PANEL_H * f64::from(i) / 4.0;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end">{}{}</text>"##,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            y + 4.0,
-            trim(v),
-            p.y_unit
-        );
-    }
-    for i in 0..=6 {
-        let x = LEFT + plot_w * f64::from(i) / 6.0;
-        let t = end_s * f64::from(i) / 6.0 / unit_s;
-        let _ = writeln!(
-            svg,
-            r#"<text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle">{} {unit}</text>"#,
-            bottom + 16.0,
-            trim(t)
-        );
-    }
-}
-
-fn trim(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-fn polyline(svg: &mut String, p: &Panel, values: &[f64], color: &str) {
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let bottom = p.top + PANEL_H;
-    let n = values.len().max(1) as f64;
-    let mut points = String::new();
-    for (i, v) in values.iter().enumerate() {
-        let x = LEFT + plot_w * (i as f64 + 0.5) / n;
-        let y = bottom - PANEL_H * (v / p.y_max).clamp(0.0, 1.0);
-        let _ = write!(points, "{x:.1},{y:.1} ");
-    }
-    let _ = writeln!(
-        svg,
-        r#"<polyline fill="none" stroke="{color}" stroke-width="1.4" points="{}"/>"#,
-        points.trim_end()
-    );
-}
-
-/// The SVG document for a report.
-pub fn svg(report: &SimReport) -> String {
+/// The SVG document for a report: GPU utilisation (%) and queue length
+/// over time, one line per policy, drawn with `plotters`.
+pub fn svg(report: &SimReport) -> Result<String, String> {
     let end_ms = report
         .series
         .iter()
@@ -155,11 +120,11 @@ pub fn svg(report: &SimReport) -> String {
         .unwrap_or(0);
     let end_s = end_ms as f64 / 1000.0;
     let (unit_s, unit) = if end_s > 3.0 * 86_400.0 {
-        (86_400.0, "d")
+        (86_400.0, "time (days)")
     } else if end_s > 3.0 * 3600.0 {
-        (3600.0, "h")
+        (3600.0, "time (hours)")
     } else {
-        (60.0, "min")
+        (60.0, "time (minutes)")
     };
     let units = f64::from(report.nodes) * f64::from(report.gpus_per_node);
     let util: Vec<Vec<f64>> = report
@@ -177,61 +142,43 @@ pub fn svg(report: &SimReport) -> String {
         .map(|s| bucket_means(&s.samples, end_ms, BUCKETS, |x| x.waiting as f64))
         .collect();
     let q_max = nice_max(queue.iter().flatten().copied().fold(0.0, f64::max));
-    let height = TOP + 2.0 * PANEL_H + GAP + 40.0;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let names: Vec<&str> = report.series.iter().map(|s| s.policy).collect();
     let filter = report
         .filter
         .as_ref()
         .map(|f| format!(" ({f})"))
         .unwrap_or_default();
-    let _ = writeln!(
-        svg,
-        r#"<text x="{LEFT}" y="22" font-size="16">{}</text>"#,
-        escape(&format!(
-            "{}{filter}: {} jobs on {} GPUs",
-            report.trace, report.jobs, report.cluster
-        ))
+    let title = format!(
+        "{}{filter}: {} jobs on {} GPUs",
+        report.trace, report.jobs, report.cluster
     );
-    let panels = [
-        Panel {
-            top: TOP,
-            title: "GPU utilisation",
-            y_max: 100.0,
-            y_unit: " %",
-        },
-        Panel {
-            top: TOP + PANEL_H + GAP,
-            title: "Queue length (waiting jobs)",
-            y_max: q_max,
-            y_unit: "",
-        },
-    ];
-    for (panel, data) in panels.iter().zip([&util, &queue]) {
-        axes(&mut svg, panel, end_s, unit_s, unit);
-        for (i, values) in data.iter().enumerate() {
-            polyline(&mut svg, panel, values, COLORS[i % COLORS.len()]);
-        }
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (960, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| e(&x))?;
+        let root = root.titled(&title, ("sans-serif", 16)).map_err(|x| e(&x))?;
+        let panels = root.split_evenly((2, 1));
+        let x = (end_s / unit_s, unit);
+        panel(
+            &panels[0],
+            "GPU utilisation",
+            (100.0, "%"),
+            x,
+            &names,
+            &util,
+        )?;
+        panel(
+            &panels[1],
+            "Queue length (waiting jobs)",
+            (q_max, "jobs"),
+            x,
+            &names,
+            &queue,
+        )?;
+        root.present().map_err(|x| e(&x))?;
     }
-    for (i, s) in report.series.iter().enumerate() {
-        let y = TOP + 20.0 * i as f64 + 10.0;
-        let x = WIDTH - RIGHT + 15.0;
-        let color = COLORS[i % COLORS.len()];
-        let _ = writeln!(
-            svg,
-            r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}" font-size="12">{}</text>"#,
-            x + 20.0,
-            x + 26.0,
-            y + 4.0,
-            escape(s.policy)
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -266,7 +213,49 @@ mod tests {
     }
 
     #[test]
-    fn escapes_text() {
-        assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    fn a_line_and_legend_entry_per_policy_in_both_panels() {
+        let series = |policy| crate::PolicySeries {
+            policy,
+            samples: vec![s(0, 2, 1), s(60_000, 4, 0)],
+        };
+        let report = SimReport {
+            trace: "t.csv".into(),
+            filter: None,
+            jobs: 2,
+            cluster: "1x4".into(),
+            nodes: 1,
+            gpus_per_node: 4,
+            gpu_memory_gb: 32,
+            time_limits: "",
+            default_policy: "fifo",
+            checkpoint_interval_ms: 0,
+            restore_cost_ms: 0,
+            policies: Vec::new(),
+            series: vec![series("fifo"), series("las")],
+        };
+        let svg = svg(&report).unwrap();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        for i in 0..2 {
+            let c = Palette99::pick(i).to_rgba();
+            let stroke = format!("stroke=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+            let lines = svg
+                .lines()
+                .filter(|l| l.starts_with("<polyline") && l.contains(&stroke))
+                .count();
+            // In each of the 2 panels: the line and its legend sample.
+            assert_eq!(lines, 4, "policy {i}: a line per panel");
+        }
+        for text in [
+            "fifo",
+            "las",
+            "GPU utilisation",
+            "Queue length (waiting jobs)",
+        ] {
+            assert_eq!(
+                svg.lines().filter(|l| l.trim() == text).count(),
+                if text.len() < 5 { 2 } else { 1 },
+                "{text}"
+            );
+        }
     }
 }

@@ -288,6 +288,7 @@ impl Sim<'_> {
     fn request(&self, i: usize) -> JobRequest {
         let job = &self.trace.jobs[i];
         JobRequest {
+            gpu_milli: 0,
             job: job.line.to_string(),
             owner: job.owner.clone(),
             queue: job.queue.clone(),

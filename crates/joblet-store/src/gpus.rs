@@ -370,6 +370,7 @@ mod tests {
         };
         use joblet_sched::model::{GpuRef, JobRequest, Placement, Sharing, WorkloadClass};
         let request = JobRequest {
+            gpu_milli: 0,
             job: job.into(),
             owner: "alice".into(),
             queue: "default".into(),
@@ -389,6 +390,7 @@ mod tests {
             host_memory_mb: 0,
         };
         let placement = Placement {
+            gpu_milli: 0,
             job: job.into(),
             units: vec![GpuRef {
                 node: 0,

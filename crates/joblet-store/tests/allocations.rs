@@ -32,6 +32,7 @@ fn nodes() -> Vec<NodeSpec> {
 
 fn req(i: u64, gpus: u32, shared: bool) -> JobRequest {
     JobRequest {
+        gpu_milli: 0,
         job: format!("job-{i:04}"),
         owner: "alice".into(),
         queue: "default".into(),
@@ -119,6 +120,7 @@ fn an_allocation_is_never_replaced_and_bad_rows_name_the_job() {
     let store = Store::open(&dir.path().join("j.db"), &dir.path().join("k")).unwrap();
     let r = req(1, 1, false);
     let p = Placement {
+        gpu_milli: 0,
         job: r.job.clone(),
         units: vec![joblet_sched::model::GpuRef {
             node: 0,

@@ -59,15 +59,38 @@ enum Command {
     },
     /// Replay a GPU job trace (CSV) through the scheduler core under one or more policies and compare them.
     #[command(
-        after_help = "The trace needs a header with a submit-time column (timestamp as YYYY-MM-DD HH:MM:SS, or submission_time / submit_time / time in seconds), duration (seconds) and a GPU count (num_gpus / num_gpu / gpus); user / cluster / vc / queue name the owner or queue.\n\nExamples:\n  joblet simulate --trace fixtures/traces/tiresias/60_job.csv --cluster 4x4\n  joblet simulate --trace fixtures/traces/philly.csv --cluster 64x8 --vc 6214e9 --policy fifo,las --plot out.svg\n  joblet simulate --trace philly.csv --cluster 120x8 --json"
+        after_help = "Job traces (--trace, --cluster): the trace needs a header with a submit-time column (timestamp as YYYY-MM-DD HH:MM:SS, or submission_time / submit_time / time in seconds), duration (seconds) and a GPU count (num_gpus / num_gpu / gpus); user / cluster / vc / queue name the owner or queue.\n\nAlibaba openb (--openb-pods, --openb-nodes): GPU-sharing pods (fractions of a GPU) on the trace's own nodes, compared across placement strategies (--strategy). By default workload inflation: pods drawn at random (--seed) until the arrived GPU demand is 130% of the cluster's GPUs, with the allocated GPU share and the unallocated GPUs at every 5%; --replay replays the pods over their creation and deletion times instead.\n\nExamples:\n  joblet simulate --trace fixtures/traces/tiresias/60_job.csv --cluster 4x4\n  joblet simulate --trace fixtures/traces/philly.csv --cluster 64x8 --vc 6214e9 --policy fifo,las --plot out.svg\n  joblet simulate --trace philly.csv --cluster 120x8 --json\n  joblet simulate --openb-pods openb_pod_list_default.csv --openb-nodes openb_node_list_gpu_node.csv\n  joblet simulate --openb-pods pods.csv --openb-nodes nodes.csv --strategy fgd,best-fit --seed 7 --plot inflation.svg\n  joblet simulate --openb-pods pods.csv --openb-nodes nodes.csv --replay --json"
     )]
     Simulate {
         /// The trace (CSV with a header).
-        #[arg(long, value_name = "FILE.csv")]
-        trace: PathBuf,
+        #[arg(
+            long,
+            value_name = "FILE.csv",
+            required_unless_present = "openb_pods",
+            conflicts_with = "openb_pods"
+        )]
+        trace: Option<PathBuf>,
         /// Cluster shape: NODESxGPUS, e.g. 64x8 (DGX-like nodes: 2 NUMA nodes, one NVLink group).
-        #[arg(long, value_name = "NODESxGPUS", value_parser = joblet_sim::parse_cluster)]
-        cluster: (u32, u32),
+        #[arg(long, value_name = "NODESxGPUS", value_parser = joblet_sim::parse_cluster, required_unless_present = "openb_pods", conflicts_with = "openb_pods")]
+        cluster: Option<(u32, u32)>,
+        /// Alibaba openb pod list (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,…): simulate it instead of --trace.
+        #[arg(long, value_name = "FILE.csv", requires = "openb_nodes", conflicts_with_all = ["vc", "limit"])]
+        openb_pods: Option<PathBuf>,
+        /// Alibaba openb node list (sn,cpu_milli,memory_mib,gpu,model): the cluster for --openb-pods.
+        #[arg(long, value_name = "FILE.csv", requires = "openb_pods")]
+        openb_nodes: Option<PathBuf>,
+        /// openb: workload inflation (the default).
+        #[arg(long, requires = "openb_pods", conflicts_with = "replay")]
+        inflate: bool,
+        /// openb: replay the pods over their creation and deletion times instead of inflating.
+        #[arg(long, requires = "openb_pods")]
+        replay: bool,
+        /// openb: placement strategies to compare, in table order: fgd, best-fit, pack, spread, topology.
+        #[arg(long, value_name = "NAME[,NAME…]", default_value = "fgd,best-fit,pack,spread,topology", value_parser = parse_strategies_arg, requires = "openb_pods")]
+        strategy: Strategies,
+        /// openb inflation: seed of the random draw of pods (printed with the results).
+        #[arg(long, value_name = "N", default_value_t = joblet_sim::openb::DEFAULT_SEED, requires = "openb_pods")]
+        seed: u64,
         /// Memory of each GPU in GiB.
         #[arg(long, value_name = "N", default_value_t = 32)]
         gpu_memory_gb: u64,
@@ -95,7 +118,7 @@ enum Command {
         /// Print the table as markdown (for BENCHMARKS.md).
         #[arg(long, conflicts_with = "json")]
         markdown: bool,
-        /// Write utilisation and queue length over time as an SVG.
+        /// Write an SVG: utilisation and queue length over time (--trace); allocated GPU share per strategy against arrived workload (openb inflation) or time (--replay).
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
     },
@@ -131,6 +154,13 @@ struct Policies(Vec<joblet_sched::model::Policy>);
 
 fn parse_policies_arg(s: &str) -> Result<Policies, joblet_sim::SimError> {
     joblet_sim::parse_policies(s).map(Policies)
+}
+
+#[derive(Clone)]
+struct Strategies(Vec<joblet_sched::model::Strategy>);
+
+fn parse_strategies_arg(s: &str) -> Result<Strategies, joblet_sim::SimError> {
+    joblet_sim::openb::parse_strategies(s).map(Strategies)
 }
 
 fn parse_role(s: &str) -> Result<Role, joblet_pki::PkiError> {
@@ -203,6 +233,12 @@ fn main() -> ExitCode {
         Command::Simulate {
             trace,
             cluster,
+            openb_pods,
+            openb_nodes,
+            inflate: _,
+            replay,
+            strategy,
+            seed,
             gpu_memory_gb,
             policy,
             checkpoint_interval,
@@ -214,36 +250,68 @@ fn main() -> ExitCode {
             markdown,
             plot,
         } => {
-            let costs = if no_preemption_cost {
-                joblet_sim::PreemptionCosts::FREE
-            } else {
-                joblet_sim::PreemptionCosts {
-                    checkpoint_interval_ms: checkpoint_interval,
-                    restore_cost_ms: restore_cost,
-                }
-            };
-            let opts = joblet_sim::SimOptions {
-                trace,
-                nodes: cluster.0,
-                gpus_per_node: cluster.1,
-                gpu_memory_gb,
-                policies: policy.0,
-                filter: vc,
-                limit,
-                plot,
-                costs,
-            };
-            joblet_sim::simulate(&opts)
-                .map(|report| {
-                    if json {
-                        println!("{}", report.to_json());
-                    } else if markdown {
-                        print!("{}", report.to_markdown());
-                    } else {
-                        print!("{}", report.to_text());
+            if let (Some(pods), Some(nodes)) = (openb_pods, openb_nodes) {
+                use joblet_sim::openb::{InflateOptions, OpenbMode, OpenbOptions};
+                let mode = if replay {
+                    OpenbMode::Replay
+                } else {
+                    OpenbMode::Inflate(InflateOptions {
+                        seed,
+                        ..InflateOptions::default()
+                    })
+                };
+                let opts = OpenbOptions {
+                    pods,
+                    nodes,
+                    strategies: strategy.0,
+                    mode,
+                    plot,
+                };
+                joblet_sim::openb::simulate_openb(&opts)
+                    .map(|report| {
+                        if json {
+                            println!("{}", report.to_json());
+                        } else if markdown {
+                            print!("{}", report.to_markdown());
+                        } else {
+                            print!("{}", report.to_text());
+                        }
+                    })
+                    .map_err(anyhow::Error::from)
+            } else if let (Some(trace), Some(cluster)) = (trace, cluster) {
+                let costs = if no_preemption_cost {
+                    joblet_sim::PreemptionCosts::FREE
+                } else {
+                    joblet_sim::PreemptionCosts {
+                        checkpoint_interval_ms: checkpoint_interval,
+                        restore_cost_ms: restore_cost,
                     }
-                })
-                .map_err(anyhow::Error::from)
+                };
+                let opts = joblet_sim::SimOptions {
+                    trace,
+                    nodes: cluster.0,
+                    gpus_per_node: cluster.1,
+                    gpu_memory_gb,
+                    policies: policy.0,
+                    filter: vc,
+                    limit,
+                    plot,
+                    costs,
+                };
+                joblet_sim::simulate(&opts)
+                    .map(|report| {
+                        if json {
+                            println!("{}", report.to_json());
+                        } else if markdown {
+                            print!("{}", report.to_markdown());
+                        } else {
+                            print!("{}", report.to_text());
+                        }
+                    })
+                    .map_err(anyhow::Error::from)
+            } else {
+                Err(anyhow::anyhow!("simulate needs --trace FILE.csv and --cluster NODESxGPUS, or --openb-pods FILE.csv and --openb-nodes FILE.csv"))
+            }
         }
         Command::Discover { config, json } => load_config(config.as_ref()).and_then(|cfg| {
             init_tracing("warn");

@@ -109,6 +109,7 @@ impl LeaderCore {
                 .map(|u| (u.index, u.mig))
                 .collect();
             let local = Placement {
+                gpu_milli: 0,
                 job: job.clone(),
                 node: 0,
                 units: units
@@ -224,6 +225,7 @@ pub(crate) fn placement_of(job: &str, parts: &[(NodeId, &AllocEntry)]) -> Option
         .collect();
     units.sort();
     Some(Placement {
+        gpu_milli: 0,
         job: job.to_string(),
         node: units.first().map_or(*first_node, |u| u.node),
         units,

@@ -87,6 +87,7 @@ pub fn submission(n: u32, ask: Ask) -> Submission {
     Submission {
         job: id(n),
         request: JobRequest {
+            gpu_milli: 0,
             job: id(n).to_string(),
             owner: "alice".into(),
             queue: "default".into(),

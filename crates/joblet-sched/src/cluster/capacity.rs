@@ -264,6 +264,7 @@ mod memo_tests {
 
     fn req(n: u32) -> JobRequest {
         JobRequest {
+            gpu_milli: 0,
             job: "j".into(),
             owner: "o".into(),
             queue: "q".into(),

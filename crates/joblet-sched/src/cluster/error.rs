@@ -54,6 +54,13 @@ pub enum AllocError {
         asked_mb: u64,
         free_mb: u64,
     },
+    #[error("job {job}: {unit} has {free_milli} milli of compute unaccounted but {asked_milli} were asked")]
+    OutOfCompute {
+        job: JobKey,
+        unit: GpuRef,
+        asked_milli: u32,
+        free_milli: u32,
+    },
     #[error("job {job} ({class:?}): {unit} is shared with job {holder} of a class it may not share with")]
     ClassConflict {
         job: JobKey,

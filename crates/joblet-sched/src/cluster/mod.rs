@@ -19,7 +19,12 @@
 //!   any holder, and nothing joins it;
 //! - shared jobs reserve `memory_mb` each on every unit they hold and the
 //!   sum never exceeds the unit's memory; a shared placement with
-//!   `memory_mb == 0` reserves the whole unit (so it needs an empty unit);
+//!   `memory_mb == 0` reserves the whole unit (so it needs an empty unit),
+//!   unless it asks for a fraction of its GPU (`gpu_milli` 1..=999), which
+//!   reserves no memory;
+//! - every holder accounts a compute share on its unit
+//!   ([`Placement::compute_milli`]: whole = 1000, a fraction its
+//!   `gpu_milli`, memory-only sharing 0) and the sum never exceeds 1000;
 //! - training and inference never share a unit; interactive work may share
 //!   with either;
 //! - new jobs only go to GPUs whose state `accepts_new_jobs()` and that are
@@ -42,7 +47,9 @@ pub(crate) use host::Room;
 use index::DomainIndex;
 use node::{Holder, Node};
 
-use crate::model::{GpuHealth, GpuRef, JobKey, NodeId, NodeSpec, Placement, Sharing};
+use crate::model::{
+    GpuHealth, GpuRef, JobKey, NodeId, NodeSpec, Placement, Sharing, GPU_MILLI_WHOLE,
+};
 
 /// The weakest whole (non-MIG) GPU of the cluster: requests it satisfies
 /// may use the fast path, where every free whole GPU is eligible.
@@ -232,10 +239,13 @@ impl ClusterState {
                         continue;
                     };
                     let reserve_mb = reserve(&p, unit.memory_mb);
+                    let milli = p.compute_milli();
                     unit.reserved_mb += reserve_mb;
+                    unit.milli_used += milli;
                     unit.holders.push(Holder {
                         job: p.job.clone(),
                         reserve_mb,
+                        milli,
                         exclusive: p.sharing == Sharing::Exclusive,
                         class: p.class,
                     });
@@ -292,8 +302,18 @@ impl ClusterState {
                 holder: h.job.clone(),
             });
         }
+        let milli = p.compute_milli();
+        if milli > unit.free_milli() {
+            return Err(AllocError::OutOfCompute {
+                job: job(),
+                unit: u.clone(),
+                asked_milli: milli,
+                free_milli: unit.free_milli(),
+            });
+        }
         let asked_mb = reserve(p, unit.memory_mb);
-        if asked_mb > unit.free_mb() || (p.memory_mb == 0 && !unit.holders.is_empty()) {
+        let whole_memory = p.memory_mb == 0 && !is_fraction(p);
+        if asked_mb > unit.free_mb() || (whole_memory && !unit.holders.is_empty()) {
             return Err(AllocError::OutOfMemory {
                 job: job(),
                 unit: u.clone(),
@@ -322,6 +342,7 @@ impl ClusterState {
                     if let Some(i) = unit.holders.iter().position(|h| h.job == job) {
                         let h = unit.holders.swap_remove(i);
                         unit.reserved_mb -= h.reserve_mb;
+                        unit.milli_used -= h.milli;
                     }
                     g.refresh();
                 }
@@ -431,10 +452,16 @@ impl ClusterState {
     }
 }
 
+/// Whether a shared placement takes a fraction (1..=999 milli) of its unit.
+fn is_fraction(p: &Placement) -> bool {
+    p.sharing == Sharing::Shared && p.gpu_milli > 0 && p.gpu_milli < GPU_MILLI_WHOLE
+}
+
 /// MiB a placement accounts on a unit of `unit_mb`: exclusive and shared
-/// with 0 take the whole unit.
-fn reserve(p: &Placement, unit_mb: u64) -> u64 {
-    if p.sharing == Sharing::Exclusive || p.memory_mb == 0 {
+/// with 0 take the whole unit, except a fraction, which takes what it
+/// asked (0 included).
+pub(crate) fn reserve(p: &Placement, unit_mb: u64) -> u64 {
+    if p.sharing == Sharing::Exclusive || (p.memory_mb == 0 && !is_fraction(p)) {
         unit_mb
     } else {
         p.memory_mb

@@ -16,6 +16,9 @@ pub(crate) struct Holder {
     pub job: JobKey,
     /// MiB accounted on the unit (exclusive: the whole unit).
     pub reserve_mb: u64,
+    /// Compute share (milli) accounted on the unit
+    /// ([`crate::model::Placement::compute_milli`]).
+    pub milli: u32,
     pub exclusive: bool,
     pub class: WorkloadClass,
 }
@@ -28,9 +31,16 @@ pub(crate) struct Unit {
     pub memory_mb: u64,
     pub holders: Vec<Holder>,
     pub reserved_mb: u64,
+    /// Compute share (milli) its holders account; at most 1000.
+    pub milli_used: u32,
 }
 
 impl Unit {
+    /// Compute share (milli) not yet accounted.
+    pub fn free_milli(&self) -> u32 {
+        crate::model::GPU_MILLI_WHOLE.saturating_sub(self.milli_used)
+    }
+
     pub fn exclusive_held(&self) -> bool {
         self.holders.iter().any(|h| h.exclusive)
     }
@@ -88,6 +98,7 @@ impl Gpu {
                 memory_mb: spec.memory_mb,
                 holders: Vec::new(),
                 reserved_mb: 0,
+                milli_used: 0,
             });
         } else {
             for s in &spec.mig {
@@ -101,6 +112,7 @@ impl Gpu {
                     memory_mb: s.memory_mb,
                     holders: Vec::new(),
                     reserved_mb: 0,
+                    milli_used: 0,
                 });
             }
         }

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::host::{over, HostLoad};
 use super::index::DomainIndex;
 use super::node::{classes_conflict, Node};
-use super::ClusterState;
-use crate::model::{GpuRef, JobKey, NodeId, Placement, Sharing, WorkloadClass};
+use super::{reserve, ClusterState};
+use crate::model::{GpuRef, JobKey, NodeId, Placement, Sharing, WorkloadClass, GPU_MILLI_WHOLE};
 
 /// What the ledger says one unit carries.
 #[derive(Default)]
@@ -17,8 +17,8 @@ struct Load<'a> {
 
 impl ClusterState {
     /// Full invariant check: every placement's units (or, CPU-only, its
-    /// node) exist and are distinct; no unit is over its memory or shared
-    /// with an exclusive job; no unit mixes training and inference; every
+    /// node) exist and are distinct; no unit is over its memory or its
+    /// 1000 milli of compute share, or shared with an exclusive job; no unit mixes training and inference; every
     /// node's CPU, memory and job count in use match the placements that
     /// touch it, and with what is claimed stay within its tracked capacity;
     /// the per-unit holders, free counts, totals and the free-capacity
@@ -118,6 +118,13 @@ impl ClusterState {
                             u.reserved_mb
                         ));
                     }
+                    let milli: u32 = u.holders.iter().map(|h| h.milli).sum();
+                    if milli != u.milli_used {
+                        return Err(format!(
+                            "{r}: {} milli accounted but holders sum {milli}",
+                            u.milli_used
+                        ));
+                    }
                 }
             }
             let mut fresh = node.clone();
@@ -151,19 +158,15 @@ fn check_load(u: &GpuRef, load: &Load, memory_mb: u64) -> Result<(), String> {
         let jobs: Vec<&str> = load.jobs.iter().map(|p| p.job.as_str()).collect();
         return Err(format!("{u}: exclusive but held by {jobs:?}"));
     }
-    let reserved: u64 = load
-        .jobs
-        .iter()
-        .map(|p| {
-            if p.sharing == Sharing::Exclusive || p.memory_mb == 0 {
-                memory_mb
-            } else {
-                p.memory_mb
-            }
-        })
-        .sum();
+    let reserved: u64 = load.jobs.iter().map(|p| reserve(p, memory_mb)).sum();
     if reserved > memory_mb {
         return Err(format!("{u}: {reserved} MiB reserved of {memory_mb} MiB"));
+    }
+    let milli: u32 = load.jobs.iter().map(|p| p.compute_milli()).sum();
+    if milli > GPU_MILLI_WHOLE {
+        return Err(format!(
+            "{u}: {milli} milli of compute accounted of {GPU_MILLI_WHOLE}"
+        ));
     }
     let has = |c: WorkloadClass| load.jobs.iter().find(|p| p.class == c);
     if let (Some(t), Some(i)) = (has(WorkloadClass::Training), has(WorkloadClass::Inference)) {

@@ -15,8 +15,10 @@
 //! are not paused, meet `min_compute_capability` and have at least
 //! `gpu_memory_mb`. Exclusive requests take units nobody holds; shared ones
 //! join units not held exclusively, not mixing training with inference,
-//! reserving `gpu_memory_mb` (0 = the whole unit, so an empty one) within the
-//! unit's unreserved memory.
+//! reserving `gpu_memory_mb` (0 = the whole unit, so an empty one, except
+//! for a fraction) within the unit's unreserved memory, and their compute
+//! share ([`crate::model::Placement::compute_milli`]) within the unit's
+//! unaccounted share (1000 milli per unit).
 //!
 //! A gang stays on one NUMA node unless `allow_cross_numa`, on one node
 //! unless `allow_cross_node` (which also allows crossing NUMA nodes), and
@@ -33,12 +35,19 @@
 //! - `Spread`: the NUMA node (or node) with the largest `F`, then the
 //!   emptiest node, coolest;
 //! - `BestFit`: any allowed domain with the smallest `F - gpu_count`, then
-//!   the better tier, busiest node, coolest.
+//!   the better tier, busiest node, coolest; a fraction of a GPU
+//!   (`gpu_milli` 1..=999) is instead scored node by node
+//!   (`scored.rs`): least GPU compute share left on the node, then on the GPU;
+//! - `Fgd`: every request without a MIG profile (CPU-only ones too) is
+//!   scored node by node (`scored.rs`) by the growth of the node's
+//!   fragmentation for the workload ([`fgd`], [`workload`]); MIG requests
+//!   are placed in `Topology`'s order.
 //!
 //! Remaining ties go to the lowest node id, then the domain built first.
 //! Inside the chosen place, units come from its best-tier sub-domain that
 //! fits, from the NUMA node with most eligible units first, tightest
-//! memory fit first (`Spread`: roomiest), coolest, lowest index.
+//! fit first (memory; for a fraction, compute share then memory; `Spread`:
+//! roomiest), coolest, lowest index.
 //! Cross-node gangs take nodes with the most eligible units first.
 //!
 //! Speed: exclusive whole-GPU requests that every whole GPU of the cluster
@@ -49,32 +58,79 @@
 //! without enough open units or host room).
 
 mod cross;
+pub mod fgd;
 mod host;
 mod rank;
+mod scored;
 mod select;
+pub mod workload;
 
 use crate::cluster::node::{classes_conflict, Gpu, Node, Unit};
 use crate::cluster::{ClusterState, HostLoad};
-use crate::model::{GpuRef, JobRequest, Placement, Sharing, Strategy, WorkloadClass};
+use crate::model::{
+    compute_milli, GpuRef, JobRequest, Placement, Sharing, Strategy, WorkloadClass,
+};
+use workload::{Shape, Workload};
 
 /// A placement that `allocate` would accept, or None when none exists now.
-/// A request for 0 GPUs gets a placement without units on one node.
+/// A request for 0 GPUs gets a placement without units on one node. `Fgd`
+/// measures fragmentation against the request's own shape alone (see
+/// [`place_with`]).
 pub fn place(state: &ClusterState, req: &JobRequest, strategy: Strategy) -> Option<Placement> {
-    let d = Demand::new(req, strategy);
-    if d.n == 0 {
-        let node = host::best_node(state, &d)?;
-        return Some(Placement {
-            job: req.job.clone(),
-            node,
-            units: Vec::new(),
-            memory_mb: 0,
-            cpu_millis: req.cpu_millis,
-            host_memory_mb: req.host_memory_mb,
-            sharing: req.sharing,
-            class: req.class,
-        });
+    place_with(state, req, strategy, &Workload::default())
+}
+
+/// [`place`], with `Fgd` measuring fragmentation against `workload` (the
+/// scheduler's observed mix of request shapes). A request whose
+/// `gpu_milli` does not fit the rest of it
+/// ([`JobRequest::gpu_milli_error`]) gets no placement.
+pub fn place_with(
+    state: &ClusterState,
+    req: &JobRequest,
+    strategy: Strategy,
+    workload: &Workload,
+) -> Option<Placement> {
+    if req.gpu_milli_error().is_some() {
+        return None;
     }
-    let picked = if let Some((node, dom)) = rank::best_domain(state, &d) {
+    let d = Demand::new(req, strategy);
+    let host_only = |node| Placement {
+        job: req.job.clone(),
+        node,
+        units: Vec::new(),
+        memory_mb: 0,
+        cpu_millis: req.cpu_millis,
+        host_memory_mb: req.host_memory_mb,
+        gpu_milli: req.gpu_milli,
+        sharing: req.sharing,
+        class: req.class,
+    };
+    let scored = match strategy {
+        Strategy::Fgd => d.profile.is_none(),
+        Strategy::BestFit => d.fraction,
+        _ => false,
+    };
+    if d.n == 0 && !scored {
+        return Some(host_only(host::best_node(state, &d)?));
+    }
+    let best = if scored {
+        scored::best(state, &d, workload)
+    } else {
+        None
+    };
+    let picked = if let Some((node, choice)) = best {
+        if d.n == 0 {
+            return Some(host_only(node.id));
+        }
+        choice
+            .into_iter()
+            .map(|(pos, unit)| (node, pos, unit))
+            .collect()
+    } else if scored && !req.allow_cross_node {
+        return None;
+    } else if scored {
+        cross::units_across(state, &d)?
+    } else if let Some((node, dom)) = rank::best_domain(state, &d) {
         let node = state.nodes().get(&node)?;
         let ev = select::eval(node, &d);
         select::units(node, &ev, dom, d.n, &d)
@@ -110,6 +166,7 @@ pub fn place(state: &ClusterState, req: &JobRequest, strategy: Strategy) -> Opti
         memory_mb,
         cpu_millis: req.cpu_millis,
         host_memory_mb: req.host_memory_mb,
+        gpu_milli: req.gpu_milli,
         sharing: req.sharing,
         class: req.class,
     })
@@ -123,12 +180,18 @@ pub(crate) struct Demand<'a> {
     pub profile: Option<&'a str>,
     pub min_cc: Option<(u32, u32)>,
     pub mem_mb: u64,
+    /// Compute share (milli) it accounts on each unit
+    /// ([`Placement::compute_milli`]).
+    pub milli: u32,
+    /// A fraction (1..=999 milli) of one GPU.
+    pub fraction: bool,
     pub class: WorkloadClass,
     /// May use domains spanning NUMA nodes (cross-node implies it).
     pub cross_numa: bool,
     pub strategy: Strategy,
     /// What it charges each node it touches.
     pub host: HostLoad,
+    pub shape: Shape,
 }
 
 impl<'a> Demand<'a> {
@@ -139,10 +202,13 @@ impl<'a> Demand<'a> {
             profile: req.mig_profile.as_deref(),
             min_cc: req.min_compute_capability,
             mem_mb: req.gpu_memory_mb,
+            milli: compute_milli(req.sharing, req.gpu_milli, req.gpu_memory_mb),
+            fraction: req.is_fractional(),
             class: req.class,
             cross_numa: req.allow_cross_numa || req.allow_cross_node,
             strategy,
             host: HostLoad::of_request(req),
+            shape: Shape::of(req),
         }
     }
 
@@ -152,7 +218,9 @@ impl<'a> Demand<'a> {
     }
 
     /// If the unit may take this request now: its unreserved MiB after
-    /// taking it (exclusive: the unit's MiB beyond the minimum asked).
+    /// taking it (exclusive: the unit's MiB beyond the minimum asked; a
+    /// fraction: its unaccounted compute share after, then MiB, as
+    /// `milli << 32 | MiB`, so that the tightest fit is the smallest).
     pub fn room_after(&self, g: &Gpu, u: &Unit) -> Option<u64> {
         if !g.placeable()
             || self.profile != u.profile.as_deref()
@@ -169,6 +237,11 @@ impl<'a> Demand<'a> {
             .any(|h| h.exclusive || classes_conflict(h.class, self.class))
         {
             return None;
+        }
+        let milli_left = u.free_milli().checked_sub(self.milli)?;
+        if self.fraction {
+            let mb_left = u.free_mb().checked_sub(self.mem_mb)?;
+            return Some(u64::from(milli_left) << 32 | mb_left.min(u64::from(u32::MAX)));
         }
         if self.mem_mb == 0 {
             return u.holders.is_empty().then_some(0);

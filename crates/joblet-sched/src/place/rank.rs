@@ -35,7 +35,7 @@ fn candidate(d: &Demand, dom: &Domain) -> bool {
                 dom.numa_level
             }
         }
-        Strategy::Topology | Strategy::BestFit => true,
+        Strategy::Topology | Strategy::BestFit | Strategy::Fgd => true,
     }
 }
 
@@ -47,7 +47,8 @@ fn rank(d: &Demand, tier: u8, f: u32, f_node: u32, temp: u32, node: NodeId, dom:
         i64::from(d.n),
     );
     let (a, b, c) = match d.strategy {
-        Strategy::Topology => (t, f, f_node),
+        // `Fgd` ranks here only what it does not score: MIG requests.
+        Strategy::Topology | Strategy::Fgd => (t, f, f_node),
         Strategy::BestFit => (f - n, t, f_node),
         Strategy::Pack => (f, f_node, 0),
         Strategy::Spread => (-f, -f_node, 0),
@@ -65,7 +66,7 @@ fn fast(state: &ClusterState, d: &Demand) -> Option<(NodeId, usize)> {
     let from = Key::at_least(d.n);
     let pick = |k: &Key| (k.node, k.dom as usize);
     match d.strategy {
-        Strategy::Topology => (0..TIERS)
+        Strategy::Topology | Strategy::Fgd => (0..TIERS)
             .filter(|t| tier_allowed(d, *t))
             .find_map(|t| idx.tiers[t].range(from..).next())
             .map(pick),
@@ -192,12 +193,20 @@ mod tests {
             profile: None,
             min_cc: None,
             mem_mb: 0,
+            milli: crate::model::GPU_MILLI_WHOLE,
+            fraction: false,
             class: WorkloadClass::Training,
             cross_numa,
             strategy,
             host: crate::cluster::HostLoad {
                 jobs: 1,
                 ..Default::default()
+            },
+            shape: crate::place::workload::Shape {
+                gpu_count: n,
+                gpu_milli: crate::model::GPU_MILLI_WHOLE,
+                cpu_millis: 0,
+                memory_mb: 0,
             },
         }
     }
@@ -226,7 +235,7 @@ mod tests {
             }
             let all = [Strategy::Topology, Strategy::Pack, Strategy::Spread, Strategy::BestFit];
             for (j, (n, cross, st)) in fill.iter().enumerate() {
-                let req = JobRequest {
+                let req = JobRequest { gpu_milli: 0,
                     job: format!("f{j}"), owner: String::new(), queue: String::new(),
                     gpu_count: *n, gpu_memory_mb: 0, sharing: Sharing::Exclusive,
                     mig_profile: None, min_compute_capability: None,

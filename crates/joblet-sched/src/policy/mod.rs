@@ -64,7 +64,7 @@ pub mod reserve;
 use joblet_core::UnixMillis;
 
 use crate::model::{Action, Placement, Policy, Sharing};
-use crate::place::place;
+use crate::place::place_with;
 use crate::queue::{Peek, QKey};
 use crate::scheduler::Scheduler;
 
@@ -215,7 +215,7 @@ impl Scheduler {
         {
             return (Offer::NoFit, None);
         }
-        match place(&self.cluster, &w.req, self.config.strategy) {
+        match place_with(&self.cluster, &w.req, self.config.strategy, &self.workload) {
             Some(p) => (Offer::Fits, Some(p)),
             None => {
                 w.failed_epoch = Some(epoch);

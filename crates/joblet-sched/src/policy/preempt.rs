@@ -31,7 +31,7 @@ use joblet_core::UnixMillis;
 
 use crate::cluster::HostLoad;
 use crate::model::{Action, JobKey, JobRequest, NodeId, Placement, Policy, Sharing};
-use crate::place::place;
+use crate::place::place_with;
 use crate::queue::QKey;
 use crate::scheduler::{ByJob, Scheduler};
 
@@ -262,7 +262,9 @@ impl Scheduler {
                 chosen.push(vi);
                 if self.could_fit(req) {
                     trials += 1;
-                    if place(&self.cluster, req, self.config.strategy).is_some() {
+                    if place_with(&self.cluster, req, self.config.strategy, &self.workload)
+                        .is_some()
+                    {
                         best = Some(chosen.clone());
                         break;
                     }
@@ -301,7 +303,7 @@ impl Scheduler {
             chosen.push(vi);
             if self.could_fit(req) {
                 trials += 1;
-                if place(&self.cluster, req, self.config.strategy).is_some() {
+                if place_with(&self.cluster, req, self.config.strategy, &self.workload).is_some() {
                     plan = Some(chosen);
                     break;
                 }

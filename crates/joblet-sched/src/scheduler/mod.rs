@@ -20,11 +20,16 @@
 //!   nothing against a quota and take no token (see [`crate::limits`]).
 //!   Under LAS a CPU-only job attains no service (it counts GPU units ×
 //!   time), so it stays in the top LAS queue.
-//! - `Submit` of a request that could never be placed on the cluster as
+//! - `Submit` of a request whose `gpu_milli` does not fit the rest of it
+//!   (a fraction of more than one GPU, of an exclusive or MIG request, or
+//!   above 1000), or that could never be placed on the cluster as
 //!   built (too many GPUs, more CPU or memory than the largest node, no
 //!   node that runs jobs, or no node with all it asks together; over a
 //!   quota) gets `Reject` with the [`crate::model::Unplaceable`] reason at
 //!   once, never a place in the queue.
+//! - Every accepted `Submit` adds its shape to the workload mix
+//!   ([`crate::place::workload`]) that `Fgd` measures fragmentation
+//!   against.
 //! - A second `Submit` of a job key that waits or runs is ignored (a
 //!   `Reject` would fail the job already known under that key).
 //! - `Cancel` of a waiting job removes it (no action); of a running job it
@@ -68,6 +73,7 @@ use crate::model::{
     Action, Event, GpuHealth, GpuRef, JobKey, JobRequest, NodeId, NodeSpec, Placement, Policy,
     SchedConfig,
 };
+use crate::place::workload::Workload;
 use crate::policy::backfill::Reservation;
 use crate::policy::reserve::WalkBuf;
 use crate::policy::Misfits;
@@ -122,6 +128,9 @@ pub struct Scheduler {
     /// Reused by passes (where the walk over the window stands).
     pub(crate) candidates: Candidates,
     pub(crate) misfits: Misfits,
+    /// The mix of request shapes submitted (what `Fgd` measures
+    /// fragmentation against).
+    pub(crate) workload: Workload,
     /// No preemption search before this (after a failed one).
     pub(crate) search_gap_until: UnixMillis,
     /// Job sizes learned from completed jobs (the Gittins policy's).
@@ -158,6 +167,7 @@ impl Scheduler {
             search_gap_until: UnixMillis::MIN,
             misfits: Misfits::default(),
             sizes: SizeModel::new(config_min_samples, config_quantum),
+            workload: Workload::default(),
         }
     }
 
@@ -247,6 +257,17 @@ impl Scheduler {
         self.capacity_changed();
     }
 
+    /// Replaces the mix of request shapes (`Fgd`'s measure) with one
+    /// seeded from elsewhere (a trace); submissions keep adding to it.
+    pub fn seed_workload(&mut self, workload: Workload) {
+        self.workload = workload;
+    }
+
+    /// The mix of request shapes observed so far (plus any seed).
+    pub fn workload(&self) -> &Workload {
+        &self.workload
+    }
+
     pub fn cluster(&self) -> &ClusterState {
         &self.cluster
     }
@@ -286,10 +307,9 @@ impl Scheduler {
             return;
         }
         // The cluster remembers these answers per request shape.
-        let never = self
-            .cluster
-            .check_ever_placeable(&req)
-            .err()
+        let never = req
+            .gpu_milli_error()
+            .or_else(|| self.cluster.check_ever_placeable(&req).err())
             .or_else(|| self.limits.never_fits(&req));
         if let Some(why) = never {
             self.actions.push(Action::Reject {
@@ -298,6 +318,7 @@ impl Scheduler {
             });
             return;
         }
+        self.workload.observe(&req);
         self.enqueue(req, now, now, 0, 0);
     }
 

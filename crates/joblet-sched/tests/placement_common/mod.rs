@@ -58,6 +58,7 @@ pub fn pcie(id: u32, per_numa: u32) -> NodeSpec {
 
 pub fn req(job: &str, n: u32) -> JobRequest {
     JobRequest {
+        gpu_milli: 0,
         job: job.to_string(),
         owner: "alice".to_string(),
         queue: "default".to_string(),

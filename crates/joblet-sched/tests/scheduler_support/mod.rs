@@ -38,6 +38,7 @@ pub fn node(id: u32, n: u32) -> NodeSpec {
 /// An exclusive training job of one owner/queue, no limit, not preemptible.
 pub fn req(job: &str, gpus: u32) -> JobRequest {
     JobRequest {
+        gpu_milli: 0,
         job: job.to_string(),
         owner: "alice".into(),
         queue: "default".into(),

@@ -103,6 +103,7 @@ mod tests {
 
     fn req(n: u32, mig: Option<&str>) -> JobRequest {
         JobRequest {
+            gpu_milli: 0,
             job: "j".into(),
             owner: "o".into(),
             queue: "default".into(),
