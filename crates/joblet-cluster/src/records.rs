@@ -145,6 +145,9 @@ pub struct AllocEntry {
     pub class: WorkloadClass,
     pub cpu_millis: u64,
     pub host_memory_mb: u64,
+    /// A share of one GPU (thousandths); 0 = whole units.
+    #[serde(default)]
+    pub gpu_milli: u32,
 }
 
 /// Everything placed on one node (`alloc/NAME`), written only by the

@@ -227,6 +227,9 @@ pub struct ClusterRun {
     /// job's alone.
     #[serde(default)]
     pub shared: bool,
+    /// A share of one GPU (thousandths), when the job asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_milli: Option<u32>,
     /// Set when the job spans nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang: Option<GangRank>,

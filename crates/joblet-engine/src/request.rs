@@ -16,6 +16,9 @@ pub struct JobRules {
     /// `gpu.default_gpu_time`: a GPU job's GPU time budget without
     /// `--gpu-time`.
     pub default_gpu_time: Option<Duration>,
+    /// The memory of the node's smallest GPU, MiB: a share of a GPU
+    /// (`--gpu=0.5`) without `--gpu-memory` reserves that share of it.
+    pub gpu_memory_mb: Option<u64>,
 }
 
 /// A recorded job, as the engine needs it: its scheduler request and its
@@ -67,15 +70,28 @@ fn request(
     wall_limit_ms: Option<u64>,
 ) -> JobRequest {
     let r = &spec.resources;
-    // MIG slices are hardware-partitioned: never shared.
-    let shared = rules.gpu_sharing && r.gpu_memory_mb.is_some() && r.mig_profile.is_none();
+    // MIG slices are hardware-partitioned: never shared. A share of a GPU
+    // is shared by definition (admission refused it on an exclusive node).
+    let shared = rules.gpu_sharing
+        && (r.gpu_memory_mb.is_some() || r.gpu_milli.is_some())
+        && r.mig_profile.is_none();
+    let gpu_milli = r.gpu_milli.filter(|_| shared);
+    // A share without --gpu-memory reserves the same share of the GPU's
+    // memory (of the node's smallest GPU: never more than the share on
+    // any of them), so its memory is held to that quota like any shared
+    // job's.
+    let gpu_memory_mb = r.gpu_memory_mb.unwrap_or_else(|| {
+        gpu_milli
+            .zip(rules.gpu_memory_mb)
+            .map_or(0, |(m, total)| total * u64::from(m) / 1000)
+    });
     JobRequest {
-        gpu_milli: 0,
+        gpu_milli: gpu_milli.unwrap_or(0),
         job: job.to_string(),
         owner: owner.to_string(),
         queue: "default".into(),
         gpu_count: r.gpu_count,
-        gpu_memory_mb: r.gpu_memory_mb.unwrap_or(0),
+        gpu_memory_mb,
         sharing: if shared {
             Sharing::Shared
         } else {
@@ -98,7 +114,7 @@ fn request(
 /// The placement a cluster's leader chose, in this node's terms.
 fn pinned(req: &JobRequest, run: &joblet_core::ClusterRun) -> Placement {
     Placement {
-        gpu_milli: 0,
+        gpu_milli: run.gpu_milli.unwrap_or(0),
         job: req.job.clone(),
         node: 0,
         units: run
@@ -239,6 +255,33 @@ mod tests {
             Submission::of(id(), "a", &mig, &shared).request.sharing,
             Sharing::Exclusive
         );
+    }
+
+    #[test]
+    fn a_gpu_share_is_shared_and_reserves_its_share_of_the_smallest_gpus_memory() {
+        let quarter = Resources {
+            gpu_count: 1,
+            gpu_milli: Some(250),
+            ..Default::default()
+        };
+        let rules = JobRules {
+            gpu_sharing: true,
+            gpu_memory_mb: Some(40_960),
+            ..Default::default()
+        };
+        let req = Submission::of(id(), "a", &spec(quarter.clone(), None), &rules).request;
+        assert_eq!(
+            (req.sharing, req.gpu_milli, req.gpu_memory_mb),
+            (Sharing::Shared, 250, 10_240)
+        );
+        assert!(req.gpu_milli_error().is_none());
+        // Its own --gpu-memory wins.
+        let own = Resources {
+            gpu_memory_mb: Some(4096),
+            ..quarter
+        };
+        let req = Submission::of(id(), "a", &spec(own, None), &rules).request;
+        assert_eq!((req.gpu_milli, req.gpu_memory_mb), (250, 4096));
     }
 
     #[test]

@@ -401,6 +401,11 @@ pub struct RateLimit {
 pub struct SchedConfig {
     pub policy: Policy,
     pub strategy: Strategy,
+    /// How shared requests (fractions of a GPU, or GPUs shared by memory)
+    /// are placed; `None` = `strategy`. The daemon sets `Fgd`: sharing
+    /// is where fragmentation arises.
+    #[serde(default)]
+    pub shared_strategy: Option<Strategy>,
     /// Per-owner quotas (owner → quota); owners not listed are unlimited.
     pub owner_quotas: Vec<(String, Quota)>,
     /// Per-queue quotas.
@@ -462,11 +467,24 @@ fn default_gittins_aging_ms() -> u64 {
     DEFAULT_GITTINS_AGING_MS
 }
 
+impl SchedConfig {
+    /// The strategy that places `req`: `shared_strategy` for a shared
+    /// request where set, else `strategy`.
+    #[inline]
+    pub fn strategy_for(&self, req: &JobRequest) -> Strategy {
+        match (req.sharing, self.shared_strategy) {
+            (Sharing::Shared, Some(s)) => s,
+            _ => self.strategy,
+        }
+    }
+}
+
 impl Default for SchedConfig {
     fn default() -> SchedConfig {
         SchedConfig {
             policy: Policy::Las,
             strategy: Strategy::Topology,
+            shared_strategy: None,
             owner_quotas: Vec::new(),
             queue_quotas: Vec::new(),
             owner_rate: None,

@@ -178,7 +178,7 @@ fn cluster() -> impl Strategy<Value = Vec<NodeSpec>> {
 fn sched_config() -> impl Strategy<Value = SchedConfig> {
     (
         (0u8..4, 0u64..3),
-        0u8..4,
+        0u8..10,
         proptest::option::of(1u32..6),
         proptest::option::of(1u32..5),
         proptest::option::of((1u8..20, 1u32..4)),
@@ -194,7 +194,11 @@ fn sched_config() -> impl Strategy<Value = SchedConfig> {
                     Placing::Spread,
                     Placing::BestFit,
                     Placing::Topology,
-                ][strategy as usize],
+                    Placing::Fgd,
+                ][strategy as usize % 5],
+                // Shared requests placed apart from the others, as the
+                // daemon does, half of the time.
+                shared_strategy: (strategy >= 5).then_some(Placing::Fgd),
                 owner_quotas: oq
                     .map(|q| ("o0".to_string(), Quota { max_gpus: q }))
                     .into_iter()

@@ -158,6 +158,9 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     let rules = JobRules {
         gpu_sharing: cfg.gpu.sharing != SharingMode::Exclusive,
         default_gpu_time: (!cfg.gpu.default_gpu_time.is_zero()).then_some(cfg.gpu.default_gpu_time),
+        gpu_memory_mb: job_gpus
+            .as_ref()
+            .and_then(|(_, specs, _)| specs.iter().map(|g| g.memory_mb).min()),
     };
     let rules_for_cluster = rules.clone();
     let capacity = crate::agent::capacity::detect(

@@ -109,7 +109,7 @@ impl LeaderCore {
                 .map(|u| (u.index, u.mig))
                 .collect();
             let local = Placement {
-                gpu_milli: 0,
+                gpu_milli: p.gpu_milli,
                 job: job.clone(),
                 node: 0,
                 units: units
@@ -147,6 +147,7 @@ impl LeaderCore {
                     class: p.class,
                     cpu_millis: p.cpu_millis,
                     host_memory_mb: p.host_memory_mb,
+                    gpu_milli: p.gpu_milli,
                 },
             );
             self.pending.touch_alloc(name);
@@ -225,7 +226,7 @@ pub(crate) fn placement_of(job: &str, parts: &[(NodeId, &AllocEntry)]) -> Option
         .collect();
     units.sort();
     Some(Placement {
-        gpu_milli: 0,
+        gpu_milli: first.gpu_milli,
         job: job.to_string(),
         node: units.first().map_or(*first_node, |u| u.node),
         units,

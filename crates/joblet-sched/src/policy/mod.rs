@@ -215,7 +215,12 @@ impl Scheduler {
         {
             return (Offer::NoFit, None);
         }
-        match place_with(&self.cluster, &w.req, self.config.strategy, &self.workload) {
+        match place_with(
+            &self.cluster,
+            &w.req,
+            self.config.strategy_for(&w.req),
+            &self.workload,
+        ) {
             Some(p) => (Offer::Fits, Some(p)),
             None => {
                 w.failed_epoch = Some(epoch);

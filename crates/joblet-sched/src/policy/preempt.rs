@@ -262,8 +262,13 @@ impl Scheduler {
                 chosen.push(vi);
                 if self.could_fit(req) {
                     trials += 1;
-                    if place_with(&self.cluster, req, self.config.strategy, &self.workload)
-                        .is_some()
+                    if place_with(
+                        &self.cluster,
+                        req,
+                        self.config.strategy_for(req),
+                        &self.workload,
+                    )
+                    .is_some()
                     {
                         best = Some(chosen.clone());
                         break;
@@ -303,7 +308,14 @@ impl Scheduler {
             chosen.push(vi);
             if self.could_fit(req) {
                 trials += 1;
-                if place_with(&self.cluster, req, self.config.strategy, &self.workload).is_some() {
+                if place_with(
+                    &self.cluster,
+                    req,
+                    self.config.strategy_for(req),
+                    &self.workload,
+                )
+                .is_some()
+                {
                     plan = Some(chosen);
                     break;
                 }

@@ -312,6 +312,8 @@ impl Agent {
             units: a.placement.units.iter().map(|u| (u.index, u.mig)).collect(),
             memory_mb: a.placement.memory_mb,
             shared: a.placement.sharing == joblet_sched::model::Sharing::Shared,
+            gpu_milli: (a.placement.gpu_milli > 0 && a.placement.gpu_milli < 1000)
+                .then_some(a.placement.gpu_milli),
             gang: a.gang.clone(),
         });
         // Its GPUs on this node: a gang's part here may be fewer than the

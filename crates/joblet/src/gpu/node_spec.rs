@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use joblet_gpu::GpuInfo;
-use joblet_sched::model::{GpuSpec, MigSlice, Quota, SchedConfig};
+use joblet_sched::model::{GpuSpec, MigSlice, Quota, SchedConfig, Strategy};
 
 use crate::config::GpuConfig;
 
@@ -167,6 +167,9 @@ impl Offer {
 pub fn sched_config(cfg: &GpuConfig) -> SchedConfig {
     SchedConfig {
         policy: cfg.policy,
+        // Shared GPUs (fractions, memory quotas) by fragmentation
+        // gradient descent; exclusive ones by topology.
+        shared_strategy: Some(Strategy::Fgd),
         owner_quotas: cfg
             .owner_max_gpus
             .iter()
