@@ -442,14 +442,22 @@ pub struct SchedConfig {
     /// class of difference); 0 = strict class order.
     #[serde(default = "default_gittins_aging_ms")]
     pub gittins_aging_ms: u64,
+    /// Gittins: preempt only where the waiting job's index, charged with
+    /// the victim's lost work and restore, still exceeds the victim's
+    /// index (the exchange test). Off by default: victims are judged by
+    /// class and seniority alone, as under LAS (still never before their
+    /// first checkpoint of the run, least lost work first); see
+    /// bench/history/scheduler.md, 2026-12-07.
+    #[serde(default)]
+    pub gittins_exchange_test: bool,
 }
 
 /// 30 minutes.
 pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 30 * 60_000;
 /// 2 minutes.
 pub const DEFAULT_RESTORE_COST_MS: u64 = 2 * 60_000;
-/// One week per class.
-pub const DEFAULT_GITTINS_AGING_MS: u64 = 7 * 24 * 3_600_000;
+/// Two weeks per class (see `bench/history/scheduler.md`, 2026-12-07).
+pub const DEFAULT_GITTINS_AGING_MS: u64 = 14 * 24 * 3_600_000;
 
 fn default_checkpoint_interval_ms() -> u64 {
     DEFAULT_CHECKPOINT_INTERVAL_MS
@@ -496,6 +504,7 @@ impl Default for SchedConfig {
             restore_cost_ms: DEFAULT_RESTORE_COST_MS,
             gittins_min_samples: default_gittins_min_samples(),
             gittins_aging_ms: default_gittins_aging_ms(),
+            gittins_exchange_test: false,
         }
     }
 }

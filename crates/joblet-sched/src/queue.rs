@@ -398,6 +398,11 @@ impl WaitQueue {
         Some(k)
     }
 
+    /// The waiting jobs' keys in decision order.
+    pub fn keys(&self) -> Vec<QKey> {
+        self.order.keys().copied().collect()
+    }
+
     /// The waiting jobs in decision order.
     pub fn iter(&self) -> impl Iterator<Item = &Waiting> {
         self.order.values()

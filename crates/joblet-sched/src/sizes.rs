@@ -224,6 +224,9 @@ pub struct SizeModel {
     slots: HashMap<String, u32>,
     /// Slot 0: all queues; then one per queue.
     dists: Vec<SizeDist>,
+    /// Bumped whenever a model becomes usable (the overall one, or a
+    /// queue's own): waiting jobs' classes may have changed.
+    pub epoch: u64,
 }
 
 impl SizeModel {
@@ -235,6 +238,7 @@ impl SizeModel {
             min_quantum_ms,
             slots: HashMap::default(),
             dists: vec![SizeDist::new(min_quantum_ms)],
+            epoch: 0,
         }
     }
 
@@ -256,9 +260,15 @@ impl SizeModel {
     /// A job of the queue in `slot` completed with this total service.
     pub fn observe(&mut self, slot: u32, gpu_ms: u64) {
         self.dists[0].observe(gpu_ms);
+        if self.dists[0].samples == self.min_samples {
+            self.epoch += 1;
+        }
         if slot != 0 {
             if let Some(d) = self.dists.get_mut(slot as usize) {
                 d.observe(gpu_ms);
+                if d.samples == self.min_samples {
+                    self.epoch += 1;
+                }
             }
         }
     }

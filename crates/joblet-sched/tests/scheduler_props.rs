@@ -220,6 +220,8 @@ fn sched_config() -> impl Strategy<Value = SchedConfig> {
                 restore_cost_ms: if ckpt > 0 { 5_000 } else { 0 },
                 gittins_min_samples: 3,
                 gittins_aging_ms: if aging { 0 } else { 60_000 },
+                // Both ways of judging a Gittins preemption.
+                gittins_exchange_test: aging,
             },
         )
 }

@@ -11,8 +11,9 @@
 //! ([`crate::sizes::level_of_index`]: one level per factor of 4, 8
 //! levels), and its class is `priority − level`, as under LAS. Before any
 //! model exists every level is 0: strict priority, then FIFO. A waiting
-//! job's level is fixed until it is requeued; a running job's follows its
-//! service.
+//! job's level is fixed until it is requeued or a model becomes usable
+//! for it (then every waiting job is re-classed); a running job's follows
+//! its service.
 //!
 //! What that gives: where sizes have a decreasing hazard (heavy tails,
 //! most jobs short), the index falls as service grows, so new jobs go
@@ -25,17 +26,19 @@
 //! fits starts, in class order, within the lookahead), one preemption
 //! search per pass. A waiting job may preempt a running job of a lower
 //! class that has passed its first checkpoint of the run (see
-//! [`super::cost`]) only when the exchange pays: the waiting job's index,
-//! with what the preemption costs the victim (its lost work and next
-//! restore, × its GPUs) added to the service of the waiting job's best
-//! quantum, still exceeds the victim's index now
-//! ([`crate::sizes::SizeDist::index_with_cost`]). So a newcomer whose
-//! index is high only because a few jobs fail within a minute does not
-//! stop a job that would lose half an hour. Victims that lose the least
-//! work go first.
+//! [`super::cost`]); with `gittins_exchange_test` (off by default) only
+//! when the exchange pays too: the waiting job's index, with what the
+//! preemption costs the victim (its lost work and next restore, × its
+//! GPUs) added to the service of the waiting job's best quantum, still
+//! exceeds the victim's index now
+//! ([`crate::sizes::SizeDist::index_with_cost`]). Off, because on the
+//! Philly traces it cost more than it saved: with it, no aging period
+//! met the tail and average goals on every VC together
+//! (bench/history/scheduler.md, 2026-12-07). Victims that lose the least work go first.
 //!
 //! Starvation: the queue is ordered by `first submission + class × A`
-//! (A = `aging_ms`, or `gittins_aging_ms` when that is 0), so a job keeps
+//! (A = `aging_ms`, or `gittins_aging_ms`, default 2 weeks, when that is
+//! 0), so a job keeps
 //! its seniority across preemptions and one submitted more than
 //! `levels × A` before another always comes first; a running job is
 //! preempted only for a waiting job that comes before it in that order
@@ -57,6 +60,34 @@ impl Scheduler {
             self.config.gittins_aging_ms
         } else {
             self.config.aging_ms
+        }
+    }
+
+    /// A size model became usable (the overall one, or a queue's own):
+    /// the classes of the waiting jobs are recomputed, so jobs queued
+    /// before it existed (all of class 0) or under the overall model do
+    /// not keep a class the model would not give them (without this, they
+    /// would outrank and preempt jobs the model has classed). Runs at most
+    /// once per queue and once for the overall model, O(waiting jobs ×
+    /// log) each.
+    pub(crate) fn relevel_waiting(&mut self) {
+        let aging = self.aging_ms();
+        for key in self.queue.keys() {
+            let Some(queue) = self.queue.get(key).map(|w| w.req.queue.clone()) else {
+                continue;
+            };
+            let slot = self.sizes.slot(&queue);
+            let Some(w) = self.queue.get(key) else {
+                continue;
+            };
+            let level = self.level_of(slot, w.req.gpu_count, w.attained_gpu_ms);
+            if level == w.level {
+                continue;
+            }
+            if let Some(mut w) = self.queue.take(key) {
+                w.level = level;
+                self.queue.push(w, aging);
+            }
         }
     }
 
@@ -86,14 +117,15 @@ impl Scheduler {
     /// waiting job of size-model `slot` that has attained `attained`: its
     /// index, with the victim's lost work and next restore (× its GPUs)
     /// added to its quantum's service, still exceeds the victim's index
-    /// now. Always true under other policies, and without a model.
+    /// now. Always true under other policies, without a model, and
+    /// unless `gittins_exchange_test` is set.
     pub(crate) fn exchange_pays(
         &self,
         c: &Candidate,
         waiter: Option<(u32, u32, u64)>,
         now: UnixMillis,
     ) -> bool {
-        if self.config.policy != Policy::Gittins {
+        if self.config.policy != Policy::Gittins || !self.config.gittins_exchange_test {
             return true;
         }
         let Some((slot, gpus, attained)) = waiter else {

@@ -372,7 +372,11 @@ impl Scheduler {
             self.enqueue(r.req, r.submitted, now, attained, r.preemptions + 1);
         } else if !r.stopping && !r.cancelled && r.req.gpu_count > 0 {
             // It ended on its own: its size teaches the Gittins policy.
+            let epoch = self.sizes.epoch;
             self.sizes.observe(r.slot, attained);
+            if self.sizes.epoch != epoch && self.config.policy == Policy::Gittins {
+                self.relevel_waiting();
+            }
         }
     }
 
