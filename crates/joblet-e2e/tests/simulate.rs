@@ -36,7 +36,7 @@ fn the_tiresias_trace_runs_under_every_policy_without_oversubscription() {
         .iter()
         .map(|p| p["policy"].as_str().unwrap())
         .collect();
-    assert_eq!(policies, ["fifo", "backfill", "las"]);
+    assert_eq!(policies, ["fifo", "backfill", "las", "gittins"]);
     for p in r["policies"].as_array().unwrap() {
         assert_eq!(p["completed"], 60, "{p}");
         assert_eq!(p["max_oversubscription"], 0, "{p}");

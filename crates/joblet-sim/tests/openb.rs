@@ -10,7 +10,7 @@ use joblet_sim::openb::trace::{read_nodes, read_pods};
 use joblet_sim::openb::{simulate_openb, InflateOptions, OpenbMode, OpenbOptions};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/traces/alibaba-openb")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/traces/alibaba-openb")
 }
 
 fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
