@@ -545,9 +545,18 @@ fn the_api_matches_its_openapi_document_under_schemathesis() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // What the daemon said while it was fuzzed: a dropped connection
+    // ("Network Error") leaves its reason only there.
+    let said: Vec<String> = node
+        .daemon_log()
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panicked"))
+        .map(str::to_owned)
+        .collect();
+    let said = said[said.len().saturating_sub(40)..].join("\n");
     assert!(
         out.status.success(),
-        "schemathesis found problems ({:?}):\n{text}",
+        "schemathesis found problems ({:?}):\n{text}\nthe daemon's warnings and errors (last 40):\n{said}",
         started.elapsed()
     );
     eprintln!("schemathesis passed in {:?}:\n{text}", started.elapsed());
