@@ -104,6 +104,25 @@ pub fn trace_workload(pods: &[Pod]) -> Workload {
     Workload::seeded(pods.iter().map(|p| Shape::of(&p.request(String::new()))))
 }
 
+/// The scheduler of one strategy over `nodes` (FIFO: pods are placed in
+/// the order they arrive), its workload mix seeded with the pod list, and
+/// the independent ledger that checks its starts.
+pub(super) fn scheduler_for(
+    pods: &[Pod],
+    nodes: &[OpenbNode],
+    strategy: Strategy,
+) -> (Scheduler, Ledger) {
+    let specs = node_specs(nodes);
+    let config = SchedConfig {
+        policy: Policy::Fifo,
+        strategy,
+        ..SchedConfig::default()
+    };
+    let mut sched = Scheduler::new(config, specs.clone());
+    sched.seed_workload(trace_workload(pods));
+    (sched, Ledger::new(&specs))
+}
+
 /// Inflates the cluster with pods under one strategy.
 pub fn inflate(
     pods: &[Pod],
@@ -113,19 +132,11 @@ pub fn inflate(
 ) -> Result<StrategyRun, SimError> {
     let wall = Instant::now();
     let name = strategy_name(strategy);
-    let specs = node_specs(nodes);
     let cluster_milli: u64 = nodes.iter().map(|n| u64::from(n.gpus) * 1000).sum();
     if cluster_milli == 0 || pods.is_empty() || opts.step_pct == 0 {
         return Err(SimError::NothingToInflate);
     }
-    let config = SchedConfig {
-        policy: Policy::Fifo,
-        strategy,
-        ..SchedConfig::default()
-    };
-    let mut sched = Scheduler::new(config, specs.clone());
-    sched.seed_workload(trace_workload(pods));
-    let mut ledger = Ledger::new(&specs);
+    let (mut sched, mut ledger) = scheduler_for(pods, nodes, strategy);
     let mut rng = SplitMix64(opts.seed);
     let target = cluster_milli * u64::from(opts.target_pct) / 100;
     let step = cluster_milli * u64::from(opts.step_pct) / 100;

@@ -9,14 +9,13 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use joblet_sched::model::{Action, Event, Placement, Policy, SchedConfig, Strategy};
-use joblet_sched::scheduler::Scheduler;
+use joblet_sched::model::{Action, Event, Placement, Strategy};
 use serde::Serialize;
 
-use super::inflate::trace_workload;
+use super::inflate::scheduler_for;
 use super::ledger::Ledger;
 use super::strategy_name;
-use super::trace::{node_specs, OpenbNode, Pod};
+use super::trace::{OpenbNode, Pod};
 use crate::error::SimError;
 
 /// One strategy's replay.
@@ -44,19 +43,11 @@ pub fn replay(
 ) -> Result<ReplayRun, SimError> {
     let wall = Instant::now();
     let name = strategy_name(strategy);
-    let specs = node_specs(nodes);
     let cluster_milli: u64 = nodes.iter().map(|n| u64::from(n.gpus) * 1000).sum();
     if cluster_milli == 0 {
         return Err(SimError::NothingToInflate);
     }
-    let config = SchedConfig {
-        policy: Policy::Fifo,
-        strategy,
-        ..SchedConfig::default()
-    };
-    let mut sched = Scheduler::new(config, specs.clone());
-    sched.seed_workload(trace_workload(pods));
-    let mut ledger = Ledger::new(&specs);
+    let (mut sched, mut ledger) = scheduler_for(pods, nodes, strategy);
     // (time s, 0 = exit / 1 = submit, pod index)
     let mut events: Vec<(u64, u8, usize)> = Vec::with_capacity(2 * pods.len());
     for (i, p) in pods.iter().enumerate() {
