@@ -794,16 +794,24 @@ impl JobSpec {
 /// `resources.gpu_milli`: 0 or 1000 = whole GPUs; 1 to 999 = that share
 /// of one GPU (`gpu_count` must be 1).
 fn gpu_share(milli: i64, gpu_count: u64) -> Result<Option<u32>, FieldError> {
-    const FIELD: &str = "resources.gpu_milli";
+    let share = gpu_milli(milli)?;
+    if share.is_some() && gpu_count != 1 {
+        return Err(FieldError::new(
+            "resources.gpu_milli",
+            format!("a share of a GPU ({milli} thousandths) needs resources.gpu_count 1 (got {gpu_count}): --gpu=0.5 asks for half of one GPU, --gpu=N for N whole GPUs"),
+        ));
+    }
+    Ok(share)
+}
+
+/// `resources.gpu_milli` as a value: 0 or 1000 = whole GPUs (`None`), 1 to
+/// 999 = that share of one GPU; anything else is refused naming the field.
+pub fn gpu_milli(milli: i64) -> Result<Option<u32>, FieldError> {
     match milli {
         0 | 1000 => Ok(None),
-        1..=999 if gpu_count == 1 => Ok(u32::try_from(milli).ok()),
-        1..=999 => Err(FieldError::new(
-            FIELD,
-            format!("a share of a GPU ({milli} thousandths) needs resources.gpu_count 1 (got {gpu_count}): --gpu=0.5 asks for half of one GPU, --gpu=N for N whole GPUs"),
-        )),
+        1..=999 => Ok(u32::try_from(milli).ok()),
         _ => Err(FieldError::new(
-            FIELD,
+            "resources.gpu_milli",
             format!("must be 0 (whole GPUs) or 1 to 999 thousandths of one GPU (got {milli}); --gpu=0.25 sends 250"),
         )),
     }

@@ -563,7 +563,7 @@ fn share_percent(milli: i64) -> String {
 }
 
 /// `500` → `0.5`, `125` → `0.125`, as `--gpu` takes it.
-fn share_decimal(milli: i64) -> String {
+pub(crate) fn share_decimal(milli: i64) -> String {
     let digits = format!("{milli:03}");
     format!("0.{}", digits.trim_end_matches('0'))
 }

@@ -504,8 +504,10 @@ pub fn resources_text(r: &JobResources) -> String {
     }
     match (r.gpu_count, r.gpu_memory_mb) {
         (_, m) if r.gpu_milli.is_some_and(|s| s > 0) => parts.push(format!(
-            "0.{} of a GPU{}",
-            format!("{:03}", r.gpu_milli.unwrap_or(0)).trim_end_matches('0'),
+            "{} of a GPU{}",
+            crate::printer::share_decimal(
+                i64::try_from(r.gpu_milli.unwrap_or(0)).unwrap_or(i64::MAX)
+            ),
             m.map(|m| format!(" ({m} MB)")).unwrap_or_default()
         )),
         (Some(n), Some(m)) if n > 0 => parts.push(format!(

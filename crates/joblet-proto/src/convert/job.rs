@@ -206,16 +206,7 @@ pub fn resources_from_pb(r: pb::Resources) -> Result<Resources, FieldError> {
     };
     let max_cpu = unsigned("resources.max_cpu", r.max_cpu)?;
     let gpu_count = unsigned("resources.gpu_count", r.gpu_count)?;
-    let gpu_milli = match unsigned("resources.gpu_milli", r.gpu_milli)? {
-        0 | 1000 => None,
-        m @ 1..=999 => u32::try_from(m).ok(),
-        m => {
-            return Err(FieldError::new(
-                "resources.gpu_milli",
-                format!("must be 0 (whole GPUs) or 1 to 999 thousandths of one GPU (got {m})"),
-            ))
-        }
-    };
+    let gpu_milli = joblet_core::spec::gpu_milli(r.gpu_milli)?;
     Ok(Resources {
         max_cpu_percent: nonzero(fits_u32("resources.max_cpu", max_cpu)?),
         cpu_cores,
