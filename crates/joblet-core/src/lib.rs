@@ -19,6 +19,7 @@ pub mod parse;
 pub mod record;
 pub mod spec;
 pub mod state;
+pub mod stdio;
 pub mod text;
 pub mod upload;
 
@@ -28,6 +29,7 @@ pub use spec::{
     NodeCapabilities, Resources, Unsupported, VolumeMount, WorkflowJobRef,
 };
 pub use state::{JobState, TransitionError};
+pub use stdio::{Stdio, TermSize};
 pub use upload::{UploadEntry, UploadKind};
 
 /// Milliseconds since the Unix epoch: the core's only notion of time.

@@ -103,6 +103,12 @@ pub struct JobRequest {
     pub executor: String,
     /// `--device`: CDI devices, `vendor.com/class=name` each.
     pub devices: Vec<String>,
+    /// `-i`: standard input from an attached client.
+    pub interactive: bool,
+    /// `-t`: a terminal of `tty_rows` × `tty_cols` (both 0: 24 × 80).
+    pub tty: bool,
+    pub tty_rows: i64,
+    pub tty_cols: i64,
 }
 
 /// Resource limits of a validated job. `None`/0 = not asked for.
@@ -202,6 +208,9 @@ pub struct JobSpec {
     /// CDI devices (`--device vendor.com/class=name`), in the order asked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// Standard input and terminal (`-i`, `-t`); batch by default.
+    #[serde(default, skip_serializing_if = "crate::Stdio::is_batch")]
+    pub stdio: crate::Stdio,
 }
 
 /// A job's run on one node of a cluster: which attempt, under which
@@ -592,6 +601,25 @@ impl JobRequest {
         };
         let timeout = (!timeout.is_zero()).then_some(timeout);
 
+        let tty = if self.tty {
+            Some(crate::TermSize::checked(
+                "tty_size",
+                self.tty_rows,
+                self.tty_cols,
+            )?)
+        } else if self.tty_rows != 0 || self.tty_cols != 0 {
+            return Err(FieldError::new(
+                "tty_size",
+                "is set but tty is not: a terminal size needs a terminal (`rnx job run -t`)",
+            ));
+        } else {
+            None
+        };
+        let stdio = crate::Stdio {
+            stdin: self.interactive,
+            tty,
+        };
+
         let spec = JobSpec {
             command: self.command.clone(),
             args: self.args.clone(),
@@ -621,6 +649,7 @@ impl JobRequest {
             cluster: None,
             executor,
             devices,
+            stdio,
         };
         Ok((spec, secrets))
     }

@@ -115,7 +115,8 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
         any::<bool>(),
         vec(text(), 0..3),
     );
-    (numbers, texts, lists).prop_map(
+    let terminal = (any::<bool>(), any::<bool>(), 0..5000i64, 0..5000i64);
+    (numbers, texts, lists, terminal).prop_map(
         |(
             (
                 max_cpu,
@@ -130,6 +131,7 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
             ),
             (command, cpu_cores, runtime, network, cuda_version, mig_profile, executor),
             (args, env, secret_env, uploads, volumes, gpu_profiling, devices),
+            (interactive, tty, tty_rows, tty_cols),
         )| JobRequest {
             command,
             args,
@@ -155,6 +157,10 @@ fn job_request() -> impl Strategy<Value = JobRequest> {
             restart: String::new(),
             executor,
             devices,
+            interactive,
+            tty,
+            tty_rows,
+            tty_cols,
         },
     )
 }
@@ -204,6 +210,7 @@ fn spec() -> impl Strategy<Value = JobSpec> {
             any::<bool>(),
         ),
         (option::of(non_empty_text()), vec(text(), 0..3)),
+        (any::<bool>(), any::<bool>()),
     )
         .prop_map(
             |(
@@ -211,6 +218,7 @@ fn spec() -> impl Strategy<Value = JobSpec> {
                 (env, secrets, upload_entries, upload_bytes, volumes),
                 (runtime, host, timeout, cuda, gpu_profiling),
                 (executor, devices),
+                (stdin, tty),
             )| JobSpec {
                 command,
                 args,
@@ -236,6 +244,15 @@ fn spec() -> impl Strategy<Value = JobSpec> {
                 cluster: None,
                 executor,
                 devices,
+                // The wire carries whether there is a terminal, not its
+                // starting size.
+                stdio: joblet_core::Stdio {
+                    stdin,
+                    tty: tty.then_some(joblet_core::TermSize {
+                        rows: joblet_core::stdio::DEFAULT_ROWS,
+                        cols: joblet_core::stdio::DEFAULT_COLS,
+                    }),
+                },
             },
         )
 }
@@ -503,6 +520,7 @@ fn minimal_job() -> JobDetails {
                 cluster: None,
                 executor: None,
                 devices: Vec::new(),
+                stdio: Default::default(),
             },
             state: JobState::Pending,
             reason: String::new(),

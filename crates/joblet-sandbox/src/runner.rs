@@ -38,7 +38,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-use joblet_shim::{HostRunner, PreparedLeader, Runner, RunnerError, ShimSpec};
+use joblet_shim::{HostRunner, JobIo, PreparedLeader, Runner, RunnerError, ShimSpec};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
@@ -143,6 +143,8 @@ struct Active {
 /// or an init forked ahead with them already.
 enum Output {
     Fds(OwnedFd, OwnedFd),
+    /// An interactive job's stdout, stderr and stdin.
+    WithStdin(OwnedFd, OwnedFd, OwnedFd),
     Forked(init::ForkedInit),
 }
 
@@ -151,6 +153,39 @@ fn isolation(what: &str, e: impl std::fmt::Display) -> RunnerError {
 }
 
 impl SandboxRunner {
+    /// Starts a job in a fresh sandbox. The init starts first: it execs and
+    /// builds most of the sandbox while this thread creates the cgroup and
+    /// the device filter. It runs nothing of the job until released, after
+    /// the move. Dropping `pending` on an error below kills it.
+    fn start_cold(
+        &self,
+        spec: &ShimSpec,
+        job: &JobSandbox,
+        config: &InitConfig,
+        output: Output,
+    ) -> Result<Pid, RunnerError> {
+        let (pending, _, cgroup) = self.spawn_with_cgroup(config, job, output, None)?;
+        match self.start(job, &cgroup, pending) {
+            Ok((init::Started { pid, end, teardown }, filter)) => {
+                tracing::info!(job = %spec.job_id, pid, "sandboxed job started");
+                let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
+                *active = Some(Active {
+                    cgroup,
+                    end: Some(end),
+                    teardown: Some(teardown),
+                    _filter: filter,
+                });
+                Ok(Pid::from_raw(pid))
+            }
+            Err(e) => {
+                if let Err(d) = cgroup.destroy() {
+                    tracing::error!(job = %spec.job_id, error = %d, "cannot remove the cgroup of a job that failed to start");
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// `program args…` starts the sandbox init (the daemon binary with
     /// `sandbox-init`).
     pub fn new(program: PathBuf, args: Vec<OsString>, roots: CgroupRoots) -> Self {
@@ -244,6 +279,14 @@ impl SandboxRunner {
             Output::Fds(stdout, stderr) => {
                 init::spawn(&self.program, &self.args, config, stdout, stderr)
             }
+            Output::WithStdin(stdout, stderr, stdin) => init::spawn_with_stdin(
+                &self.program,
+                &self.args,
+                config,
+                stdout,
+                stderr,
+                Some(stdin),
+            ),
             Output::Forked(forked) => forked.start(config),
         }
         .map_err(|e| isolation("sandbox init", e))?;
@@ -498,31 +541,31 @@ impl Runner for SandboxRunner {
             }
         }
 
-        // The init starts first: it execs and builds most of the sandbox
-        // while this thread creates the cgroup and the device filter. It
-        // runs nothing of the job until released, after the move. Dropping
-        // `pending` on an error below kills it.
-        let (pending, _, cgroup) =
-            self.spawn_with_cgroup(&config, &job, Output::Fds(stdout, stderr), None)?;
-        match self.start(&job, &cgroup, pending) {
-            Ok((init::Started { pid, end, teardown }, filter)) => {
-                tracing::info!(job = %spec.job_id, pid, "sandboxed job started");
-                let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
-                *active = Some(Active {
-                    cgroup,
-                    end: Some(end),
-                    teardown: Some(teardown),
-                    _filter: filter,
-                });
-                Ok(Pid::from_raw(pid))
-            }
-            Err(e) => {
-                if let Err(d) = cgroup.destroy() {
-                    tracing::error!(job = %spec.job_id, error = %d, "cannot remove the cgroup of a job that failed to start");
-                }
-                Err(e)
-            }
+        self.start_cold(spec, &job, &config, Output::Fds(stdout, stderr))
+    }
+
+    fn spawn_interactive(&self, spec: &ShimSpec, io: JobIo) -> Result<Pid, RunnerError> {
+        // A warm sandbox was built for a batch job's streams.
+        self.discard();
+        let Some(value) = &spec.runner else {
+            return HostRunner.spawn_interactive(spec, io);
+        };
+        let job: JobSandbox = serde_json::from_value(value.clone())
+            .map_err(|e| isolation("invalid sandbox settings from the daemon", e))?;
+        if job.oci.is_some() {
+            return Err(isolation(
+                "interactive job",
+                "jobs with -i/-t run on the native executor only",
+            ));
         }
+        let mut config = job.init.clone();
+        config.command = spec.command.clone();
+        config.args = spec.args.clone();
+        config.env = spec.env.clone();
+        config.warm = false;
+        config.stdin = Some(init::JobStdin { tty: io.tty });
+        let output = Output::WithStdin(io.stdout, io.stderr, io.stdin);
+        self.start_cold(spec, &job, &config, output)
     }
 
     fn prepared_leader(&self) -> Option<PreparedLeader> {

@@ -48,6 +48,11 @@ impl JobDir {
         self.root.join("control.sock")
     }
 
+    /// An interactive job's input socket (see [`crate::input`]).
+    pub fn input_sock_path(&self) -> PathBuf {
+        self.root.join("input.sock")
+    }
+
     /// Where the control socket goes once the job has ended (renamed, not
     /// removed: see `shim::close`).
     pub fn closed_control_sock_path(&self) -> PathBuf {

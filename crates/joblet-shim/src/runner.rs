@@ -22,6 +22,18 @@ pub enum RunnerError {
     Isolation(String),
 }
 
+/// An interactive job's standard streams (see [`Runner::spawn_interactive`]).
+#[derive(Debug)]
+pub struct JobIo {
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// The three are one pseudo-terminal, which the job must take as its
+    /// controlling terminal (in a session of its own), so the keys that
+    /// signal (Ctrl-C, Ctrl-Z, Ctrl-\\) reach its foreground process group.
+    pub tty: bool,
+}
+
 /// A prepared job leader (see [`Runner::prepared_leader`]).
 #[derive(Debug)]
 pub struct PreparedLeader {
@@ -38,6 +50,19 @@ pub struct PreparedLeader {
 /// not inherit any other descriptor of the shim.
 pub trait Runner {
     fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError>;
+
+    /// [`Runner::spawn`] for an interactive job (`-i`/`-t`): `io.stdin` as
+    /// its standard input instead of `/dev/null`, and with `io.tty` the
+    /// terminal as its controlling terminal (the leader then leads a
+    /// session of its own, and so its own process group as well). The
+    /// default refuses: the job does not start.
+    fn spawn_interactive(&self, spec: &ShimSpec, io: JobIo) -> Result<Pid, RunnerError> {
+        drop(io);
+        Err(RunnerError::Isolation(format!(
+            "job {}: this runner cannot start interactive jobs (-i/-t)",
+            spec.job_id
+        )))
+    }
 
     /// A warm shim's head start, before its job is known: build from
     /// `warm` (the runner's settings for a placeholder job of this node,
@@ -143,6 +168,28 @@ impl Runner for HostRunner {
             .spawn()
             .map_err(fail)?;
         // Pids are positive pid_t values, so the cast is exact.
+        Ok(Pid::from_raw(child.id() as i32))
+    }
+
+    fn spawn_interactive(&self, spec: &ShimSpec, io: JobIo) -> Result<Pid, RunnerError> {
+        let fail = |source| RunnerError::Spawn {
+            command: spec.command.clone(),
+            source,
+        };
+        let mut cmd = Command::new(&spec.command);
+        cmd.args(&spec.args)
+            .env_clear()
+            .envs(&spec.env)
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::from(io.stdin))
+            .stdout(Stdio::from(io.stdout))
+            .stderr(Stdio::from(io.stderr));
+        if io.tty {
+            crate::tty::take_terminal_at_exec(&mut cmd);
+        } else {
+            cmd.process_group(0);
+        }
+        let child = cmd.spawn().map_err(fail)?;
         Ok(Pid::from_raw(child.id() as i32))
     }
 }

@@ -33,6 +33,10 @@ pub struct ShimSpec {
     /// [`crate::fence`]); the job is killed once the deadline passes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<PathBuf>,
+    /// Standard input and terminal: batch (`/dev/null`, output to the log)
+    /// unless the job was started with `-i`/`-t` (see [`crate::input`]).
+    #[serde(default, skip_serializing_if = "joblet_core::Stdio::is_batch")]
+    pub stdio: joblet_core::Stdio,
 }
 
 /// What a warm shim gets first, on the first line of its stdin, before its
@@ -125,6 +129,7 @@ mod tests {
             stop_grace_ms: 5_000,
             runner: None,
             fence: None,
+            stdio: Default::default(),
         }
     }
 

@@ -2,8 +2,9 @@
 //!
 //! Secret values never reach the wire: a job carries only the names of its
 //! secret variables, each sent with the value `***`. The wire does not
-//! carry the record's `seq` and `shim_pid` or the spec's upload
-//! counts; they come back as `0`, `None` and `0`. A limit of 0 and
+//! carry the record's `seq` and `shim_pid`, the spec's upload
+//! counts or a terminal's starting size; they come back as `0`, `None`,
+//! `0` and 24 × 80. A limit of 0 and
 //! an empty text are the wire's "not set", so `Some(0)` and `Some("")`
 //! come back as `None`.
 
@@ -81,6 +82,8 @@ pub fn job_to_pb(d: &JobDetails) -> pb::Job {
             .unwrap_or_default(),
         executor: spec.executor.clone().unwrap_or_default(),
         devices: spec.devices.clone(),
+        interactive: spec.stdio.stdin,
+        tty: spec.stdio.tty.is_some(),
     }
 }
 
@@ -150,6 +153,14 @@ pub fn job_from_pb(j: pb::Job) -> Result<JobDetails, FieldError> {
         cluster: None,
         executor: non_empty(j.executor),
         devices: j.devices,
+        // The wire does not carry the terminal's starting size.
+        stdio: joblet_core::Stdio {
+            stdin: j.interactive,
+            tty: j.tty.then_some(joblet_core::TermSize {
+                rows: joblet_core::stdio::DEFAULT_ROWS,
+                cols: joblet_core::stdio::DEFAULT_COLS,
+            }),
+        },
     };
     Ok(JobDetails {
         record: JobRecord {

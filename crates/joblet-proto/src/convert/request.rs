@@ -38,6 +38,10 @@ pub fn job_request_from_pb(r: pb::RunJobRequest) -> JobRequest {
         restart: r.restart,
         executor: r.executor,
         devices: r.devices,
+        interactive: r.interactive,
+        tty: r.tty,
+        tty_rows: r.tty_size.map_or(0, |t| i64::from(t.rows)),
+        tty_cols: r.tty_size.map_or(0, |t| i64::from(t.cols)),
     }
 }
 
@@ -72,6 +76,12 @@ pub fn job_request_to_pb(r: &JobRequest) -> pb::RunJobRequest {
         restart: r.restart.clone(),
         executor: r.executor.clone(),
         devices: r.devices.clone(),
+        interactive: r.interactive,
+        tty: r.tty,
+        tty_size: (r.tty_rows != 0 || r.tty_cols != 0).then(|| pb::TerminalSize {
+            rows: u32::try_from(r.tty_rows).unwrap_or(u32::MAX),
+            cols: u32::try_from(r.tty_cols).unwrap_or(u32::MAX),
+        }),
     }
 }
 

@@ -87,6 +87,19 @@ pub struct InitConfig {
     /// devices, binds and masks are placeholders until then.
     #[serde(default)]
     pub warm: bool,
+    /// An interactive job: its standard input is descriptor
+    /// [`super::JOB_STDIN_FD`] of the init (a pipe, or a terminal), not
+    /// `/dev/null`. `None`: a batch job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<JobStdin>,
+}
+
+/// An interactive job's standard input (see [`InitConfig::stdin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStdin {
+    /// A terminal (also the job's stdout and stderr): the job leads a
+    /// session of its own with it as the controlling terminal.
+    pub tty: bool,
 }
 
 /// One host file or directory bound into the job at another path:
@@ -214,6 +227,9 @@ impl InitConfig {
             Some("tmp_size_mb")
         } else if self.seccomp != job.seccomp {
             Some("seccomp")
+        } else if self.stdin != job.stdin {
+            // A warm sandbox was built for a batch job's streams.
+            Some("stdin")
         } else if self.seccomp_allow != job.seccomp_allow {
             Some("seccomp_allow")
         } else if (self.uid, self.gid, self.allow_root) != (job.uid, job.gid, job.allow_root) {

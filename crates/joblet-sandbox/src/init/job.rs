@@ -120,8 +120,13 @@ fn fail(e: SetupError) -> ! {
 /// signal at its default action, the privileges dropped and the filter
 /// loaded.
 fn enter(config: &InitConfig, filters: &[BpfProgram]) -> Result<(), SetupError> {
-    // pid 1 does the same from its side; whichever runs first wins.
-    let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    if config.stdin.is_some_and(|s| s.tty) {
+        // A session of its own (and so a group), for its terminal.
+        nix::unistd::setsid().stage(Stage::Exec, || "setsid for the job's terminal".into())?;
+    } else {
+        // pid 1 does the same from its side; whichever runs first wins.
+        let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    }
     sys::reset_signal_dispositions()
         .stage(Stage::Exec, || "resetting signal dispositions".into())?;
     privileges::apply(config)?;
@@ -143,6 +148,17 @@ fn exec_with(config: &InitConfig, arguments: Arguments) -> Result<Infallible, Se
     let program = resolve(&config.command, &config.env, executable)?;
     let prepared = exec::with_program(&program, arguments)?;
 
+    if let Some(stdin) = config.stdin {
+        sys::dup2_raw(super::JOB_STDIN_FD, 0)
+            .stage(Stage::Exec, || "making the job's input its stdin".into())?;
+        if stdin.tty {
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())
+                .map_err(std::io::Error::from)
+                .stage(Stage::Exec, || {
+                    "taking the terminal as the job's controlling terminal".into()
+                })?;
+        }
+    }
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .stage(Stage::Exec, || "unblocking signals".into())?;
     // The status pipe (close-on-exec) must be the only descriptor above

@@ -90,14 +90,14 @@ mod spawn;
 mod sys;
 mod work;
 
-pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, NetMode};
+pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, JobStdin, NetMode};
 pub use error::{InitError, Stage};
 pub use forked::{fork_ahead, ForkedInit};
 pub use outer::run_init;
 pub use seccomp::{
     denied_syscalls, oci_rules, Denied, Policy, SyscallGroup, Verdict, LAST_KNOWN_SYSCALL,
 };
-pub use spawn::{spawn, PendingInit, Started, RELEASE_TIMEOUT};
+pub use spawn::{spawn, spawn_with_stdin, PendingInit, Started, RELEASE_TIMEOUT};
 pub(crate) use sys::loopback_up;
 pub(crate) use sys::{
     inherit_fds as sys_inherit_fds, kill_raw as sys_kill,
@@ -125,3 +125,7 @@ pub(crate) const END_FD: i32 = 5;
 /// kernel work that no scheduling class can preempt): the caller holds the
 /// write end ([`Started::teardown`]) until it has recorded the job's end.
 pub(crate) const TEARDOWN_FD: i32 = 6;
+/// An interactive job's standard input ([`InitConfig::stdin`]): the job
+/// makes it its descriptor 0; the outer process and pid 1 close theirs once
+/// they have forked.
+pub(crate) const JOB_STDIN_FD: i32 = 7;

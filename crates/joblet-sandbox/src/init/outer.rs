@@ -160,6 +160,11 @@ fn outer() -> Result<std::convert::Infallible, SetupError> {
             // this process has exited and torn the namespaces down.
             let _ = nix::unistd::dup2_stdout(std::io::stdin());
             let _ = nix::unistd::dup2_stderr(std::io::stdin());
+            // Nor its input: a terminal's reader sees its end (EIO) once
+            // the job's processes are gone.
+            if config.stdin.is_some() {
+                sys::close_raw(super::JOB_STDIN_FD);
+            }
             supervise(child, exit_r, teardown)
         }
     }

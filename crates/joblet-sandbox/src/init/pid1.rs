@@ -247,9 +247,18 @@ fn setup(
             prestarted.go()?
         }
     };
+    if config.stdin.is_some() {
+        // The job has its copy (pid 1 forwards signals, it reads nothing).
+        sys::close_raw(super::JOB_STDIN_FD);
+    }
     // The job does the same; whichever runs first wins, the other fails
-    // harmlessly (EACCES once the job has exec'd).
-    let _ = setpgid(Pid::from_raw(child), Pid::from_raw(child));
+    // harmlessly (EACCES once the job has exec'd). Not for a job on a
+    // terminal: it starts a session of its own (which makes it a group
+    // leader too), and `setsid` fails for a process that already leads a
+    // group.
+    if !config.stdin.is_some_and(|s| s.tty) {
+        let _ = setpgid(Pid::from_raw(child), Pid::from_raw(child));
+    }
     if let Err(e) = privileges::keep_only_kill() {
         let _ = sys::kill_raw(child, libc::SIGKILL);
         return Err(e);

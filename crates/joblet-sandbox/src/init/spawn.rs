@@ -40,6 +40,25 @@ pub fn spawn(
     stdout: OwnedFd,
     stderr: OwnedFd,
 ) -> Result<PendingInit, InitError> {
+    spawn_with_stdin(program, args, config, stdout, stderr, None)
+}
+
+/// [`spawn`] for an interactive job: `stdin` (which `config.stdin` must
+/// describe) becomes the job's standard input.
+pub fn spawn_with_stdin(
+    program: &Path,
+    args: &[OsString],
+    config: &InitConfig,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    stdin: Option<OwnedFd>,
+) -> Result<PendingInit, InitError> {
+    if config.stdin.is_some() != stdin.is_some() {
+        return Err(InitError::SendConfig {
+            pid: 0,
+            source: io::Error::other("the config's stdin and the descriptor given for it disagree"),
+        });
+    }
     let json = encode_config(config)?;
     let (ours, theirs) = Channels::new()?;
 
@@ -50,12 +69,22 @@ pub fn spawn(
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
         .process_group(0);
-    sys::inherit_fds(&mut cmd, theirs.targets());
+    match &stdin {
+        None => sys::inherit_fds(&mut cmd, theirs.targets()),
+        Some(fd) => {
+            let [a, b, c, d] = theirs.targets();
+            sys::inherit_fds(
+                &mut cmd,
+                [a, b, c, d, (fd.as_raw_fd(), super::JOB_STDIN_FD)],
+            );
+        }
+    }
     let mut child = cmd.spawn().map_err(|source| InitError::Spawn {
         program: program.to_path_buf(),
         source,
     })?;
     drop(theirs);
+    drop(stdin);
     // Pids are positive pid_t values, so the cast is exact.
     let pid = child.id() as i32;
     let stdin = child.stdin.take();

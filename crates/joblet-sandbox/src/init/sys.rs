@@ -29,6 +29,13 @@ pub(crate) fn close_raw(fd: RawFd) {
     unsafe { libc::close(fd) };
 }
 
+/// Makes descriptor `to` a copy of `from` (without close-on-exec).
+pub(crate) fn dup2_raw(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 on descriptor numbers touches no memory; `to` is
+    // replaced on purpose (the caller's standard input).
+    check(unsafe { libc::dup2(from, to) }.into()).map(drop)
+}
+
 /// Writes all of `buf` to the raw descriptor `fd`, retrying on EINTR.
 pub(crate) fn write_all_raw(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
     while !buf.is_empty() {

@@ -249,6 +249,7 @@ mod tests {
                 }],
                 dev_shm: None,
                 warm: false,
+                stdin: None,
             },
             oci: None,
         }
@@ -265,6 +266,7 @@ mod tests {
             stop_grace_ms: 1000,
             runner: None,
             fence: None,
+            stdio: Default::default(),
         }
     }
 

@@ -76,6 +76,7 @@ pub fn config(work: &Path, command: &str, args: &[&str]) -> InitConfig {
         device_binds: vec![],
         dev_shm: None,
         warm: false,
+        stdin: None,
     }
 }
 

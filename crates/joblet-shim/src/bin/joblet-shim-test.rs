@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use joblet_shim::{
-    launch, run_shim_with, run_warm_shim_with, HostRunner, JobDir, PreparedLeader, Runner,
+    launch, run_shim_with, run_warm_shim_with, HostRunner, JobDir, JobIo, PreparedLeader, Runner,
     RunnerError, ShimSpec,
 };
 use nix::fcntl::OFlag;
@@ -50,6 +50,10 @@ struct TestRunner {
 }
 
 impl Runner for TestRunner {
+    fn spawn_interactive(&self, spec: &ShimSpec, io: JobIo) -> Result<Pid, RunnerError> {
+        HostRunner.spawn_interactive(spec, io)
+    }
+
     fn spawn(&self, spec: &ShimSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Pid, RunnerError> {
         if let Some(ms) = spec
             .env

@@ -16,6 +16,7 @@ mod ahead;
 mod close;
 mod control;
 mod early;
+mod interactive;
 mod outcome;
 mod output;
 mod reaper;
@@ -266,6 +267,7 @@ pub fn remove_shim_files(dir: &JobDir) {
     for path in [
         dir.exit_path(),
         dir.control_sock_path(),
+        dir.input_sock_path(),
         dir.output_log_path(),
         dir.shim_pid_path(),
         tmp_path(&dir.job_pid_path()),
@@ -535,7 +537,22 @@ fn run_job(
         finished,
         control,
     } = ready;
-    let pid = match runner.spawn(&spec, out_w, err_w) {
+    let spawned = if spec.stdio.is_batch() {
+        runner.spawn(&spec, out_w, err_w)
+    } else {
+        match interactive::start(dir, &spec.stdio, out_w, err_w) {
+            Ok(io) => runner.spawn_interactive(&spec, io),
+            Err(e) => Err(crate::runner::RunnerError::Isolation(format!(
+                "setting up the job's {} input: {e}",
+                if spec.stdio.tty.is_some() {
+                    "terminal and"
+                } else {
+                    "standard"
+                }
+            ))),
+        }
+    };
+    let pid = match spawned {
         Ok(pid) => pid,
         Err(e) => {
             tracing::error!("{e}");

@@ -37,6 +37,7 @@ pub fn spec(cwd: &Path, command: &str, args: &[&str]) -> ShimSpec {
         stop_grace_ms: 5_000,
         runner: None,
         fence: None,
+        stdio: Default::default(),
     }
 }
 

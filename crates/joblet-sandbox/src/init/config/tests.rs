@@ -27,6 +27,7 @@ pub(crate) fn sample() -> InitConfig {
         device_binds: vec![],
         dev_shm: Some("/run/joblet/mps/GPU-1/shm".into()),
         warm: false,
+        stdin: None,
     }
 }
 
