@@ -13,7 +13,7 @@
 # network namespace), runc, crun and runsc (gVisor) (the OCI executors a
 # node offers; their tests and bench/executors.sh), podman and
 # busybox-static (the CDI test runs a container with the node's generated
-# CDI spec)
+# CDI spec), tmux (the interactive-job tests type into a real terminal)
 # and uv (a runtime's Python packages; from PyPI, into its own venv under
 # /usr/local/lib/joblet-uv, linked as /usr/local/bin/uv, when no uv is on
 # PATH). Installs them when missing; does nothing when they are there.
@@ -21,7 +21,7 @@
 # manual step.
 set -euo pipefail
 need=()
-for pkg in libhwloc-dev libudev-dev pkg-config libc6-dev mmdebstrap e2fsprogs python3-venv etcd-server etcd-client iproute2 prometheus chromium curl runc crun runsc podman busybox-static; do
+for pkg in libhwloc-dev libudev-dev pkg-config libc6-dev mmdebstrap e2fsprogs python3-venv etcd-server etcd-client iproute2 prometheus chromium curl runc crun runsc podman busybox-static tmux; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 SUDO=""

@@ -312,6 +312,7 @@ impl NodeSandbox {
                 device_binds: gpu.devices,
                 dev_shm: gpu.dev_shm,
                 warm: false,
+                stdin: None,
             },
             oci: None,
         }

@@ -554,6 +554,21 @@ pub enum JobCommand {
     Kill(JobRefArgs),
     /// Delete a finished job's record and output
     Delete(JobRefArgs),
+    /// Attach to an interactive job (started with -i or -t): its output, and this terminal's input
+    Attach(AttachArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// Job id, or any unique prefix of it
+    #[arg(value_name = "ID", value_parser = parsers::Clipped(parsers::job_ref))]
+    pub id: String,
+    /// Watch only: no input (any number of watchers; needs only the right to read the job)
+    #[arg(long)]
+    pub read_only: bool,
+    /// The keys that detach and leave the job running, comma-separated
+    #[arg(long, value_name = "KEYS", default_value = "ctrl-p,ctrl-q", value_parser = parsers::detach_keys)]
+    pub detach_keys: parsers::DetachKeys,
 }
 
 const RUN_AFTER_HELP: &str = "\
@@ -569,7 +584,16 @@ specs in /etc/cdi or /var/run/cdi on the node) and needs an executor with the
 cdi capability (runc or crun). A job its executor cannot run (say GPUs on one
 without the gpu capability) is refused before it starts, naming both.
 
+Interactive jobs: -i sends this terminal's input to the job (a pipe: end of
+file when yours ends), -t runs it on a terminal of this window's size, in its
+own sandbox like any job (only its GPUs, its limits). rnx stays attached and
+exits with the job's code; Ctrl-C reaches the job, not rnx. Type the detach
+keys (ctrl-p,ctrl-q) to leave it running, and `rnx job attach ID` to come
+back, also after the daemon restarted. They run on the native executor.
+
 Examples:
+  rnx job run -it --gpu=1 -- bash
+  cat data.csv | rnx job run -i -- python3 count.py
   rnx job run --gpu=1 python gpu_hello.py
   rnx job run --gpu=2 --gpu-memory=16GB --max-memory=32768 --max-cpu=800 python train.py
   rnx job run --gpu=1 --gpu-time=2h --cuda=12.2 python train.py
@@ -653,6 +677,15 @@ pub struct RunArgs {
     /// With --follow: how long to keep retrying after losing the connection
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parsers::duration)]
     pub reconnect_timeout: Duration,
+    /// Keep the job's standard input open and send this terminal's input to it (a pipe, e.g. `cat data | rnx job run -i -- wc -l`); stays attached until the job ends, exits with its code
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// Run the job on a pseudo-terminal of this terminal's size (with -i: an interactive shell, e.g. `rnx job run -it --gpu=1 -- bash`); Ctrl-C and friends reach the job, the window size follows
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// With -t: the keys that detach from the job and leave it running, comma-separated, e.g. ctrl-p,ctrl-q (reattach with `rnx job attach ID`)
+    #[arg(long, value_name = "KEYS", default_value = "ctrl-p,ctrl-q", value_parser = parsers::detach_keys)]
+    pub detach_keys: parsers::DetachKeys,
     /// The program to run and its arguments
     #[arg(
         value_name = "COMMAND",

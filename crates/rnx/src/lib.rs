@@ -32,6 +32,7 @@ pub mod runtime_files;
 pub mod runtime_view;
 pub mod settings;
 pub mod table;
+pub mod terminal;
 pub mod upload;
 pub mod view;
 pub mod volume_view;

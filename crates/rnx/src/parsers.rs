@@ -565,3 +565,10 @@ impl TypedValueParser for SecretEnvParser {
 
 #[cfg(test)]
 mod tests;
+
+pub use crate::terminal::DetachKeys;
+
+/// `--detach-keys=ctrl-p,ctrl-q`.
+pub fn detach_keys(s: &str) -> Result<DetachKeys, String> {
+    DetachKeys::parse(s)
+}

@@ -40,6 +40,11 @@ pub enum Action {
         id: String,
         follow: Option<ReconnectPolicy>,
     },
+    Attach {
+        id: String,
+        read_only: bool,
+        detach_keys: crate::terminal::DetachKeys,
+    },
     Stop {
         id: String,
         grace_seconds: Option<i64>,
@@ -246,6 +251,8 @@ pub struct RunSettings {
     pub follow: Option<ReconnectPolicy>,
     /// `--upload` paths, scanned into the request's manifest when it is sent.
     pub uploads: Vec<std::path::PathBuf>,
+    /// `--detach-keys` (for `-t` on a terminal).
+    pub detach_keys: crate::terminal::DetachKeys,
 }
 
 impl Settings {
@@ -406,6 +413,11 @@ pub fn action(command: Command) -> Result<Action, Error> {
             },
             JobCommand::Kill(a) => Action::Kill { id: a.id },
             JobCommand::Delete(a) => Action::Delete { id: a.id },
+            JobCommand::Attach(a) => Action::Attach {
+                id: a.id,
+                read_only: a.read_only,
+                detach_keys: a.detach_keys,
+            },
         },
     })
 }
@@ -449,6 +461,11 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         restart: a.restart.clone().unwrap_or_default(),
         executor: a.executor.clone().unwrap_or_default(),
         devices: a.devices.clone(),
+        interactive: a.interactive,
+        tty: a.tty,
+        // The terminal's size is read when the job is sent.
+        tty_rows: 0,
+        tty_cols: 0,
     };
     checkable(&request)
         .validate()
@@ -460,6 +477,7 @@ pub fn run_settings(a: &RunArgs) -> Result<RunSettings, Error> {
         request,
         follow: a.follow.then(|| ReconnectPolicy::new(a.reconnect_timeout)),
         uploads: a.uploads.iter().map(std::path::PathBuf::from).collect(),
+        detach_keys: a.detach_keys.clone(),
     })
 }
 

@@ -224,6 +224,16 @@ impl JobService for Fake {
     }
 
     type RunJobFollowStream = Events;
+    type AttachJobStream = Events;
+
+    async fn attach_job(
+        &self,
+        _request: Request<tonic::Streaming<pb::AttachInput>>,
+    ) -> Result<Response<Events>, Status> {
+        Err(Status::unimplemented(
+            "the fake node has no interactive jobs",
+        ))
+    }
 
     async fn run_job_follow(
         &self,

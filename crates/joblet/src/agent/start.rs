@@ -123,6 +123,7 @@ impl LocalAgent {
             runner,
             // A cluster job dies with the node's fencing deadline.
             fence: rec.spec.cluster.as_ref().map(|_| self.dirs.cluster_fence()),
+            stdio: rec.spec.stdio,
         };
         let (handle, sandbox) = self.launch(id, &dir, &spec)?;
         tracing::info!(job = %id, shim_pid = handle.pid(), sandbox, "job started");

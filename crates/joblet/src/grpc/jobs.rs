@@ -8,7 +8,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::caller;
-use crate::service::{ApiError, Audit, AuditQuery, JobFilter, Jobs, LogStream};
+use crate::service::{ApiError, Audit, AuditQuery, Input, JobFilter, Jobs, LogStream};
 use crate::uploads::UploadStreamError;
 
 /// The `JobService` of one node.
@@ -28,6 +28,13 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<pb::LogEvent, Status>> +
 
 fn events(output: LogStream) -> impl Stream<Item = Result<pb::LogEvent, Status>> {
     ReceiverStream::new(output).map(|e| e.map(joblet_proto::log_event_to_pb).map_err(Status::from))
+}
+
+/// A terminal size from the wire, checked (1 to 4096 each).
+fn term_size(field: &str, s: pb::TerminalSize) -> Result<(u16, u16), Status> {
+    let t = joblet_core::TermSize::checked(field, i64::from(s.rows), i64::from(s.cols))
+        .map_err(ApiError::from)?;
+    Ok((t.rows, t.cols))
 }
 
 /// SubmitJob's messages after the first: file data only.
@@ -126,6 +133,60 @@ impl JobService for JobApi {
             .logs(&who, &r.job_id, r.from_seq, r.follow)
             .await?;
         Ok(Response::new(Box::pin(events(output))))
+    }
+
+    type AttachJobStream = EventStream;
+
+    async fn attach_job(
+        &self,
+        req: Request<Streaming<pb::AttachInput>>,
+    ) -> Result<Response<Self::AttachJobStream>, Status> {
+        let who = caller(&req)?;
+        let mut inputs = req.into_inner();
+        let open = match inputs.message().await? {
+            Some(pb::AttachInput {
+                input: Some(pb::attach_input::Input::Open(open)),
+            }) => open,
+            _ => {
+                return Err(ApiError::InvalidField(joblet_core::FieldError::new(
+                    "input",
+                    "the first AttachInput must be `open`, naming the job",
+                ))
+                .into())
+            }
+        };
+        let size = open.size.map(|s| term_size("open.size", s)).transpose()?;
+        let attachment = self
+            .jobs
+            .attach(&who, &open.job_id, open.read_only, open.replay_bytes)
+            .await?;
+        if let Some(mut input) = attachment.input {
+            let job = attachment.job.clone();
+            tokio::spawn(async move {
+                if let Some((rows, cols)) = size {
+                    let _ = input.send(Input::Resize { rows, cols }).await;
+                }
+                while let Ok(Some(m)) = inputs.message().await {
+                    let sent = match m.input {
+                        Some(pb::attach_input::Input::Data(d)) => Input::Data(d),
+                        Some(pb::attach_input::Input::Resize(s)) => match term_size("resize", s) {
+                            Ok((rows, cols)) => Input::Resize { rows, cols },
+                            Err(e) => {
+                                tracing::info!(%job, "attach: {}", e.message());
+                                continue;
+                            }
+                        },
+                        Some(pb::attach_input::Input::CloseStdin(true)) => Input::CloseStdin,
+                        _ => continue,
+                    };
+                    if let Err(e) = input.send(sent).await {
+                        tracing::debug!(%job, "attach: the job's input is gone: {e}");
+                        break;
+                    }
+                }
+            });
+        }
+        Ok(Response::new(Box::pin(events(attachment.output))))
     }
 
     async fn stop_job(

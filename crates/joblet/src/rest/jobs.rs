@@ -132,6 +132,11 @@ pub fn job_request(b: RunJobBody) -> JobRequest {
         restart: b.restart.unwrap_or_default(),
         executor: b.executor.unwrap_or_default(),
         devices: b.devices,
+        // Interactive jobs need a client attached over gRPC (`rnx job run -it`).
+        interactive: false,
+        tty: false,
+        tty_rows: 0,
+        tty_cols: 0,
     }
 }
 

@@ -128,6 +128,19 @@ impl Admission {
             });
         }
         let executor = self.executors.resolve(user, &spec)?;
+        if spec.stdio.is_interactive()
+            && executor.kind != joblet_core::executor::ExecutorKind::Native
+        {
+            return Err(FieldError::new(
+                "executor",
+                format!(
+                    "interactive jobs ({}) run on the native executor; {:?} cannot give a job a terminal or input from joblet yet: drop --executor or use --executor=native",
+                    spec.stdio.flags(),
+                    executor.name
+                ),
+            )
+            .into());
+        }
         spec.executor = Some(executor.name.clone());
         // The executor takes CDI devices (resolved above): each must be in
         // the node's CDI specs now.

@@ -212,6 +212,61 @@ impl Jobs {
         self.local_logs(id, from_seq, follow)
     }
 
+    /// Attaches to an interactive job (`-i`/`-t`): its output from the
+    /// last `replay_bytes` already recorded, until it ends; unless
+    /// `read_only`, its input too (the role that runs jobs; one writer at a
+    /// time). A job not started yet is waited for.
+    pub async fn attach(
+        &self,
+        caller: &Caller,
+        job: &str,
+        read_only: bool,
+        replay_bytes: u64,
+    ) -> Result<super::Attachment, ApiError> {
+        caller.check(Access::Read)?;
+        if !read_only {
+            caller.check(Access::Admin("type into jobs (attach read-only to watch)"))?;
+        }
+        if self.cluster.is_some() {
+            return Err(ApiError::NodeCannot(
+                "attaching to jobs is not available in cluster mode yet: follow the job's output with `rnx job log -f`".into(),
+            ));
+        }
+        let id = self.resolve(job)?;
+        let rec = self
+            .store
+            .get(&id)
+            .map_err(store_error)?
+            .ok_or_else(|| ApiError::NotFound(format!("job {id} was deleted")))?;
+        if rec.spec.stdio.is_batch() {
+            return Err(ApiError::WrongState {
+                id: id.to_string(),
+                state: rec.state,
+                hint: "it was started without -i or -t and takes no input; follow its output with `rnx job log -f`",
+            });
+        }
+        if !read_only && rec.state.is_terminal() {
+            return Err(ApiError::WrongState {
+                id: id.to_string(),
+                state: rec.state,
+                hint: "it has ended and takes no more input; its output: `rnx job log`",
+            });
+        }
+        let recorded = logs::log_bytes(&self.dirs, &id);
+        let output = self.local_logs(id.clone(), recorded.saturating_sub(replay_bytes), true)?;
+        let input = if read_only {
+            None
+        } else {
+            let dir = joblet_shim::JobDir::new(self.dirs.job(&id));
+            super::attach::connect_input(self.store.clone(), dir, &id).await?
+        };
+        Ok(super::Attachment {
+            job: id,
+            output,
+            input,
+        })
+    }
+
     /// The output of a job of this node's store.
     fn local_logs(&self, id: JobId, from_seq: u64, follow: bool) -> Result<LogStream, ApiError> {
         logs::stream(
@@ -410,6 +465,12 @@ impl Jobs {
         caller.check(Access::Admin("run jobs"))?;
         admission::no_uploads(req)?;
         let (spec, secrets) = self.admission.accept(&caller.name, req)?;
+        if self.cluster.is_some() && spec.stdio.is_interactive() {
+            return Err(ApiError::NodeCannot(format!(
+                "interactive jobs ({}) are not available in cluster mode yet: run it on a single node, or without -i/-t and follow its output with `rnx job log -f`",
+                spec.stdio.flags()
+            )));
+        }
         Ok((caller.name.clone(), spec, secrets))
     }
 

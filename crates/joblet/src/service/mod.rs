@@ -19,6 +19,7 @@
 //! part of the engine this uses.
 
 pub mod admission;
+mod attach;
 mod audit;
 mod caller;
 mod error;
@@ -35,6 +36,7 @@ mod workflow_view;
 mod workflows;
 
 pub use admission::Admission;
+pub use attach::{Attachment, Input, JobInput};
 pub use audit::{Audit, AuditQuery};
 pub use caller::{Access, Caller, IdentityError};
 pub use error::{store_error, ApiError};

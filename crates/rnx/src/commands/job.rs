@@ -12,6 +12,7 @@ use crate::exit;
 use crate::follow::{self, GrpcLogs, ReconnectPolicy};
 use crate::printer::Printer;
 use crate::settings::RunSettings;
+use crate::terminal::{self, session};
 use crate::upload;
 use crate::view::{state_name, JobView};
 
@@ -91,6 +92,9 @@ async fn start_following(
 }
 
 pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
+    if run.request.interactive || run.request.tty {
+        return run_interactive(ctx, run).await;
+    }
     // Following a job without uploads is one call: its start and output.
     let started = match run.follow {
         Some(_) if run.uploads.is_empty() => start_following(&mut ctx, &run).await?,
@@ -109,6 +113,89 @@ pub async fn run(mut ctx: Ctx, run: RunSettings) -> Result<u8, Error> {
     follow_to_end(ctx, &job.id, policy, first).await
 }
 
+/// `rnx job run -i/-t`: the job on this terminal's size, attached from
+/// its first byte of output until it ends (rnx exits with its code) or the
+/// detach keys are typed (it keeps running).
+async fn run_interactive(mut ctx: Ctx, mut run: RunSettings) -> Result<u8, Error> {
+    if run.request.tty {
+        if let Some((rows, cols)) = terminal::size() {
+            run.request.tty_rows = i64::from(rows);
+            run.request.tty_cols = i64::from(cols);
+        }
+        // Programs on the job's terminal need its type (as `docker run -t`
+        // and ssh pass it): this terminal's, unless -e TERM=… says.
+        if !run.request.env.iter().any(|(k, _)| k == "TERM") {
+            let term = std::env::var("TERM").unwrap_or_else(|_| "xterm".into());
+            run.request.env.push(("TERM".into(), term));
+        }
+    }
+    let job = send_job(&mut ctx, &run).await?;
+    let raw = run.request.tty && terminal::stdin_is_terminal();
+    let opts = session::Options {
+        job_id: job.id.clone(),
+        read_only: false,
+        raw,
+        detach_keys: run.detach_keys.clone(),
+        replay_bytes: u64::MAX,
+    };
+    let address = ctx.node.address.clone();
+    let end = session::attach(&mut ctx.client, &address, opts).await?;
+    Ok(after_attach(&job.id, end, raw))
+}
+
+/// `rnx job attach ID`: the last screenful of the job's output, then
+/// everything new, and (unless --read-only) this terminal's input.
+pub async fn attach(
+    mut ctx: Ctx,
+    id: &str,
+    read_only: bool,
+    detach_keys: terminal::DetachKeys,
+) -> Result<u8, Error> {
+    let job = get(&mut ctx, id).await?;
+    if !job.interactive && !job.tty {
+        return Err(Error::Node(tonic::Status::failed_precondition(format!(
+            "job {} was started without -i or -t: it takes no input; follow its output with `rnx job log -f {}`",
+            job.id, job.id
+        ))));
+    }
+    let raw = job.tty && !read_only && terminal::stdin_is_terminal();
+    let opts = session::Options {
+        job_id: job.id.clone(),
+        read_only,
+        raw,
+        detach_keys,
+        replay_bytes: REPLAY_ON_ATTACH,
+    };
+    let address = ctx.node.address.clone();
+    let end = session::attach(&mut ctx.client, &address, opts).await?;
+    Ok(after_attach(&job.id, end, raw))
+}
+
+/// Output shown again on `rnx job attach`: about a screenful, so the
+/// prompt the shell printed before is there.
+const REPLAY_ON_ATTACH: u64 = 4096;
+
+/// rnx's exit code once an attachment ended; says on stderr what the
+/// code alone would not (after the terminal was restored).
+fn after_attach(job_id: &str, end: session::End, raw: bool) -> u8 {
+    match end {
+        session::End::Ended(ended) => {
+            if raw {
+                // The job's last line may not have ended its line.
+                let _ = writeln!(std::io::stdout());
+            }
+            exit_for_end(job_id, &ended)
+        }
+        session::End::Detached => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "\nrnx: detached from job {job_id}; it keeps running. Reattach with `rnx job attach {job_id}`"
+            );
+            exit::SUCCESS
+        }
+    }
+}
+
 /// Streams a started job's output until it ends (`first`: its output
 /// opened already from byte 0); the job's exit code as rnx's, with a line
 /// on stderr when the code alone would not tell what happened.
@@ -125,6 +212,12 @@ pub(super) async fn follow_to_end(
             missing: "JobEnded event",
         });
     };
+    Ok(exit_for_end(job_id, &ended))
+}
+
+/// The job's exit code as rnx's, with a line on stderr when the code alone
+/// would not tell what happened.
+fn exit_for_end(job_id: &str, ended: &pb::JobEnded) -> u8 {
     let code = exit::for_job(ended.exit_code);
     let state = state_name(ended.state);
     let mut err = std::io::stderr().lock();
@@ -141,7 +234,7 @@ pub(super) async fn follow_to_end(
         ),
         Some(_) => Ok(()),
     };
-    Ok(code)
+    code
 }
 
 fn reason_or_unknown(reason: &str) -> &str {

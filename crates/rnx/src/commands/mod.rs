@@ -62,6 +62,11 @@ pub async fn run(settings: Settings) -> Result<u8, Error> {
         Action::Status { id, detail } => job::status(ctx, &id, detail).await,
         Action::List { states, limit } => job::list(ctx, &states, limit).await,
         Action::Log { id, follow } => job::log(ctx, &id, follow).await,
+        Action::Attach {
+            id,
+            read_only,
+            detach_keys,
+        } => job::attach(ctx, &id, read_only, detach_keys).await,
         Action::Stop { id, grace_seconds } => job::stop(ctx, &id, grace_seconds).await,
         Action::Kill { id } => job::kill(ctx, &id).await,
         Action::Delete { id } => job::delete(ctx, &id).await,

@@ -68,6 +68,8 @@ fn sample_job() -> pb::Job {
         restart: String::new(),
         executor: "runc".into(),
         devices: vec!["nvidia.com/gpu=0".into(), "vendor.example/fpga=1".into()],
+        interactive: false,
+        tty: false,
         runtime: "python-3.11-ml@1.0".into(),
         network: "none".into(),
         transitions: vec![

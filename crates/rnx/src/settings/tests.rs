@@ -217,6 +217,10 @@ fn all_run_flags_reach_the_request() {
         restart: String::new(),
         executor: "runc".into(),
         devices: strings(&["nvidia.com/gpu=0", "nvidia.com/gpu=1"]),
+        interactive: false,
+        tty: false,
+        tty_rows: 0,
+        tty_cols: 0,
     };
     assert_eq!(run.request, want);
     assert_eq!(run.uploads, [std::path::PathBuf::from("a.txt")]);
@@ -224,6 +228,15 @@ fn all_run_flags_reach_the_request() {
         run.follow,
         Some(ReconnectPolicy::new(Duration::from_secs(5)))
     );
+
+    // -it: input and a terminal, whose size is read when the job is sent.
+    let it = request(&["job", "run", "-it", "--gpu=1", "--", "bash"]);
+    assert_eq!((it.interactive, it.tty, it.tty_rows), (true, true, 0));
+    let Ok(Action::Run(r)) = parse(&["job", "run", "--detach-keys=ctrl-a,d", "-t", "bash"]) else {
+        panic!("--detach-keys");
+    };
+    assert_eq!(r.detach_keys.to_string(), "ctrl-a,d");
+    assert!(parse(&["job", "run", "--detach-keys=ctrl-1", "bash"]).is_err());
 
     // A share of one GPU.
     let half = request(&["job", "run", "--gpu=0.5", "true"]);
