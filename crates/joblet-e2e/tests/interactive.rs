@@ -215,14 +215,36 @@ fn detach_kill_the_daemon_restart_and_attach_back_into_the_same_shell() {
     term.line("rnx job run -it -e PS1='jo''b$ ' -- bash --norc --noprofile");
     term.wait_for("job$", "the job's shell prompt");
     term.line("SECRET_WORD=kept-in-the-shell");
+
+    // One writer at a time; watchers read along.
+    let running = node.rnx_json(&["job", "list", "--state", "running"]);
+    let id = running[0]["id"].as_str().unwrap().to_string();
+    let second = node.rnx(&["job", "attach", &id]);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        !second.status.success() && err.contains("another client is attached"),
+        "{err}"
+    );
+    let mut watcher = node
+        .rnx_cmd()
+        .args(["job", "attach", "--read-only", &id])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = watcher.kill();
+    let watched = watcher.wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&watched.stdout).contains("SECRET_WORD=kept-in-the-shell"),
+        "the watcher sees the screen"
+    );
+
     let m = term.mark();
     term.key("C-p");
     term.key("C-q");
     let screen = term.wait_after(m, "host$", "detached");
     assert!(screen.contains("detached from job"), "{screen}");
 
-    let running = node.rnx_json(&["job", "list", "--state", "running"]);
-    let id = running[0]["id"].as_str().unwrap().to_string();
     node.kill_daemon();
     node.restart().expect("restart");
 

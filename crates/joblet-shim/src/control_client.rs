@@ -23,7 +23,25 @@ pub async fn request_kill(dir: &JobDir) -> Result<(), ShimError> {
     send(dir, "kill\n").await
 }
 
+/// What the shim says of its job: `running`, `stopping` (a stop, kill or
+/// timeout has begun) or `ended`.
+pub async fn request_state(dir: &JobDir) -> Result<String, ShimError> {
+    let answer = exchange(dir, "state\n").await?;
+    Ok(answer.unwrap_or_default())
+}
+
 async fn send(dir: &JobDir, line: &str) -> Result<(), ShimError> {
+    match exchange(dir, line).await? {
+        None => Ok(()),
+        Some(more) => Err(ShimError::BadReply {
+            path: dir.control_sock_path(),
+            reply: format!("ok {more}"),
+        }),
+    }
+}
+
+/// One request; `ok` is `None`, `ok WORDS` is `Some(WORDS)`.
+async fn exchange(dir: &JobDir, line: &str) -> Result<Option<String>, ShimError> {
     let path = dir.control_sock_path();
     let io_err = |source: io::Error| match source.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
@@ -49,8 +67,11 @@ async fn send(dir: &JobDir, line: &str) -> Result<(), ShimError> {
         })?
         .map_err(io_err)?;
     let reply = reply.trim_end_matches('\n');
+    if let Some(words) = reply.strip_prefix("ok ") {
+        return Ok(Some(words.to_string()));
+    }
     match reply {
-        "ok" => Ok(()),
+        "ok" => Ok(None),
         // Closed without answering: the shim was exiting.
         "" => Err(ShimError::NotRunning { path }),
         _ => match reply.strip_prefix("err ") {

@@ -44,7 +44,7 @@ mod spawn;
 pub mod spec;
 mod tty;
 
-pub use control_client::{request_kill, request_stop};
+pub use control_client::{request_kill, request_state, request_stop};
 pub use error::ShimError;
 pub use handle::{read_exit, ShimHandle};
 pub use inherited_fds::Fd3Error;

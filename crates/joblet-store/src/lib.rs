@@ -38,6 +38,7 @@ mod audit;
 mod credentials;
 pub mod downsample;
 mod error;
+mod execs;
 mod gpu_history;
 mod gpus;
 mod job_stats;
@@ -61,6 +62,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 pub use credentials::{CredentialKind, CredentialRecord};
 pub use error::StoreError;
+pub use execs::ExecRecord;
 pub use gpu_history::GpuSamples;
 pub use gpus::NewAllocation;
 pub use job_stats::{JobFailure, JobWait, STATS_ROWS};

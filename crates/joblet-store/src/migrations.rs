@@ -211,6 +211,22 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX credentials_token_name ON credentials(name) WHERE kind = 'token';
     CREATE INDEX credentials_expiry ON credentials(expires_ms) WHERE expires_ms IS NOT NULL;
     "#,
+    // 9: the audit of processes run inside jobs (`rnx job exec`): who, what,
+    // when, how it ended. An audit: it outlives the job's record, as gpu_audit does.
+    r#"
+    CREATE TABLE job_execs (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id          TEXT NOT NULL,
+        caller          TEXT NOT NULL,
+        argv            TEXT NOT NULL,
+        tty             INTEGER NOT NULL,
+        started_ms      INTEGER NOT NULL,
+        ended_ms        INTEGER,
+        exit_code       INTEGER,
+        signal          INTEGER
+    ) STRICT;
+    CREATE INDEX job_execs_job ON job_execs(job_id, id);
+    "#,
 ];
 
 /// The schema version this binary writes.

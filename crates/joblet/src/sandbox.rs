@@ -272,6 +272,13 @@ impl NodeSandbox {
         self.sandbox(id, workdir, gpu, limits, NetMode::None)
     }
 
+    /// What a process run inside job `id` (`rnx job exec`) runs with:
+    /// the node's user, root policy and seccomp filter, as every job of
+    /// the node (the exec checks them against the job's process).
+    pub fn exec_init(&self, id: &JobId, workdir: &Path) -> InitConfig {
+        self.warm(id, workdir, GpuEdits::default()).init
+    }
+
     fn sandbox(
         &self,
         id: &JobId,

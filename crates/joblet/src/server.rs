@@ -185,6 +185,11 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
         .context("executor probe task")??;
         Arc::new(prepared)
     };
+    // Execs into jobs start the same shim binary (`sandbox-exec`).
+    let exec_setup = sandbox.as_ref().map(|sb| crate::service::ExecSetup {
+        shim: shim_program.clone(),
+        sandbox: sb.clone(),
+    });
     let agent = LocalAgent::new(AgentConfig {
         dirs: dirs.clone(),
         shim_program,
@@ -316,14 +321,17 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
     let stopping = engine.clone();
     // What runs jobs on this node (admission resolves each job's executor).
     let executor_catalog = executors.catalog.clone();
-    let jobs = Arc::new(Jobs::new(
-        store.clone(),
-        engine,
-        dirs.clone(),
-        Admission::new(&cfg, caps, facts, executor_catalog),
-        storage.clone(),
-        cluster.clone(),
-    ));
+    let jobs = Arc::new(
+        Jobs::new(
+            store.clone(),
+            engine,
+            dirs.clone(),
+            Admission::new(&cfg, caps, facts, executor_catalog),
+            storage.clone(),
+            cluster.clone(),
+        )
+        .with_exec(exec_setup),
+    );
     // After the engine's recovery: the driver hears of jobs' ends from it.
     let driver = WorkflowHandle::start(
         store.clone(),

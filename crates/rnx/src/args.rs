@@ -556,6 +556,41 @@ pub enum JobCommand {
     Delete(JobRefArgs),
     /// Attach to an interactive job (started with -i or -t): its output, and this terminal's input
     Attach(AttachArgs),
+    /// Run a command inside a running job: its namespaces, cgroups, user, seccomp filter and /dev (so nvidia-smi sees exactly its GPUs)
+    Exec(ExecArgs),
+    /// List the commands run inside a job with `exec`: who, what, when, exit code
+    Execs(JobRefArgs),
+}
+
+const EXEC_AFTER_HELP: &str = "\
+The command runs beside the job's processes with exactly the job's
+isolation: never more. Only the job's owner (or the node's admin) may exec;
+every exec is recorded (`rnx job execs ID`). rnx exits with the command's
+exit code (128 + N when signal N ended it).
+
+Examples:
+  rnx job exec 3f2a -- nvidia-smi
+  rnx job exec -it 3f2a -- bash
+  rnx job exec 3f2a -- py-spy dump --pid 2";
+
+#[derive(Debug, Args)]
+#[command(after_help = EXEC_AFTER_HELP)]
+pub struct ExecArgs {
+    /// Send this terminal's input to the command
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// Run the command on a terminal of this window's size
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// Environment variable added to the job's (repeatable), e.g. -e DEBUG=1
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE", value_parser = parsers::env_pair)]
+    pub env: Vec<(String, String)>,
+    /// Job id, or any unique prefix of it
+    #[arg(value_name = "ID", value_parser = parsers::Clipped(parsers::job_ref))]
+    pub id: String,
+    /// The command to run inside the job and its arguments
+    #[arg(value_name = "COMMAND", required = true, num_args = 1.., trailing_var_arg = true)]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -22,6 +22,7 @@ pub mod client;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod exec_view;
 pub mod exit;
 pub mod follow;
 pub mod gpu_view;

@@ -187,6 +187,19 @@ impl<W: Write> Printer<W> {
         }
     }
 
+    /// `job execs`: the table, or a JSON array with one object per exec.
+    pub fn exec_list(&mut self, execs: &[joblet_proto::pb::ExecRecord]) -> io::Result<()> {
+        let views: Vec<crate::exec_view::ExecView> =
+            execs.iter().map(crate::exec_view::ExecView::from).collect();
+        match self.format {
+            Format::Json => self.json(&views),
+            Format::Human => {
+                crate::exec_view::write_table(&mut self.out, &views)?;
+                self.out.flush()
+            }
+        }
+    }
+
     /// `audit`: the table, or a JSON array with one object per record.
     pub fn audit(&mut self, records: &[AuditView]) -> io::Result<()> {
         match self.format {

@@ -45,6 +45,16 @@ pub enum Action {
         read_only: bool,
         detach_keys: crate::terminal::DetachKeys,
     },
+    Exec {
+        id: String,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        interactive: bool,
+        tty: bool,
+    },
+    Execs {
+        id: String,
+    },
     Stop {
         id: String,
         grace_seconds: Option<i64>,
@@ -418,6 +428,14 @@ pub fn action(command: Command) -> Result<Action, Error> {
                 read_only: a.read_only,
                 detach_keys: a.detach_keys,
             },
+            JobCommand::Exec(a) => Action::Exec {
+                id: a.id,
+                command: a.command,
+                env: a.env,
+                interactive: a.interactive,
+                tty: a.tty,
+            },
+            JobCommand::Execs(a) => Action::Execs { id: a.id },
         },
     })
 }

@@ -225,6 +225,22 @@ impl JobService for Fake {
 
     type RunJobFollowStream = Events;
     type AttachJobStream = Events;
+    type ExecJobStream =
+        std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::ExecOutput, Status>> + Send>>;
+
+    async fn exec_job(
+        &self,
+        _request: Request<tonic::Streaming<pb::ExecInput>>,
+    ) -> Result<Response<Self::ExecJobStream>, Status> {
+        Err(Status::unimplemented("the fake node has no exec"))
+    }
+
+    async fn list_execs(
+        &self,
+        _request: Request<pb::JobRef>,
+    ) -> Result<Response<pb::ListExecsResponse>, Status> {
+        Err(Status::unimplemented("the fake node has no exec"))
+    }
 
     async fn attach_job(
         &self,

@@ -7,6 +7,9 @@
 //!   sandboxes), which it builds and then waits for;
 //! - `joblet-shim sandbox-init`: the process that becomes the sandboxed job
 //!   (see `joblet_sandbox::init`), started by the shim;
+//! - `joblet-shim sandbox-exec CONFIG`: a process started inside a running
+//!   job (`rnx job exec`, see `joblet_sandbox::init::run_exec`), started by
+//!   the daemon;
 //! - `joblet-shim oci-hook loopback`: the hook an OCI runtime runs to bring
 //!   a job's loopback up (see `joblet_sandbox::oci::hook`);
 //! - `joblet-shim oci-init -- PROGRAM ARGS…`: pid 1 of a job's container
@@ -25,7 +28,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: joblet-shim --job-dir DIR [--warm] | joblet-shim sandbox-init | joblet-shim oci-hook loopback | joblet-shim oci-init -- PROGRAM… | joblet-shim --version\n\
+    "usage: joblet-shim --job-dir DIR [--warm] | joblet-shim sandbox-init | joblet-shim sandbox-exec CONFIG | joblet-shim oci-hook loopback | joblet-shim oci-init -- PROGRAM… | joblet-shim --version\n\
 joblet-shim is started by the joblet daemon, once per job; run `joblet server` instead.";
 
 fn main() -> ExitCode {
@@ -34,6 +37,9 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match args.as_slice() {
         [mode] if mode == "sandbox-init" => joblet_sandbox::init::run_init(),
+        [mode, config] if mode == "sandbox-exec" => {
+            joblet_sandbox::init::run_exec(std::path::Path::new(config))
+        }
         [mode, rest @ ..] if mode == "oci-hook" => joblet_sandbox::oci::hook::run(rest),
         [mode, rest @ ..] if mode == "oci-init" => joblet_sandbox::oci::init::run(rest),
         [flag, dir] if flag == "--job-dir" => shim(PathBuf::from(dir), false),

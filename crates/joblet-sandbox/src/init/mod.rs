@@ -72,6 +72,7 @@
 mod binds;
 mod config;
 mod devfs;
+mod enter;
 mod entry;
 mod error;
 mod exec;
@@ -91,6 +92,7 @@ mod sys;
 mod work;
 
 pub use config::{check_ro_mount, Bind, ConfigError, InitConfig, JobStdin, NetMode};
+pub use enter::{run_exec, ExecConfig, EXIT_CANNOT_ENTER, EXIT_NOT_FOUND};
 pub use error::{InitError, Stage};
 pub use forked::{fork_ahead, ForkedInit};
 pub use outer::run_init;

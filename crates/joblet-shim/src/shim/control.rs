@@ -1,5 +1,6 @@
 //! `control.sock`: one request line per connection, `stop <grace_ms>` or
-//! `kill`, answered `ok` or `err <msg>`.
+//! `kill`, answered `ok` or `err <msg>`; or `state`, answered `ok running`,
+//! `ok stopping` (a stop, kill or timeout has begun) or `ok ended`.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -29,13 +30,13 @@ pub(super) fn parse_request(line: &str) -> Result<Request, String> {
         }
         _ => {
             return Err(format!(
-                "unknown request {line:?}; expected `stop <grace_ms>` or `kill`"
+                "unknown request {line:?}; expected `stop <grace_ms>`, `kill` or `state`"
             ))
         }
     };
     if words.next().is_some() {
         return Err(format!(
-            "unknown request {line:?}; expected `stop <grace_ms>` or `kill`"
+            "unknown request {line:?}; expected `stop <grace_ms>`, `kill` or `state`"
         ));
     }
     Ok(req)
@@ -62,6 +63,7 @@ pub(super) fn start(
     listener: UnixListener,
     events: Sender<Event>,
     finished: Arc<AtomicBool>,
+    stopping: Arc<AtomicBool>,
 ) -> io::Result<Control> {
     let answering = Arc::new(Mutex::new(()));
     let busy = answering.clone();
@@ -71,7 +73,7 @@ pub(super) fn start(
             for conn in listener.incoming() {
                 match conn {
                     Ok(stream) => {
-                        if let Err(e) = serve(stream, &events, &finished, &busy) {
+                        if let Err(e) = serve(stream, &events, &finished, &stopping, &busy) {
                             tracing::warn!("control connection: {e}");
                         }
                     }
@@ -90,12 +92,23 @@ fn serve(
     stream: UnixStream,
     events: &Sender<Event>,
     finished: &AtomicBool,
+    stopping: &AtomicBool,
     answering: &Mutex<()>,
 ) -> io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut line = String::new();
     BufReader::new((&stream).take(MAX_LINE)).read_line(&mut line)?;
+    if line.trim_end_matches(['\n', '\r']) == "state" {
+        let state = if finished.load(Ordering::SeqCst) {
+            "ended"
+        } else if stopping.load(Ordering::SeqCst) {
+            "stopping"
+        } else {
+            "running"
+        };
+        return (&stream).write_all(format!("ok {state}\n").as_bytes());
+    }
     // From the request to its reply: the shim does not exit in between.
     let _answering = answering.lock().unwrap_or_else(|p| p.into_inner());
     let reply = match parse_request(line.trim_end_matches(['\n', '\r'])) {

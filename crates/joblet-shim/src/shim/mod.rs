@@ -433,6 +433,8 @@ struct Ready {
     events_tx: mpsc::Sender<supervise::Event>,
     reaper: reaper::Reaper,
     finished: Arc<AtomicBool>,
+    /// Set once a stop, kill or timeout has begun (`state` says so).
+    stopping: Arc<AtomicBool>,
     control: control::Control,
 }
 
@@ -487,8 +489,9 @@ fn setup(
     let (ev_tx, events) = mpsc::channel();
     signals::start(signals, ev_tx.clone()).map_err(thread_err("signal"))?;
     let finished = Arc::new(AtomicBool::new(false));
-    let control =
-        control::start(listener, ev_tx.clone(), finished.clone()).map_err(thread_err("control"))?;
+    let stopping = Arc::new(AtomicBool::new(false));
+    let control = control::start(listener, ev_tx.clone(), finished.clone(), stopping.clone())
+        .map_err(thread_err("control"))?;
     let reaper = reaper::start_reaper(ev_tx.clone()).map_err(thread_err("reaper"))?;
     let capture = output::start(log, out_r, err_r).map_err(thread_err("output"))?;
     Ok(Ready {
@@ -499,6 +502,7 @@ fn setup(
         events_tx: ev_tx,
         reaper,
         finished,
+        stopping,
         control,
     })
 }
@@ -535,6 +539,7 @@ fn run_job(
         events_tx,
         reaper,
         finished,
+        stopping,
         control,
     } = ready;
     let spawned = if spec.stdio.is_batch() {
@@ -604,10 +609,13 @@ fn run_job(
         pid,
         events,
         &reaper,
-        spec.timeout_ms.map(Duration::from_millis),
-        Duration::from_millis(spec.stop_grace_ms),
+        supervise::Rules {
+            timeout: spec.timeout_ms.map(Duration::from_millis),
+            stop_grace: Duration::from_millis(spec.stop_grace_ms),
+            fence: spec.fence.as_deref(),
+            stopping: &stopping,
+        },
         early_end,
-        spec.fence.as_deref(),
     );
     finished.store(true, Ordering::SeqCst);
     // Everything in the job's group was killed; once its members are reaped

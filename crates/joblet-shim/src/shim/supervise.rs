@@ -58,6 +58,18 @@ const FENCE_CHECK: Duration = Duration::from_millis(200);
 /// delay.
 const EARLY_WORD_WAIT: Duration = Duration::from_secs(1);
 
+/// What [`supervise`] enforces and reports.
+pub(super) struct Rules<'a> {
+    /// The job's time limit.
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL, on a timeout or the shim's SIGTERM.
+    pub stop_grace: Duration,
+    /// Cluster mode: the node's fencing deadline file.
+    pub fence: Option<&'a std::path::Path>,
+    /// Set once a stop, kill, timeout or fence has begun.
+    pub stopping: &'a std::sync::atomic::AtomicBool,
+}
+
 /// Runs until the leader `pid` (which leads its own process group) has
 /// exited, or the job's end is told ([`Event::JobEnded`]); after the
 /// leader's exit, SIGKILLs its group and reaps it. `early_word`: a thread
@@ -69,11 +81,15 @@ pub(super) fn supervise(
     pid: Pid,
     events: Receiver<Event>,
     reaper: &Reaper,
-    timeout: Option<Duration>,
-    stop_grace: Duration,
+    rules: Rules<'_>,
     early_word: bool,
-    fence: Option<&std::path::Path>,
 ) -> Ended {
+    let Rules {
+        timeout,
+        stop_grace,
+        fence,
+        stopping,
+    } = rules;
     let group = Group { pgid: pid };
     let mut reason: Option<Reason> = None;
     let timeout_at = timeout.map(|t| Instant::now() + t);
@@ -84,6 +100,9 @@ pub(super) fn supervise(
     let mut fenced = false;
 
     let ended = loop {
+        if reason.is_some() {
+            stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let next = [timeout_at.filter(|_| timeout_pending), kill_at, fence_check]
             .into_iter()
             .flatten()

@@ -136,6 +136,25 @@ impl JobService for JobApi {
     }
 
     type AttachJobStream = EventStream;
+    type ExecJobStream = super::exec::ExecStream;
+
+    async fn exec_job(
+        &self,
+        req: Request<Streaming<pb::ExecInput>>,
+    ) -> Result<Response<Self::ExecJobStream>, Status> {
+        let who = caller(&req)?;
+        let stream = super::exec::exec_job(&self.jobs, &who, req.into_inner()).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn list_execs(
+        &self,
+        req: Request<pb::JobRef>,
+    ) -> Result<Response<pb::ListExecsResponse>, Status> {
+        let who = caller(&req)?;
+        let r = super::exec::list_execs(&self.jobs, &who, &req.get_ref().job_id)?;
+        Ok(Response::new(r))
+    }
 
     async fn attach_job(
         &self,

@@ -4,6 +4,7 @@
 //! ([`crate::service`]) and converts the answer back; errors become
 //! statuses in one place ([`status`]).
 
+mod exec;
 mod gpu_pb;
 mod gpus;
 mod jobs;

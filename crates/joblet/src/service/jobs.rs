@@ -30,6 +30,8 @@ pub struct Jobs {
     storage: Option<Arc<NodeStorage>>,
     /// Cluster mode: jobs are the cluster's (see [`crate::cluster`]).
     cluster: Option<Arc<ClusterNode>>,
+    /// What execs into jobs need (`None` without a sandbox).
+    exec: Option<super::ExecSetup>,
 }
 
 /// Which jobs a list shows, as the client asked.
@@ -86,7 +88,14 @@ impl Jobs {
             admission,
             storage,
             cluster,
+            exec: None,
         }
+    }
+
+    /// Lets callers run processes inside running jobs (`rnx job exec`).
+    pub fn with_exec(mut self, exec: Option<super::ExecSetup>) -> Jobs {
+        self.exec = exec;
+        self
     }
 
     /// Cluster mode's part of this node, if it is in a cluster.
@@ -265,6 +274,105 @@ impl Jobs {
             output,
             input,
         })
+    }
+
+    /// Runs a process inside the running job `job` (`rnx job exec`): the
+    /// job's owner, or the node's admin identity; the job must be running
+    /// and not being stopped, on the native executor. Recorded in the exec
+    /// audit ([`Jobs::execs`]).
+    pub async fn exec(
+        &self,
+        caller: &Caller,
+        job: &str,
+        req: super::ExecRequest,
+    ) -> Result<super::ExecSession, ApiError> {
+        caller.check(Access::Admin("run commands in jobs"))?;
+        req.check()?;
+        if self.cluster.is_some() {
+            return Err(ApiError::NodeCannot(
+                "exec into jobs is not available in cluster mode yet".into(),
+            ));
+        }
+        let Some(setup) = &self.exec else {
+            return Err(ApiError::NodeCannot(
+                "exec into jobs needs the job sandbox, and this node runs jobs unisolated (sandbox.enabled: false)".into(),
+            ));
+        };
+        let id = self.resolve(job)?;
+        let rec = self
+            .store
+            .get(&id)
+            .map_err(store_error)?
+            .ok_or_else(|| ApiError::NotFound(format!("job {id} was deleted")))?;
+        if caller.name != rec.owner && caller.name != crate::local::ADMIN {
+            return Err(ApiError::PermissionDenied {
+                name: caller.name.clone(),
+                role: caller.role.to_string(),
+                action:
+                    "run commands in another user's job (only its owner or the node's admin may)",
+            });
+        }
+        if rec.state != JobState::Running {
+            return Err(ApiError::WrongState {
+                id: id.to_string(),
+                state: rec.state,
+                hint: "exec runs a process beside a running job's; start one, or read this one's output with `rnx job log`",
+            });
+        }
+        let executor = rec.spec.executor.as_deref().unwrap_or("native");
+        if executor != "native" {
+            return Err(ApiError::NodeCannot(format!(
+                "job {id} runs on the {executor} executor; exec enters jobs of the native executor only"
+            )));
+        }
+        let dir = joblet_shim::JobDir::new(self.dirs.job(&id));
+        match joblet_shim::request_state(&dir).await.as_deref() {
+            Ok("running") => {}
+            Ok("stopping") => {
+                return Err(ApiError::WrongState {
+                    id: id.to_string(),
+                    state: rec.state,
+                    hint: "it is being stopped; exec is refused",
+                })
+            }
+            Ok(_) | Err(_) => {
+                return Err(ApiError::WrongState {
+                    id: id.to_string(),
+                    state: rec.state,
+                    hint: "it is ending; exec is refused",
+                })
+            }
+        }
+        let leader = dir
+            .read_job_pid()
+            .ok()
+            .flatten()
+            .ok_or_else(|| ApiError::WrongState {
+                id: id.to_string(),
+                state: rec.state,
+                hint: "its process has not started yet; try again in a moment",
+            })?;
+        super::exec::start(
+            setup,
+            self.store.clone(),
+            &dir,
+            &id,
+            &caller.name,
+            (leader.pid, leader.start_time),
+            req,
+        )
+        .await
+    }
+
+    /// The execs into a job, oldest first (any caller who may read jobs).
+    pub fn execs(
+        &self,
+        caller: &Caller,
+        job: &str,
+    ) -> Result<Vec<joblet_store::ExecRecord>, ApiError> {
+        caller.check(Access::Read)?;
+        let id = self.resolve(job)?;
+        self.store.execs(id.as_str()).map_err(store_error)
     }
 
     /// The output of a job of this node's store.

@@ -23,6 +23,7 @@ mod attach;
 mod audit;
 mod caller;
 mod error;
+mod exec;
 mod gpus;
 mod history;
 mod jobs;
@@ -40,6 +41,7 @@ pub use attach::{Attachment, Input, JobInput};
 pub use audit::{Audit, AuditQuery};
 pub use caller::{Access, Caller, IdentityError};
 pub use error::{store_error, ApiError};
+pub use exec::{ExecEvent, ExecInput, ExecRequest, ExecSession, ExecSetup};
 pub use gpus::{GpuHealth, GpuReport, GpuStatus, Gpus, HISTORY};
 pub use history::{
     FailureGroup, GpuHistory, GpuHoursRow, GroupBy, History, HistoryPoint, QueueWaitDay, Window,

@@ -171,6 +171,69 @@ pub async fn attach(
     Ok(after_attach(&job.id, end, raw))
 }
 
+/// `rnx job exec`: a command inside the running job; rnx exits with its
+/// code (128 + N when signal N ended it).
+pub async fn exec(
+    mut ctx: Ctx,
+    id: &str,
+    command: Vec<String>,
+    env: Vec<(String, String)>,
+    interactive: bool,
+    tty: bool,
+) -> Result<u8, Error> {
+    let mut env: std::collections::HashMap<String, String> = env.into_iter().collect();
+    if tty && !env.contains_key("TERM") {
+        env.insert(
+            "TERM".into(),
+            std::env::var("TERM").unwrap_or_else(|_| "xterm".into()),
+        );
+    }
+    let (command, args) = match command.split_first() {
+        Some((c, rest)) => (c.clone(), rest.to_vec()),
+        None => (String::new(), Vec::new()),
+    };
+    let size = if tty {
+        terminal::size().map(|(rows, cols)| pb::TerminalSize {
+            rows: u32::from(rows),
+            cols: u32::from(cols),
+        })
+    } else {
+        None
+    };
+    let opts = session::ExecOptions {
+        start: pb::ExecStart {
+            job_id: id.to_owned(),
+            command,
+            args,
+            env,
+            interactive,
+            tty,
+            size,
+        },
+        raw: tty && interactive && terminal::stdin_is_terminal(),
+    };
+    let address = ctx.node.address.clone();
+    let exit = session::exec(&mut ctx.client, &address, opts).await?;
+    Ok(match (exit.exit_code, exit.signal) {
+        (Some(c), _) => exit::for_job(Some(c)),
+        (None, s) if s > 0 => u8::try_from(128 + s).unwrap_or(exit::JOB_WITHOUT_EXIT_CODE),
+        _ => exit::JOB_WITHOUT_EXIT_CODE,
+    })
+}
+
+/// `rnx job execs ID`: the exec audit of a job.
+pub async fn execs(mut ctx: Ctx, id: &str) -> Result<u8, Error> {
+    let execs = ctx
+        .client
+        .list_execs(job_ref(id))
+        .await
+        .map_err(|s| Error::from_status(&ctx.node.address, s))?
+        .into_inner()
+        .execs;
+    printer(&ctx).exec_list(&execs).map_err(Error::Output)?;
+    Ok(exit::SUCCESS)
+}
+
 /// Output shown again on `rnx job attach`: about a screenful, so the
 /// prompt the shell printed before is there.
 const REPLAY_ON_ATTACH: u64 = 4096;

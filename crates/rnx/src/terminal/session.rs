@@ -164,3 +164,78 @@ fn read_stdin(tx: mpsc::Sender<Typed>, mut matcher: Option<Matcher>) {
         tracing::warn!("cannot read stdin: {e}; no input is sent");
     }
 }
+
+/// What to exec with (`rnx job exec`).
+pub struct ExecOptions {
+    pub start: pb::ExecStart,
+    pub raw: bool,
+}
+
+/// Runs a process inside a job until it exits; its exit as the node
+/// reported it. The terminal is restored on every way out.
+pub async fn exec(
+    client: &mut Client,
+    address: &str,
+    opts: ExecOptions,
+) -> Result<pb::ExecExit, Error> {
+    let (tx, rx) = mpsc::channel::<pb::ExecInput>(64);
+    let interactive = opts.start.interactive;
+    let _ = tx
+        .send(pb::ExecInput {
+            input: Some(pb::exec_input::Input::Start(opts.start)),
+        })
+        .await;
+    let mut output = client
+        .exec_job(ReceiverStream::new(rx))
+        .await
+        .map_err(|s| Error::from_status(address, s))?
+        .into_inner();
+    let _raw = if opts.raw {
+        Some(RawMode::enter().map_err(Error::Output)?)
+    } else {
+        None
+    };
+    let (typed_tx, mut typed) = mpsc::channel::<Typed>(16);
+    if interactive {
+        read_stdin(typed_tx, None);
+    }
+    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+        .map_err(Error::Output)?;
+    let mut input_open = interactive;
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    loop {
+        tokio::select! {
+            msg = output.message() => {
+                let msg = msg.map_err(|s| Error::from_status(address, s))?;
+                match msg.and_then(|m| m.output) {
+                    Some(pb::exec_output::Output::Stdout(d)) => {
+                        let mut out = stdout.lock();
+                        out.write_all(&d).and_then(|()| out.flush()).map_err(Error::Output)?;
+                    }
+                    Some(pb::exec_output::Output::Stderr(d)) => {
+                        let mut err = stderr.lock();
+                        err.write_all(&d).and_then(|()| err.flush()).map_err(Error::Output)?;
+                    }
+                    Some(pb::exec_output::Output::Exit(exit)) => return Ok(exit),
+                    None => return Err(Error::BadResponse { call: "ExecJob", missing: "the process's exit before the stream closed" }),
+                }
+            }
+            t = typed.recv(), if input_open => {
+                let input = match t {
+                    Some(Typed::Data(d)) => pb::exec_input::Input::Data(d),
+                    Some(Typed::Eof) | None | Some(Typed::Detach) => {
+                        input_open = false;
+                        pb::exec_input::Input::CloseStdin(true)
+                    }
+                };
+                let _ = tx.send(pb::ExecInput { input: Some(input) }).await;
+            }
+            _ = winch.recv(), if opts.raw => {
+                if let Some(size) = size_pb() {
+                    let _ = tx.send(pb::ExecInput { input: Some(pb::exec_input::Input::Resize(size)) }).await;
+                }
+            }
+        }
+    }
+}
