@@ -309,6 +309,13 @@ fn child(
             let program = exec::resolve(&config.init.command, &env, exec::executable)?;
             let prepared = exec::with_program(&program, arguments)?;
             privileges::apply(&config.init)?;
+            // After the credentials changed (which clears it): the command
+            // dies with this helper, which the daemon kills when the
+            // client goes away. (Its parent is outside the job's pid
+            // namespace, so getppid() says 0 here and cannot check it.)
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .stage(Stage::Exec, || "setting the parent-death signal".into())?;
+
             if config.init.seccomp {
                 seccomp::apply(&filters).stage(Stage::Seccomp, || "loading the filter".into())?;
             }

@@ -204,7 +204,16 @@ pub(super) async fn start(
     tracing::info!(job = %id, caller, command = %req.command, audit, "exec started in the job");
     let job = id.clone();
     tokio::spawn(async move {
-        let status = child.wait().await;
+        // A client that goes away takes its command with it: the helper
+        // is killed, and the command with it (its parent-death signal).
+        let status = tokio::select! {
+            status = child.wait() => status,
+            () = tx.closed() => {
+                tracing::info!(%job, audit, "the exec's client went away; killing the command");
+                let _ = child.start_kill();
+                child.wait().await
+            }
+        };
         let _ = std::fs::remove_file(&path);
         let (code, signal) = match status {
             Ok(s) => {

@@ -335,12 +335,17 @@ impl Jobs {
                     hint: "it is being stopped; exec is refused",
                 })
             }
-            Ok(_) | Err(_) => {
+            Ok(_) => {
                 return Err(ApiError::WrongState {
                     id: id.to_string(),
                     state: rec.state,
                     hint: "it is ending; exec is refused",
                 })
+            }
+            Err(e) => {
+                return Err(ApiError::NodeCannot(format!(
+                    "job {id}: its shim did not say whether the job runs ({e}); exec is refused"
+                )))
             }
         }
         let leader = dir
