@@ -7,7 +7,7 @@
 //! `rnx job attach` back into the same shell; `-i` as a pipe. Needs root
 //! and tmux (scripts/setup.sh installs it).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -127,20 +127,6 @@ fn node() -> SimGpuNode {
     SimGpuNode::start(4, "", "").expect("node")
 }
 
-/// `stty -a` without its size line (the window was resized meanwhile).
-fn stty_without_size(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .map(|l| {
-            l.split(';')
-                .filter(|f| !f.contains("rows") && !f.contains("columns"))
-                .collect::<Vec<_>>()
-                .join(";")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[test]
 fn a_terminal_job_sees_its_gpu_follows_the_window_takes_ctrl_c_and_exits_with_its_code() {
     let node = node();
@@ -201,9 +187,10 @@ fn a_terminal_job_sees_its_gpu_follows_the_window_takes_ctrl_c_and_exits_with_it
     term.line(&format!("echo RC=$?; stty -a > {}", after.display()));
     term.wait_after(m, "RC=3", "rnx's exit code");
     std::thread::sleep(Duration::from_millis(200));
+    // The window is back at its first size: everything is as it was.
     assert_eq!(
-        stty_without_size(&before),
-        stty_without_size(&after),
+        std::fs::read_to_string(&before).unwrap(),
+        std::fs::read_to_string(&after).unwrap(),
         "the local terminal's settings changed"
     );
 }
@@ -298,4 +285,31 @@ fn dash_i_streams_a_pipe_and_bad_attaches_are_refused() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("without -i or -t"), "{err}");
     node.rnx_ok(&["job", "kill", id.trim()]);
+}
+
+#[test]
+fn a_lost_connection_leaves_the_local_terminal_as_it_was() {
+    let mut node = node();
+    let term = Terminal::start(&node, 100, 30);
+    let before = term.file("stty.before");
+    let after = term.file("stty.after");
+    term.line(&format!("stty -a > {}", before.display()));
+    term.line("rnx job run -it -e PS1='jo''b$ ' -- bash --norc --noprofile");
+    term.wait_for("job$", "the job's shell prompt");
+    // The daemon dies under the attached client.
+    let m = term.mark();
+    node.kill_daemon();
+    term.wait_after(m, "host$", "rnx gives up on the lost connection");
+    term.line(&format!("echo RC=$?; stty -a > {}", after.display()));
+    let screen = term.wait_after(m, "RC=", "rnx's exit code");
+    assert!(
+        !screen[m..].contains("RC=0"),
+        "a lost connection is not success:\n{screen}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        std::fs::read_to_string(&before).unwrap(),
+        std::fs::read_to_string(&after).unwrap(),
+        "the local terminal's settings changed"
+    );
 }

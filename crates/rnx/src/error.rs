@@ -34,6 +34,14 @@ pub enum Error {
     },
     #[error("{}", describe_follow(.0))]
     Logs(FollowError),
+    /// The connection broke while attached to a job or running an exec.
+    #[error("lost the connection to the node while {what} job {job}: {last}. {after}")]
+    Lost {
+        what: &'static str,
+        job: String,
+        last: String,
+        after: String,
+    },
     #[error("cannot write to stdout: {0}")]
     Output(#[source] io::Error),
     #[error("cannot start the async runtime: {0}")]

@@ -6,7 +6,7 @@
 //! | 0    | success |
 //! | 1    | the node refused or failed the request; `rnx workflow run --follow`: the workflow ended FAILED, STOPPED or CANCELED |
 //! | 2    | usage error: a bad flag or value (clap's own code) |
-//! | 3    | cannot connect to the node, or the TLS handshake failed |
+//! | 3    | cannot connect to the node, or the TLS handshake failed; or the connection broke while attached to a job or running `rnx job exec` |
 //! | 4    | the client config file is missing or invalid |
 //! | N    | `rnx job run --follow`, `rnx runtime test`: the job's own exit code |
 //! | 125  | `rnx job run --follow`, `rnx runtime test`: the job ended without an exit code |
@@ -38,7 +38,7 @@ pub fn for_error(e: &Error) -> u8 {
         Error::Connect(_) => CONNECT,
         Error::Node(status) if status.code() == tonic::Code::Unavailable => CONNECT,
         Error::Node(_) | Error::BadResponse { .. } | Error::Output(_) => REFUSED,
-        Error::Logs(FollowError::Lost { .. }) => CONNECT,
+        Error::Logs(FollowError::Lost { .. }) | Error::Lost { .. } => CONNECT,
         Error::Logs(FollowError::Status(s)) if s.code() == tonic::Code::Unavailable => CONNECT,
         Error::Logs(_) => REFUSED,
         Error::Runtime(_) => REFUSED,

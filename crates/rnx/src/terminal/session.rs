@@ -88,7 +88,12 @@ pub async fn attach(client: &mut Client, address: &str, opts: Options) -> Result
     loop {
         tokio::select! {
             event = output.message() => {
-                let event = event.map_err(|s| Error::from_status(address, s))?;
+                let event = event.map_err(|s| Error::Lost {
+                    what: "attached to",
+                    job: opts.job_id.clone(),
+                    last: s.message().to_owned(),
+                    after: format!("The job keeps running; reattach with `rnx job attach {}`", opts.job_id),
+                })?;
                 match event.and_then(|e| e.event) {
                     Some(pb::log_event::Event::Chunk(c)) => {
                         let (mut out, mut err) = (stdout.lock(), stderr.lock());
@@ -180,6 +185,7 @@ pub async fn exec(
 ) -> Result<pb::ExecExit, Error> {
     let (tx, rx) = mpsc::channel::<pb::ExecInput>(64);
     let interactive = opts.start.interactive;
+    let job = opts.start.job_id.clone();
     let _ = tx
         .send(pb::ExecInput {
             input: Some(pb::exec_input::Input::Start(opts.start)),
@@ -207,7 +213,12 @@ pub async fn exec(
     loop {
         tokio::select! {
             msg = output.message() => {
-                let msg = msg.map_err(|s| Error::from_status(address, s))?;
+                let msg = msg.map_err(|s| Error::Lost {
+                    what: "running a command in",
+                    job: job.clone(),
+                    last: s.message().to_owned(),
+                    after: "The command may still be running in the job; see `rnx job execs` for how it ended".into(),
+                })?;
                 match msg.and_then(|m| m.output) {
                     Some(pb::exec_output::Output::Stdout(d)) => {
                         let mut out = stdout.lock();
