@@ -8,7 +8,7 @@
 //! | 2    | usage error: a bad flag or value (clap's own code) |
 //! | 3    | cannot connect to the node, or the TLS handshake failed; or the connection broke while attached to a job or running `rnx job exec` |
 //! | 4    | the client config file is missing or invalid |
-//! | N    | `rnx job run --follow`, `rnx runtime test`: the job's own exit code |
+//! | N    | `rnx job run --follow` / `-i` / `-t`, `rnx job attach`, `rnx runtime test`: the job's own exit code; `rnx job exec`: the command's (126: it could not enter the job, 127: not found there, 128+N: signal N) |
 //! | 125  | `rnx job run --follow`, `rnx runtime test`: the job ended without an exit code |
 //! | 130  | `rnx workflow run --follow` interrupted (Ctrl-C): the workflow keeps running |
 
