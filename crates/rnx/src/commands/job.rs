@@ -130,13 +130,15 @@ async fn run_interactive(mut ctx: Ctx, mut run: RunSettings) -> Result<u8, Error
         }
     }
     let job = send_job(&mut ctx, &run).await?;
-    let raw = run.request.tty && terminal::stdin_is_terminal();
+    // Raw only when this terminal's keys go to the job (-it).
+    let raw = run.request.tty && run.request.interactive && terminal::stdin_is_terminal();
     let opts = session::Options {
         job_id: job.id.clone(),
         read_only: false,
         raw,
         detach_keys: run.detach_keys.clone(),
         replay_bytes: u64::MAX,
+        stdin: run.request.interactive,
     };
     let address = ctx.node.address.clone();
     let end = session::attach(&mut ctx.client, &address, opts).await?;
@@ -165,6 +167,7 @@ pub async fn attach(
         raw,
         detach_keys,
         replay_bytes: REPLAY_ON_ATTACH,
+        stdin: true,
     };
     let address = ctx.node.address.clone();
     let end = session::attach(&mut ctx.client, &address, opts).await?;

@@ -33,6 +33,8 @@ pub struct Options {
     pub detach_keys: DetachKeys,
     /// Output already recorded that is shown first (`u64::MAX`: all).
     pub replay_bytes: u64,
+    /// Send this process's stdin (`-t` alone sends none, as Docker's).
+    pub stdin: bool,
 }
 
 /// What the stdin thread tells the session.
@@ -77,12 +79,12 @@ pub async fn attach(client: &mut Client, address: &str, opts: Options) -> Result
         None
     };
     let (typed_tx, mut typed) = mpsc::channel::<Typed>(16);
-    if !opts.read_only {
+    if !opts.read_only && opts.stdin {
         read_stdin(typed_tx, opts.raw.then(|| Matcher::new(&opts.detach_keys)));
     }
     let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
         .map_err(Error::Output)?;
-    let mut input_open = !opts.read_only;
+    let mut input_open = !opts.read_only && opts.stdin;
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     loop {
