@@ -27,7 +27,7 @@
 //! exit [`EXIT_CANNOT_ENTER`] (the command not found: 127).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::sched::CloneFlags;
 use serde::{Deserialize, Serialize};
@@ -59,14 +59,6 @@ pub struct ExecConfig {
     pub init: InitConfig,
     /// stdin is a terminal the command takes as its controlling terminal.
     pub tty: bool,
-    /// Where `/proc` and the mount table are read (tests point it elsewhere
-    /// only for the parts they can).
-    #[serde(default = "default_proc")]
-    pub proc_root: PathBuf,
-}
-
-fn default_proc() -> PathBuf {
-    PathBuf::from("/proc")
 }
 
 /// Runs `sandbox-exec` with the config in `path`; never returns.
@@ -170,9 +162,9 @@ fn parse_environ(bytes: &[u8]) -> BTreeMap<String, String> {
 
 fn prepare(path: &Path) -> Result<Entered, SetupError> {
     let config = read_config(path)?;
-    let proc_root = config.proc_root.clone();
+    let proc_root = Path::new("/proc");
     let leader = config.leader_pid;
-    let started = joblet_shim::procstat::start_time(&proc_root, leader)
+    let started = joblet_shim::procstat::start_time(proc_root, leader)
         .stage(Stage::Config, || format!("the job's leader {leader}"))?;
     if started != config.leader_start_time {
         return Err(SetupError::new(
@@ -180,8 +172,8 @@ fn prepare(path: &Path) -> Result<Entered, SetupError> {
             format!("process {leader} is no longer the job's leader: the job has ended"),
         ));
     }
-    let pid1 = first_child(&proc_root, leader)?;
-    let job = first_child(&proc_root, pid1)?;
+    let pid1 = first_child(proc_root, leader)?;
+    let job = first_child(proc_root, pid1)?;
     let status_path = proc_root.join(format!("{job}/status"));
     let status = std::fs::read_to_string(&status_path).stage(Stage::Config, || {
         format!("reading {}", status_path.display())

@@ -158,7 +158,6 @@ pub(super) async fn start(
         cgroup_name: id.to_string(),
         init,
         tty: req.tty.is_some(),
-        proc_root: PathBuf::from("/proc"),
     };
     let path = dir.path().join(format!(
         "exec-{}-{}.json",
