@@ -64,9 +64,9 @@ fn an_exec_in_a_two_gpu_job_has_exactly_the_jobs_uid_gpus_and_restrictions() {
         "--",
         "sh",
         "-c",
-        "echo JOB-UID=$(id -u); ls /dev | grep nvidia | tr '\\n' ' '; echo; sleep 60",
+        "echo JOB-UID=$(id -u); ls /dev | grep nvidia | tr '\\n' ' '; echo; echo LISTED; sleep 60",
     ]);
-    let job_log = wait_log(&node, &id, "JOB-UID=");
+    let job_log = wait_log(&node, &id, "LISTED");
     let job_uid = job_log
         .lines()
         .find_map(|l| l.strip_prefix("JOB-UID="))

@@ -348,15 +348,21 @@ impl Jobs {
                 )))
             }
         }
-        let leader = dir
-            .read_job_pid()
-            .ok()
-            .flatten()
-            .ok_or_else(|| ApiError::WrongState {
-                id: id.to_string(),
-                state: rec.state,
-                hint: "its process has not started yet; try again in a moment",
-            })?;
+        // A job just marked running may not have its leader recorded yet.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let leader = loop {
+            if let Some(leader) = dir.read_job_pid().ok().flatten() {
+                break leader;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ApiError::WrongState {
+                    id: id.to_string(),
+                    state: rec.state,
+                    hint: "its process has not started yet; try again in a moment",
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
         super::exec::start(
             setup,
             self.store.clone(),
