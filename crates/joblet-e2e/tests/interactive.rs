@@ -313,3 +313,28 @@ fn a_lost_connection_leaves_the_local_terminal_as_it_was() {
         "the local terminal's settings changed"
     );
 }
+
+#[test]
+fn exec_dash_it_gives_a_terminal_inside_a_running_job() {
+    let node = node();
+    let id = node.run(&["--", "sleep", "60"]);
+    let term = Terminal::start(&node, 90, 25);
+    term.line(&format!("rnx job exec -it -e PS1='ex''ec$ ' {id} -- sh"));
+    term.wait_for("exec$", "the exec's shell prompt");
+    let m = term.mark();
+    term.line("echo SIZE=$(stty size | tr ' ' x)");
+    term.wait_after(m, "SIZE=25x90", "the exec's terminal has the window's size");
+    let m = term.mark();
+    term.line("sleep 100; echo AFTER''-SLEEP");
+    std::thread::sleep(Duration::from_millis(500));
+    term.key("C-c");
+    term.line("echo STILL''-HERE");
+    let screen = term.wait_after(m, "STILL-HERE", "the exec's shell after Ctrl-C");
+    assert!(!screen[m..].contains("AFTER-SLEEP"), "{screen}");
+    let m = term.mark();
+    term.line("exit 4");
+    term.wait_after(m, "host$", "back at the host's shell");
+    term.line("echo RC=$?");
+    term.wait_after(m, "RC=4", "rnx's exit code is the command's");
+    node.rnx_ok(&["job", "kill", &id]);
+}
