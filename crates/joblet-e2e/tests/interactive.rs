@@ -16,18 +16,15 @@ use joblet_e2e::SimGpuNode;
 /// A tmux server of this test's own, with one window running a plain
 /// shell whose rnx talks to the node; killed on drop.
 struct Terminal {
-    socket: String,
+    /// The tmux server's socket, inside `dir` (gone with it).
+    socket: PathBuf,
     dir: tempfile::TempDir,
 }
 
 impl Terminal {
     fn start(node: &SimGpuNode, cols: u16, rows: u16) -> Terminal {
         let dir = tempfile::tempdir().unwrap();
-        let socket = format!(
-            "joblet-e2e-{}-{}",
-            std::process::id(),
-            dir.path().display().to_string().replace('/', "_")
-        );
+        let socket = dir.path().join("tmux.sock");
         let rnx_dir = joblet_e2e::bin_dir();
         let shell = format!(
             "env -i PATH={}:/usr/bin:/bin HOME={} TERM=xterm PS1='host$ ' RNX_CONFIG={} bash --norc --noprofile",
@@ -53,7 +50,7 @@ impl Terminal {
 
     fn tmux(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
-            .arg("-L")
+            .arg("-S")
             .arg(&self.socket)
             .args(args)
             .output()
@@ -116,7 +113,7 @@ impl Terminal {
 impl Drop for Terminal {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
-            .arg("-L")
+            .arg("-S")
             .arg(&self.socket)
             .arg("kill-server")
             .status();
