@@ -27,6 +27,7 @@
 //! exit [`EXIT_CANNOT_ENTER`] (the command not found: 127).
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::path::Path;
 
 use nix::sched::CloneFlags;
@@ -244,7 +245,10 @@ impl Entered {
         drop(proc_self);
         match forked {
             Forked::Child => {
-                let e = child(config, env, filters);
+                let e = match child(config, env, filters) {
+                    Ok(never) => match never {},
+                    Err(e) => e,
+                };
                 let code = if e.message.starts_with("command not found") {
                     EXIT_NOT_FOUND
                 } else {
@@ -276,61 +280,36 @@ fn child(
     config: ExecConfig,
     env: BTreeMap<String, String>,
     filters: Vec<seccompiler::BpfProgram>,
-) -> SetupError {
-    {
-        let result = (|| -> Result<std::convert::Infallible, SetupError> {
-            if std::env::set_current_dir("/work").is_err() {
-                std::env::set_current_dir("/").stage(Stage::Exec, || "chdir /".into())?;
-            }
-            if config.tty {
-                nix::unistd::setsid().stage(Stage::Exec, || "setsid for the terminal".into())?;
-                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())
-                    .map_err(std::io::Error::from)
-                    .stage(Stage::Exec, || {
-                        "taking the terminal as the controlling terminal".into()
-                    })?;
-            } else {
-                let _ = nix::unistd::setpgid(
-                    nix::unistd::Pid::from_raw(0),
-                    nix::unistd::Pid::from_raw(0),
-                );
-            }
-            sys::reset_signal_dispositions()
-                .stage(Stage::Exec, || "resetting signal dispositions".into())?;
-            let arguments = exec::arguments(&config.init.command, &config.init.args, &env)?;
-            let program = exec::resolve(&config.init.command, &env, exec::executable)?;
-            let prepared = exec::with_program(&program, arguments)?;
-            privileges::apply(&config.init)?;
-            // After the credentials changed (which clears it): the command
-            // dies with this helper, which the daemon kills when the
-            // client goes away. (Its parent is outside the job's pid
-            // namespace, so getppid() says 0 here and cannot check it.)
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .stage(Stage::Exec, || "setting the parent-death signal".into())?;
-
-            if config.init.seccomp {
-                seccomp::apply(&filters).stage(Stage::Seccomp, || "loading the filter".into())?;
-            }
-            sys::close_range_cloexec(3)
-                .stage(Stage::Exec, || "marking descriptors close-on-exec".into())?;
-            let err = match nix::unistd::execve(&prepared.program, &prepared.argv, &prepared.envp) {
-                Ok(never) => match never {},
-                Err(e) => e,
-            };
-            Err(SetupError::new(
-                Stage::Exec,
-                format!(
-                    "executing {} ({}): {err}",
-                    program.display(),
-                    config.init.command
-                ),
-            ))
-        })();
-        match result {
-            Ok(never) => match never {},
-            Err(e) => e,
-        }
+) -> Result<Infallible, SetupError> {
+    if std::env::set_current_dir("/work").is_err() {
+        std::env::set_current_dir("/").stage(Stage::Exec, || "chdir /".into())?;
     }
+    if config.tty {
+        nix::unistd::setsid().stage(Stage::Exec, || "setsid for the terminal".into())?;
+        exec::take_terminal()?;
+    } else {
+        let _ = nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0));
+    }
+    sys::reset_signal_dispositions()
+        .stage(Stage::Exec, || "resetting signal dispositions".into())?;
+    let arguments = exec::arguments(&config.init.command, &config.init.args, &env)?;
+    let program = exec::resolve(&config.init.command, &env, exec::executable)?;
+    let prepared = exec::with_program(&program, arguments)?;
+    privileges::apply(&config.init)?;
+    // After the credentials changed (which clears it): the command dies
+    // with this helper, which the daemon kills when the client goes away.
+    // (Its parent is outside the job's pid namespace, so getppid() says 0
+    // here and cannot check it.)
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .stage(Stage::Exec, || "setting the parent-death signal".into())?;
+    if config.init.seccomp {
+        seccomp::apply(&filters).stage(Stage::Seccomp, || "loading the filter".into())?;
+    }
+    Err(exec::exec_prepared(
+        &prepared,
+        &program,
+        &config.init.command,
+    ))
 }
 
 fn fail(e: SetupError) -> ! {

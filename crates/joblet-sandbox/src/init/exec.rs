@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use nix::unistd::{access, AccessFlags};
 
 use super::error::Stage;
-use super::report::SetupError;
+use super::report::{Context, SetupError};
 
 /// The search path when the job's environment has no `PATH`.
 pub(crate) const DEFAULT_PATH: &str =
@@ -103,6 +103,37 @@ pub(crate) fn with_program(program: &Path, arguments: Arguments) -> Result<Prepa
         argv: arguments.argv,
         envp: arguments.envp,
     })
+}
+
+/// The last steps before the command runs, shared by the job process and
+/// an exec into it: every descriptor above stderr close-on-exec (the status
+/// pipe, if any, must close at exec), then `execve`. Returns only on
+/// failure, with the error naming `program` and the command as given.
+pub(crate) fn exec_prepared(prepared: &Prepared, program: &Path, command: &str) -> SetupError {
+    if let Err(e) = super::sys::close_range_cloexec(3) {
+        return SetupError::new(
+            Stage::Exec,
+            format!("marking descriptors close-on-exec: {e}"),
+        );
+    }
+    let err = match nix::unistd::execve(&prepared.program, &prepared.argv, &prepared.envp) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    };
+    SetupError::new(
+        Stage::Exec,
+        format!("executing {} ({command}): {err}", program.display()),
+    )
+}
+
+/// Takes standard input, a terminal, as the controlling terminal of the
+/// session this process leads (a job or an exec started with `-t`).
+pub(crate) fn take_terminal() -> Result<(), SetupError> {
+    rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())
+        .map_err(std::io::Error::from)
+        .stage(Stage::Exec, || {
+            "taking the terminal on stdin as the controlling terminal".into()
+        })
 }
 
 #[cfg(test)]

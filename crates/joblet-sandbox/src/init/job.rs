@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow};
-use nix::unistd::{chdir, execve, setpgid, Pid};
+use nix::unistd::{chdir, setpgid, Pid};
 use seccompiler::BpfProgram;
 
 use super::config::InitConfig;
@@ -152,29 +152,10 @@ fn exec_with(config: &InitConfig, arguments: Arguments) -> Result<Infallible, Se
         sys::dup2_raw(super::JOB_STDIN_FD, 0)
             .stage(Stage::Exec, || "making the job's input its stdin".into())?;
         if stdin.tty {
-            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())
-                .map_err(std::io::Error::from)
-                .stage(Stage::Exec, || {
-                    "taking the terminal as the job's controlling terminal".into()
-                })?;
+            exec::take_terminal()?;
         }
     }
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .stage(Stage::Exec, || "unblocking signals".into())?;
-    // The status pipe (close-on-exec) must be the only descriptor above
-    // stderr, and it must close at exec.
-    sys::close_range_cloexec(3)
-        .stage(Stage::Exec, || "marking descriptors close-on-exec".into())?;
-    let err = match execve(&prepared.program, &prepared.argv, &prepared.envp) {
-        Ok(never) => match never {},
-        Err(e) => e,
-    };
-    Err(SetupError::new(
-        Stage::Exec,
-        format!(
-            "executing {} ({}): {err}",
-            program.display(),
-            config.command
-        ),
-    ))
+    Err(exec::exec_prepared(&prepared, &program, &config.command))
 }
