@@ -73,20 +73,9 @@ pub async fn attach(client: &mut Client, address: &str, opts: Options) -> Result
         .into_inner();
     // Raw only once the node accepted the attachment: its refusal prints
     // on a terminal in its usual state.
-    let _raw = if opts.raw {
-        Some(RawMode::enter().map_err(Error::Output)?)
-    } else {
-        None
-    };
-    let (typed_tx, mut typed) = mpsc::channel::<Typed>(16);
-    if !opts.read_only && opts.stdin {
-        read_stdin(typed_tx, opts.raw.then(|| Matcher::new(&opts.detach_keys)));
-    }
-    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
-        .map_err(Error::Output)?;
-    let mut input_open = !opts.read_only && opts.stdin;
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
+    let reads = !opts.read_only && opts.stdin;
+    let matcher = opts.raw.then(|| Matcher::new(&opts.detach_keys));
+    let mut local = Local::start(opts.raw, reads, matcher)?;
     loop {
         tokio::select! {
             event = output.message() => {
@@ -98,20 +87,18 @@ pub async fn attach(client: &mut Client, address: &str, opts: Options) -> Result
                 })?;
                 match event.and_then(|e| e.event) {
                     Some(pb::log_event::Event::Chunk(c)) => {
-                        let (mut out, mut err) = (stdout.lock(), stderr.lock());
-                        let sink: &mut dyn Write = if c.stream == pb::LogStream::Stderr as i32 { &mut err } else { &mut out };
-                        sink.write_all(&c.data).and_then(|()| sink.flush()).map_err(Error::Output)?;
+                        write_out(&c.data, c.stream == pb::LogStream::Stderr as i32)?;
                     }
                     Some(pb::log_event::Event::Ended(end)) => return Ok(End::Ended(end)),
                     Some(pb::log_event::Event::Accepted(_)) => {}
                     None => return Err(Error::BadResponse { call: "AttachJob", missing: "the job's end before the stream closed" }),
                 }
             }
-            t = typed.recv(), if input_open => {
+            t = local.typed.recv(), if local.input_open => {
                 let input = match t {
                     Some(Typed::Data(d)) => pb::attach_input::Input::Data(d),
                     Some(Typed::Eof) | None => {
-                        input_open = false;
+                        local.input_open = false;
                         pb::attach_input::Input::CloseStdin(true)
                     }
                     Some(Typed::Detach) => return Ok(End::Detached),
@@ -119,13 +106,59 @@ pub async fn attach(client: &mut Client, address: &str, opts: Options) -> Result
                 // The node went away: the output side reports why.
                 let _ = tx.send(pb::AttachInput { input: Some(input) }).await;
             }
-            _ = winch.recv(), if !opts.read_only => {
+            _ = local.winch.recv(), if !opts.read_only => {
                 if let Some(size) = size_pb() {
                     let _ = tx.send(pb::AttachInput { input: Some(pb::attach_input::Input::Resize(size)) }).await;
                 }
             }
         }
     }
+}
+
+/// This process's side of a session: the terminal in raw mode (restored
+/// when dropped), what is typed, and the window's size changes.
+struct Local {
+    _raw: Option<RawMode>,
+    typed: mpsc::Receiver<Typed>,
+    /// Stdin is read and has not ended.
+    input_open: bool,
+    winch: tokio::signal::unix::Signal,
+}
+
+impl Local {
+    /// `raw`: the terminal in raw mode; `reads`: stdin goes to the node,
+    /// through `matcher` (the detach keys) when given.
+    fn start(raw: bool, reads: bool, matcher: Option<Matcher>) -> Result<Local, Error> {
+        let raw = if raw {
+            Some(RawMode::enter().map_err(Error::Output)?)
+        } else {
+            None
+        };
+        let (typed_tx, typed) = mpsc::channel::<Typed>(16);
+        if reads {
+            read_stdin(typed_tx, matcher);
+        }
+        let winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+            .map_err(Error::Output)?;
+        Ok(Local {
+            _raw: raw,
+            typed,
+            input_open: reads,
+            winch,
+        })
+    }
+}
+
+/// Writes what the node sent to stdout (or stderr) at once.
+fn write_out(data: &[u8], to_stderr: bool) -> Result<(), Error> {
+    let written = if to_stderr {
+        let mut err = std::io::stderr().lock();
+        err.write_all(data).and_then(|()| err.flush())
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(data).and_then(|()| out.flush())
+    };
+    written.map_err(Error::Output)
 }
 
 /// Reads stdin on a thread of its own (a blocking read; the process exits
@@ -198,20 +231,7 @@ pub async fn exec(
         .await
         .map_err(|s| Error::from_status(address, s))?
         .into_inner();
-    let _raw = if opts.raw {
-        Some(RawMode::enter().map_err(Error::Output)?)
-    } else {
-        None
-    };
-    let (typed_tx, mut typed) = mpsc::channel::<Typed>(16);
-    if interactive {
-        read_stdin(typed_tx, None);
-    }
-    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
-        .map_err(Error::Output)?;
-    let mut input_open = interactive;
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
+    let mut local = Local::start(opts.raw, interactive, None)?;
     loop {
         tokio::select! {
             msg = output.message() => {
@@ -222,29 +242,23 @@ pub async fn exec(
                     after: "The command may still be running in the job; see `rnx job execs` for how it ended".into(),
                 })?;
                 match msg.and_then(|m| m.output) {
-                    Some(pb::exec_output::Output::Stdout(d)) => {
-                        let mut out = stdout.lock();
-                        out.write_all(&d).and_then(|()| out.flush()).map_err(Error::Output)?;
-                    }
-                    Some(pb::exec_output::Output::Stderr(d)) => {
-                        let mut err = stderr.lock();
-                        err.write_all(&d).and_then(|()| err.flush()).map_err(Error::Output)?;
-                    }
+                    Some(pb::exec_output::Output::Stdout(d)) => write_out(&d, false)?,
+                    Some(pb::exec_output::Output::Stderr(d)) => write_out(&d, true)?,
                     Some(pb::exec_output::Output::Exit(exit)) => return Ok(exit),
                     None => return Err(Error::BadResponse { call: "ExecJob", missing: "the process's exit before the stream closed" }),
                 }
             }
-            t = typed.recv(), if input_open => {
+            t = local.typed.recv(), if local.input_open => {
                 let input = match t {
                     Some(Typed::Data(d)) => pb::exec_input::Input::Data(d),
                     Some(Typed::Eof) | None | Some(Typed::Detach) => {
-                        input_open = false;
+                        local.input_open = false;
                         pb::exec_input::Input::CloseStdin(true)
                     }
                 };
                 let _ = tx.send(pb::ExecInput { input: Some(input) }).await;
             }
-            _ = winch.recv(), if opts.raw => {
+            _ = local.winch.recv(), if opts.raw => {
                 if let Some(size) = size_pb() {
                     let _ = tx.send(pb::ExecInput { input: Some(pb::exec_input::Input::Resize(size)) }).await;
                 }
