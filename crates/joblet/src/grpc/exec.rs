@@ -7,7 +7,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Status, Streaming};
 
-use crate::service::{ApiError, Caller, ExecEvent, ExecRequest, Input, Jobs};
+use super::input::Wire;
+use crate::service::{ApiError, Caller, ExecEvent, ExecRequest, Jobs};
 
 /// An exec's output on the wire.
 pub type ExecStream = Pin<Box<dyn Stream<Item = Result<pb::ExecOutput, Status>> + Send>>;
@@ -50,33 +51,16 @@ pub async fn exec_job(
         stdin: start.interactive,
         tty,
     };
+    let job = start.job_id.clone();
     let session = jobs.exec(who, &start.job_id, req).await?;
-    if let Some(mut input) = session.input {
-        tokio::spawn(async move {
-            while let Ok(Some(m)) = inputs.message().await {
-                let sent = match m.input {
-                    Some(pb::exec_input::Input::Data(d)) => Input::Data(d),
-                    Some(pb::exec_input::Input::Resize(s)) => {
-                        match joblet_core::TermSize::checked(
-                            "resize",
-                            i64::from(s.rows),
-                            i64::from(s.cols),
-                        ) {
-                            Ok(t) => Input::Resize {
-                                rows: t.rows,
-                                cols: t.cols,
-                            },
-                            Err(_) => continue,
-                        }
-                    }
-                    Some(pb::exec_input::Input::CloseStdin(true)) => Input::CloseStdin,
-                    _ => continue,
-                };
-                if input.send(sent).await.is_err() {
-                    break;
-                }
-            }
-        });
+    if let Some(input) = session.input {
+        let read = |m: pb::ExecInput| match m.input? {
+            pb::exec_input::Input::Data(d) => Some(Wire::Data(d)),
+            pb::exec_input::Input::Resize(s) => Some(Wire::Resize(s)),
+            pb::exec_input::Input::CloseStdin(true) => Some(Wire::CloseStdin),
+            _ => None,
+        };
+        super::input::forward(inputs, read, input, None, job);
     }
     let out = ReceiverStream::new(session.output).map(|e| {
         Ok(pb::ExecOutput {

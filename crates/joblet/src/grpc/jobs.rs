@@ -8,6 +8,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::caller;
+use super::input::Wire;
 use crate::service::{ApiError, Audit, AuditQuery, Input, JobFilter, Jobs, LogStream};
 use crate::uploads::UploadStreamError;
 
@@ -28,13 +29,6 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<pb::LogEvent, Status>> +
 
 fn events(output: LogStream) -> impl Stream<Item = Result<pb::LogEvent, Status>> {
     ReceiverStream::new(output).map(|e| e.map(joblet_proto::log_event_to_pb).map_err(Status::from))
-}
-
-/// A terminal size from the wire, checked (1 to 4096 each).
-fn term_size(field: &str, s: pb::TerminalSize) -> Result<(u16, u16), Status> {
-    let t = joblet_core::TermSize::checked(field, i64::from(s.rows), i64::from(s.cols))
-        .map_err(ApiError::from)?;
-    Ok((t.rows, t.cols))
 }
 
 /// SubmitJob's messages after the first: file data only.
@@ -174,36 +168,23 @@ impl JobService for JobApi {
                 .into())
             }
         };
-        let size = open.size.map(|s| term_size("open.size", s)).transpose()?;
+        let size = open
+            .size
+            .map(|s| super::input::term_size("open.size", s))
+            .transpose()?;
         let attachment = self
             .jobs
             .attach(&who, &open.job_id, open.read_only, open.replay_bytes)
             .await?;
-        if let Some(mut input) = attachment.input {
-            let job = attachment.job.clone();
-            tokio::spawn(async move {
-                if let Some((rows, cols)) = size {
-                    let _ = input.send(Input::Resize { rows, cols }).await;
-                }
-                while let Ok(Some(m)) = inputs.message().await {
-                    let sent = match m.input {
-                        Some(pb::attach_input::Input::Data(d)) => Input::Data(d),
-                        Some(pb::attach_input::Input::Resize(s)) => match term_size("resize", s) {
-                            Ok((rows, cols)) => Input::Resize { rows, cols },
-                            Err(e) => {
-                                tracing::info!(%job, "attach: {}", e.message());
-                                continue;
-                            }
-                        },
-                        Some(pb::attach_input::Input::CloseStdin(true)) => Input::CloseStdin,
-                        _ => continue,
-                    };
-                    if let Err(e) = input.send(sent).await {
-                        tracing::debug!(%job, "attach: the job's input is gone: {e}");
-                        break;
-                    }
-                }
-            });
+        if let Some(input) = attachment.input {
+            let first = size.map(|(rows, cols)| Input::Resize { rows, cols });
+            let read = |m: pb::AttachInput| match m.input? {
+                pb::attach_input::Input::Data(d) => Some(Wire::Data(d)),
+                pb::attach_input::Input::Resize(s) => Some(Wire::Resize(s)),
+                pb::attach_input::Input::CloseStdin(true) => Some(Wire::CloseStdin),
+                _ => None,
+            };
+            super::input::forward(inputs, read, input, first, attachment.job.to_string());
         }
         Ok(Response::new(Box::pin(events(attachment.output))))
     }

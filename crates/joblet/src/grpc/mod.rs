@@ -7,6 +7,7 @@
 mod exec;
 mod gpu_pb;
 mod gpus;
+mod input;
 mod jobs;
 mod nodes;
 mod runtimes;

@@ -40,15 +40,23 @@ pub enum Input {
     CloseStdin,
 }
 
+/// Where a client's [`Input`] goes: an attached job, or an exec's
+/// process. An error means that input is gone (the job or process ended).
+pub trait TakesInput: Send + 'static {
+    fn send(
+        &mut self,
+        input: Input,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+}
+
 /// The writer's connection to the job's shim.
 pub struct JobInput {
     stream: UnixStream,
 }
 
-impl JobInput {
-    /// Sends `input` to the job. An error means the job's input is gone
-    /// (it ended, or its shim did).
-    pub async fn send(&mut self, input: Input) -> std::io::Result<()> {
+impl TakesInput for JobInput {
+    /// Sends `input` to the job's shim.
+    async fn send(&mut self, input: Input) -> std::io::Result<()> {
         let bytes = match input {
             Input::Data(d) => data_frames(&d),
             Input::Resize { rows, cols } => Frame::Resize { rows, cols }.encode(),

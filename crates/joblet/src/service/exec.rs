@@ -102,8 +102,8 @@ pub struct ExecInput {
     master: Option<Arc<std::fs::File>>,
 }
 
-impl ExecInput {
-    pub async fn send(&mut self, input: Input) -> std::io::Result<()> {
+impl super::attach::TakesInput for ExecInput {
+    async fn send(&mut self, input: Input) -> std::io::Result<()> {
         match input {
             Input::Data(d) => match self.writer.as_mut() {
                 Some(w) => w.write_all(&d).await,

@@ -242,11 +242,7 @@ impl Jobs {
             ));
         }
         let id = self.resolve(job)?;
-        let rec = self
-            .store
-            .get(&id)
-            .map_err(store_error)?
-            .ok_or_else(|| ApiError::NotFound(format!("job {id} was deleted")))?;
+        let rec = self.existing(&id)?;
         if rec.spec.stdio.is_batch() {
             return Err(ApiError::WrongState {
                 id: id.to_string(),
@@ -299,11 +295,7 @@ impl Jobs {
             ));
         };
         let id = self.resolve(job)?;
-        let rec = self
-            .store
-            .get(&id)
-            .map_err(store_error)?
-            .ok_or_else(|| ApiError::NotFound(format!("job {id} was deleted")))?;
+        let rec = self.existing(&id)?;
         if caller.name != rec.owner && caller.name != crate::local::ADMIN {
             return Err(ApiError::PermissionDenied {
                 name: caller.name.clone(),
@@ -565,6 +557,12 @@ impl Jobs {
     /// driver and views that checked already).
     pub(crate) fn record(&self, id: &JobId) -> Result<Option<JobRecord>, ApiError> {
         self.store.get(id).map_err(store_error)
+    }
+
+    /// The record of `id`, resolved a moment ago: gone means deleted since.
+    fn existing(&self, id: &JobId) -> Result<JobRecord, ApiError> {
+        self.record(id)?
+            .ok_or_else(|| ApiError::NotFound(format!("job {id} was deleted")))
     }
 
     /// The engine's handle (the workflow driver stops and deletes jobs

@@ -37,7 +37,7 @@ mod workflow_view;
 mod workflows;
 
 pub use admission::Admission;
-pub use attach::{Attachment, Input, JobInput};
+pub use attach::{Attachment, Input, JobInput, TakesInput};
 pub use audit::{Audit, AuditQuery};
 pub use caller::{Access, Caller, IdentityError};
 pub use error::{store_error, ApiError};
