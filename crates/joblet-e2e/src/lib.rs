@@ -509,6 +509,32 @@ impl Node {
         c
     }
 
+    /// Mints the client identity `name` with `role` (`joblet cert issue`)
+    /// into `<node dir>/<name>`; returns its `rnx-config.yml`.
+    pub fn issue_identity(&self, name: &str, role: &str) -> PathBuf {
+        let dir = self.dir.path().join(name);
+        let o = Command::new(joblet_bin())
+            .args(["cert", "issue", "--name", name, "--role", role, "--out"])
+            .arg(&dir)
+            .arg("--config")
+            .arg(self.config_path())
+            .output()
+            .expect("running joblet cert issue");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        dir.join("rnx-config.yml")
+    }
+
+    /// `rnx` as another identity (see [`Node::issue_identity`]).
+    pub fn rnx_as(&self, config: &Path, args: &[&str]) -> Output {
+        Command::new(rnx_bin())
+            .arg("--config")
+            .arg(config)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("running rnx")
+    }
+
     pub fn rnx(&self, args: &[&str]) -> Output {
         self.rnx_cmd().args(args).output().expect("running rnx")
     }

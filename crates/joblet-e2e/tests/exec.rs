@@ -7,34 +7,9 @@
 //! exec is in the audit with who, what and its exit code; an ended job and
 //! one being stopped are refused with a clear error. Needs root.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use joblet_e2e::{Node, SimGpuNode};
-
-fn issue(node: &Node, name: &str, role: &str) -> PathBuf {
-    let dir = node.dir.path().join(name);
-    let o = Command::new(joblet_e2e::joblet_bin())
-        .args(["cert", "issue", "--name", name, "--role", role, "--out"])
-        .arg(&dir)
-        .arg("--config")
-        .arg(node.config_path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    dir.join("rnx-config.yml")
-}
-
-fn rnx_as(config: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(joblet_e2e::rnx_bin())
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
-}
 
 /// Waits until the job's own process has printed `needle`.
 fn wait_log(node: &Node, id: &str, needle: &str) -> String {
@@ -180,19 +155,22 @@ fn an_exec_in_a_two_gpu_job_has_exactly_the_jobs_uid_gpus_and_restrictions() {
 #[test]
 fn viewers_and_other_owners_are_refused_the_nodes_admin_is_not() {
     let node = Node::start().expect("node");
-    let viewer = issue(&node, "val", "viewer");
-    let bob = issue(&node, "bob", "admin");
+    let viewer = node.issue_identity("val", "viewer");
+    let bob = node.issue_identity("bob", "admin");
     let admins_job = node.run(&["--", "sleep", "60"]);
-    let bobs_job =
-        String::from_utf8_lossy(&rnx_as(&bob, &["job", "run", "--", "sleep", "60"]).stdout)
-            .trim()
-            .to_string();
+    let bobs_job = String::from_utf8_lossy(
+        &node
+            .rnx_as(&bob, &["job", "run", "--", "sleep", "60"])
+            .stdout,
+    )
+    .trim()
+    .to_string();
     wait_log(&node, &admins_job, "");
 
-    let v = rnx_as(&viewer, &["job", "exec", &admins_job, "--", "true"]);
+    let v = node.rnx_as(&viewer, &["job", "exec", &admins_job, "--", "true"]);
     let err = String::from_utf8_lossy(&v.stderr);
     assert!(!v.status.success() && err.contains("viewer"), "{err}");
-    let b = rnx_as(&bob, &["job", "exec", &admins_job, "--", "true"]);
+    let b = node.rnx_as(&bob, &["job", "exec", &admins_job, "--", "true"]);
     let err = String::from_utf8_lossy(&b.stderr);
     assert!(
         !b.status.success() && err.contains("another user's job"),
@@ -204,7 +182,7 @@ fn viewers_and_other_owners_are_refused_the_nodes_admin_is_not() {
         assert!(Instant::now() < deadline, "bob's job never ran");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let own = rnx_as(&bob, &["job", "exec", &bobs_job, "--", "true"]);
+    let own = node.rnx_as(&bob, &["job", "exec", &bobs_job, "--", "true"]);
     assert!(
         own.status.success(),
         "{}",

@@ -105,6 +105,20 @@ impl Terminal {
         self.screen().trim_end().len()
     }
 
+    /// Ctrl-C during `sleep 100` at the shell's prompt interrupts the sleep
+    /// (what follows it on the line never runs) and leaves `shell` taking
+    /// commands. (Each marker is typed split, so only the output shows it
+    /// whole.)
+    fn ctrl_c_interrupts_sleep(&self, shell: &str) {
+        let m = self.mark();
+        self.line("sleep 100; echo AFTER''-SLEEP");
+        std::thread::sleep(Duration::from_millis(500));
+        self.key("C-c");
+        self.line("echo STILL''-HERE");
+        let screen = self.wait_after(m, "STILL-HERE", &format!("{shell} after Ctrl-C"));
+        assert!(!screen[m..].contains("AFTER-SLEEP"), "{screen}");
+    }
+
     fn file(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -169,13 +183,7 @@ fn a_terminal_job_sees_its_gpu_follows_the_window_takes_ctrl_c_and_exits_with_it
     term.tmux(&["resize-window", "-t", "main", "-x", "100", "-y", "30"]);
 
     // Ctrl-C interrupts the foreground command, not the shell or rnx.
-    let m = term.mark();
-    term.line("sleep 100; echo AFTER''-SLEEP");
-    std::thread::sleep(Duration::from_millis(500));
-    term.key("C-c");
-    term.line("echo STILL''-HERE");
-    let screen = term.wait_after(m, "STILL-HERE", "the shell after Ctrl-C");
-    assert!(!screen[m..].contains("AFTER-SLEEP"), "{screen}");
+    term.ctrl_c_interrupts_sleep("the shell");
 
     // exit 3: rnx exits 3 and the local terminal is as it was.
     let m = term.mark();
@@ -321,13 +329,7 @@ fn exec_dash_it_gives_a_terminal_inside_a_running_job() {
     let m = term.mark();
     term.line("echo SIZE=$(stty size | tr ' ' x)");
     term.wait_after(m, "SIZE=25x90", "the exec's terminal has the window's size");
-    let m = term.mark();
-    term.line("sleep 100; echo AFTER''-SLEEP");
-    std::thread::sleep(Duration::from_millis(500));
-    term.key("C-c");
-    term.line("echo STILL''-HERE");
-    let screen = term.wait_after(m, "STILL-HERE", "the exec's shell after Ctrl-C");
-    assert!(!screen[m..].contains("AFTER-SLEEP"), "{screen}");
+    term.ctrl_c_interrupts_sleep("the exec's shell");
     let m = term.mark();
     term.line("exit 4");
     term.wait_after(m, "host$", "back at the host's shell");

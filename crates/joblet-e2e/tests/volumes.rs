@@ -221,43 +221,21 @@ fn a_memory_volume_is_a_sized_tmpfs_shared_by_jobs() {
     node.rnx_ok(&["volume", "remove", "scratch"]);
 }
 
-fn issue(node: &Node, name: &str, role: &str) -> PathBuf {
-    let dir = node.dir.path().join(name);
-    let o = Command::new(joblet_e2e::joblet_bin())
-        .args(["cert", "issue", "--name", name, "--role", role, "--out"])
-        .arg(&dir)
-        .arg("--config")
-        .arg(node.config_path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    dir.join("rnx-config.yml")
-}
-
-fn rnx_as(config: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(joblet_e2e::rnx_bin())
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn viewers_only_read_and_only_owners_mount_an_unshared_volume() {
     let node = Node::start().expect("node");
     node.rnx_ok(&["volume", "create", "team", "--size=4MB"]);
-    let bob = issue(&node, "bob", "viewer");
-    let carol = issue(&node, "carol", "admin");
+    let bob = node.issue_identity("bob", "viewer");
+    let carol = node.issue_identity("carol", "admin");
 
-    let listed = rnx_as(&bob, &["volume", "list"]);
+    let listed = node.rnx_as(&bob, &["volume", "list"]);
     assert!(listed.status.success());
     for args in [
         &["volume", "create", "mine", "--size=4MB"][..],
         &["volume", "remove", "team"],
         &["volume", "share", "team"],
     ] {
-        let o = rnx_as(&bob, args);
+        let o = node.rnx_as(&bob, args);
         assert!(!o.status.success(), "viewer {args:?} succeeded");
         assert!(
             String::from_utf8_lossy(&o.stderr).contains("permission denied"),
@@ -268,17 +246,17 @@ fn viewers_only_read_and_only_owners_mount_an_unshared_volume() {
 
     // Carol's jobs may not mount the node admin's volume until it is
     // shared, nor remove it without --force.
-    let o = rnx_as(&carol, &["job", "run", "--volume=team", "--", "true"]);
+    let o = node.rnx_as(&carol, &["job", "run", "--volume=team", "--", "true"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("has not shared it") && err.contains("rnx volume share team"),
         "{err}"
     );
-    let o = rnx_as(&carol, &["volume", "remove", "team"]);
+    let o = node.rnx_as(&carol, &["volume", "remove", "team"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
     node.rnx_ok(&["volume", "share", "team"]);
-    let o = rnx_as(
+    let o = node.rnx_as(
         &carol,
         &[
             "job",
