@@ -601,24 +601,8 @@ impl JobRequest {
         };
         let timeout = (!timeout.is_zero()).then_some(timeout);
 
-        let tty = if self.tty {
-            Some(crate::TermSize::checked(
-                "tty_size",
-                self.tty_rows,
-                self.tty_cols,
-            )?)
-        } else if self.tty_rows != 0 || self.tty_cols != 0 {
-            return Err(FieldError::new(
-                "tty_size",
-                "is set but tty is not: a terminal size needs a terminal (`rnx job run -t`)",
-            ));
-        } else {
-            None
-        };
-        let stdio = crate::Stdio {
-            stdin: self.interactive,
-            tty,
-        };
+        let stdio =
+            crate::Stdio::from_request(self.interactive, self.tty, self.tty_rows, self.tty_cols)?;
 
         let spec = JobSpec {
             command: self.command.clone(),

@@ -64,6 +64,30 @@ pub struct Stdio {
 }
 
 impl Stdio {
+    /// A request's `interactive`, `tty` and `tty_size` (rows × cols, both
+    /// 0 for 24 × 80), checked: a size needs a terminal.
+    pub fn from_request(
+        interactive: bool,
+        tty: bool,
+        rows: i64,
+        cols: i64,
+    ) -> Result<Stdio, FieldError> {
+        let tty = if tty {
+            Some(TermSize::checked("tty_size", rows, cols)?)
+        } else if rows != 0 || cols != 0 {
+            return Err(FieldError::new(
+                "tty_size",
+                "is set but tty is not: a terminal size needs a terminal (`rnx job run -t`)",
+            ));
+        } else {
+            None
+        };
+        Ok(Stdio {
+            stdin: interactive,
+            tty,
+        })
+    }
+
     /// Neither input nor a terminal: the job's output only goes to its log.
     pub fn is_batch(&self) -> bool {
         !self.stdin && self.tty.is_none()
@@ -107,6 +131,19 @@ mod tests {
         let e = TermSize::checked("tty_size", 24, 70000).unwrap_err();
         assert!(e.to_string().contains("tty_size.cols"), "{e}");
         assert!(e.to_string().contains("1 to 4096"), "{e}");
+    }
+
+    #[test]
+    fn a_request_gets_a_terminal_only_with_tty() {
+        let it = Stdio::from_request(true, true, 0, 0).unwrap();
+        assert_eq!(it.tty, Some(TermSize { rows: 24, cols: 80 }));
+        assert!(it.stdin);
+        assert!(Stdio::from_request(false, false, 0, 0).unwrap().is_batch());
+        let e = Stdio::from_request(true, false, 24, 80).unwrap_err();
+        assert!(
+            e.to_string().contains("tty_size") && e.to_string().contains("needs a terminal"),
+            "{e}"
+        );
     }
 
     #[test]
