@@ -52,10 +52,11 @@ pub(super) fn close_job(dir: &JobDir, run: &JobRun, notify: Option<OwnedFd>, run
         // (bench/history/runs-17-22.md, 10e5ea8). The job's directory holds
         // it until the job is deleted.
         let _ = std::fs::rename(dir.control_sock_path(), dir.closed_control_sock_path());
-        // An interactive job's input socket: no more input once it ended
-        // (only interactive jobs have one, so this frees no batch inode).
-        let _ = std::fs::remove_file(dir.input_sock_path());
         control.quiesce();
+    }
+    if run.input_sock {
+        // No more input once the job ended (also when it never started).
+        let _ = std::fs::remove_file(dir.input_sock_path());
     }
     remove_unused_tmp(dir);
     if let Some(pid) = run.unreaped {

@@ -319,6 +319,7 @@ pub fn run_shim_with(job_dir: &Path, runner: &dyn Runner) -> Result<ShimExit, Sh
                     exit,
                     unreaped: None,
                     control: None,
+                    input_sock: false,
                 },
                 notify,
                 runner,
@@ -516,6 +517,8 @@ struct JobRun {
     /// The control socket's server, when the job ran: [`close_job`] removes
     /// the socket and lets the answer that ended the job go out.
     control: Option<control::Control>,
+    /// An interactive job's `input.sock` may exist: [`close_job`] removes it.
+    input_sock: bool,
 }
 
 /// Spawns and supervises the job; returns its exit record. `ahead`: what
@@ -567,6 +570,7 @@ fn run_job(
                 exit: failed_to_start(e.to_string(), None, written.bytes),
                 unreaped: None,
                 control: None,
+                input_sock: spec.stdio.is_interactive(),
             };
         }
     };
@@ -659,6 +663,7 @@ fn run_job(
         },
         unreaped: ended.unreaped,
         control: Some(control),
+        input_sock: spec.stdio.is_interactive(),
     }
 }
 
