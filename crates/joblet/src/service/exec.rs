@@ -179,7 +179,11 @@ pub(super) async fn start(
         Some(size) => spawn_tty(&mut cmd, size, tx.clone()),
         None => spawn_pipes(&mut cmd, req.stdin, tx.clone()),
     };
-    let (mut child, input) = match spawned {
+    let Spawned {
+        mut child,
+        input,
+        relays,
+    } = match spawned {
         Ok(v) => v,
         Err(e) => {
             let _ = std::fs::remove_file(&path);
@@ -225,8 +229,12 @@ pub(super) async fn start(
             }
         };
         // The output relays end once every holder of the pipes or the
-        // terminal is gone; the exit goes after what they sent.
-        drained(&tx).await;
+        // terminal is gone; the exit goes after what they sent (unless the
+        // client is gone).
+        tokio::select! {
+            _ = futures::future::join_all(relays) => {}
+            () = tx.closed() => {}
+        }
         if let Err(e) = store.exec_ended(audit, now_ms(), code, signal) {
             tracing::warn!(%job, audit, "recording the exec's end: {e}");
         }
@@ -236,19 +244,19 @@ pub(super) async fn start(
     Ok(ExecSession { output, input })
 }
 
-/// Waits until the output relays have sent everything (each holds a clone
-/// of the sender and drops it at end of file), or the client is gone.
-async fn drained(tx: &mpsc::Sender<ExecEvent>) {
-    while tx.strong_count() > 1 && !tx.is_closed() {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+/// A started `sandbox-exec`: the process, its input, and the tasks that
+/// relay its output until end of file.
+struct Spawned {
+    child: tokio::process::Child,
+    input: Option<ExecInput>,
+    relays: Vec<tokio::task::JoinHandle<()>>,
 }
 
 fn spawn_tty(
     cmd: &mut tokio::process::Command,
     size: TermSize,
     tx: mpsc::Sender<ExecEvent>,
-) -> std::io::Result<(tokio::process::Child, Option<ExecInput>)> {
+) -> std::io::Result<Spawned> {
     let winsize = nix::pty::Winsize {
         ws_row: size.rows,
         ws_col: size.cols,
@@ -265,17 +273,16 @@ fn spawn_tty(
     let child = cmd.spawn()?;
     let master = Arc::new(std::fs::File::from(pty.master));
     let reader = master.try_clone()?;
-    std::thread::Builder::new()
-        .name("exec-tty".into())
-        .spawn(move || relay_blocking(reader, tx))?;
     let writer = tokio::fs::File::from_std(master.try_clone()?);
-    Ok((
+    let relay = tokio::task::spawn_blocking(move || relay_blocking(reader, tx));
+    Ok(Spawned {
         child,
-        Some(ExecInput {
+        input: Some(ExecInput {
             writer: Some(Box::new(writer)),
             master: Some(master),
         }),
-    ))
+        relays: vec![relay],
+    })
 }
 
 fn relay_blocking(mut from: std::fs::File, tx: mpsc::Sender<ExecEvent>) {
@@ -303,22 +310,27 @@ fn spawn_pipes(
     cmd: &mut tokio::process::Command,
     stdin: bool,
     tx: mpsc::Sender<ExecEvent>,
-) -> std::io::Result<(tokio::process::Child, Option<ExecInput>)> {
+) -> std::io::Result<Spawned> {
     cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn()?;
+    let mut relays = Vec::with_capacity(2);
     if let Some(out) = child.stdout.take() {
-        tokio::spawn(relay(out, tx.clone(), ExecEvent::Stdout));
+        relays.push(tokio::spawn(relay(out, tx.clone(), ExecEvent::Stdout)));
     }
     if let Some(err) = child.stderr.take() {
-        tokio::spawn(relay(err, tx, ExecEvent::Stderr));
+        relays.push(tokio::spawn(relay(err, tx, ExecEvent::Stderr)));
     }
     let input = child.stdin.take().map(|w| ExecInput {
         writer: Some(Box::new(w)),
         master: None,
     });
-    Ok((child, input))
+    Ok(Spawned {
+        child,
+        input,
+        relays,
+    })
 }
 
 async fn relay(
