@@ -34,6 +34,7 @@ mod launch;
 pub mod logread;
 mod pidfd;
 mod priority;
+pub mod pty;
 pub use priority::set_own_policy;
 pub mod procstat;
 mod reap;

@@ -9,7 +9,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,20 +45,7 @@ pub(super) fn start(
 ) -> io::Result<JobIo> {
     let (io, sink) = match stdio.tty {
         Some(size) => {
-            let winsize = nix::pty::Winsize {
-                ws_row: size.rows,
-                ws_col: size.cols,
-                ws_xpixel: 0,
-                ws_ypixel: 0,
-            };
-            let pty = nix::pty::openpty(&winsize, None).map_err(io::Error::from)?;
-            for fd in [&pty.master, &pty.slave] {
-                nix::fcntl::fcntl(
-                    fd,
-                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-                )
-                .map_err(io::Error::from)?;
-            }
+            let pty = crate::pty::open(size)?;
             let master = File::from(pty.master);
             let reader = master.try_clone()?;
             // One stream: stderr's pipe reaches end of file at once.
@@ -196,13 +183,7 @@ fn client(stream: UnixStream, sink: &Mutex<Sink>) -> Result<(), crate::input::Fr
             }
             (Sink::Pipe(None), Frame::Data(_)) => {}
             (Sink::Tty(master), Frame::Resize { rows, cols }) => {
-                let size = rustix::termios::Winsize {
-                    ws_row: rows,
-                    ws_col: cols,
-                    ws_xpixel: 0,
-                    ws_ypixel: 0,
-                };
-                if let Err(e) = rustix::termios::tcsetwinsize(master.as_fd(), size) {
+                if let Err(e) = crate::pty::resize(&*master, rows, cols) {
                     tracing::warn!("resizing the job's terminal to {rows}x{cols}: {e}");
                 }
             }

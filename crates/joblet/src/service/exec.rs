@@ -7,7 +7,7 @@
 //! store's exec audit from start to end.
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,13 +111,7 @@ impl super::attach::TakesInput for ExecInput {
             },
             Input::Resize { rows, cols } => {
                 if let Some(m) = &self.master {
-                    let size = rustix::termios::Winsize {
-                        ws_row: rows,
-                        ws_col: cols,
-                        ws_xpixel: 0,
-                        ws_ypixel: 0,
-                    };
-                    rustix::termios::tcsetwinsize(m.as_fd(), size)?;
+                    joblet_shim::pty::resize(&**m, rows, cols)?;
                 }
                 Ok(())
             }
@@ -257,13 +251,9 @@ fn spawn_tty(
     size: TermSize,
     tx: mpsc::Sender<ExecEvent>,
 ) -> std::io::Result<Spawned> {
-    let winsize = nix::pty::Winsize {
-        ws_row: size.rows,
-        ws_col: size.cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    let pty = nix::pty::openpty(&winsize, None).map_err(std::io::Error::from)?;
+    // Close-on-exec: no other child of the daemon holds an end, so the
+    // master reads EIO once the command's are closed.
+    let pty = joblet_shim::pty::open(size)?;
     let slave: OwnedFd = pty.slave;
     cmd.stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(slave.try_clone()?))
