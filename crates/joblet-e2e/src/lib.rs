@@ -408,7 +408,10 @@ impl Node {
         let child = Command::new(joblet_bin())
             .args(["server", "--config"])
             .arg(self.config_path())
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("JOBLET_TEST_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .envs(self.daemon_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
