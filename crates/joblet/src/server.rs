@@ -19,7 +19,9 @@ use crate::gpu::simulate::Simulation;
 use crate::grpc::{GpuApi, JobApi, NodeApi, RuntimeApi, TokenApi, VolumeApi, WorkflowApi};
 use crate::node_facts::NodeFacts;
 use crate::sandbox::NodeSandbox;
-use crate::service::{Admission, Audit, Gpus, Jobs, Nodes, Runtimes, Tokens, Volumes, Workflows};
+use crate::service::{
+    Admission, Audit, Gpus, Jobs, LogWatch, Nodes, Runtimes, Tokens, Volumes, Workflows,
+};
 use crate::state_dir::{self, StateDir};
 use crate::storage::{NodeRuntimes, NodeStorage, NodeVolumes};
 use crate::tls;
@@ -330,7 +332,8 @@ pub async fn run(cfg: Config, sim: Option<Simulation>) -> anyhow::Result<()> {
             storage.clone(),
             cluster.clone(),
         )
-        .with_exec(exec_setup),
+        .with_exec(exec_setup)
+        .with_log_watch(LogWatch::start()),
     );
     // After the engine's recovery: the driver hears of jobs' ends from it.
     let driver = WorkflowHandle::start(

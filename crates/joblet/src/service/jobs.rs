@@ -32,6 +32,8 @@ pub struct Jobs {
     cluster: Option<Arc<ClusterNode>>,
     /// What execs into jobs need (`None` without a sandbox).
     exec: Option<super::ExecSetup>,
+    /// Wakes log followers at each write (disabled: they poll).
+    log_watch: super::LogWatch,
 }
 
 /// Which jobs a list shows, as the client asked.
@@ -89,7 +91,15 @@ impl Jobs {
             storage,
             cluster,
             exec: None,
+            log_watch: super::LogWatch::default(),
         }
+    }
+
+    /// Wakes followers of job logs at each write instead of their next
+    /// poll ([`super::LogWatch::start`]).
+    pub fn with_log_watch(mut self, watch: super::LogWatch) -> Jobs {
+        self.log_watch = watch;
+        self
     }
 
     /// Lets callers run processes inside running jobs (`rnx job exec`).
@@ -139,7 +149,8 @@ impl Jobs {
         drop(gate);
         let accepted = self.details(rec, false)?;
         let id = accepted.record.id.clone();
-        let output = logs::follow_new_job(self.store.clone(), ended, &self.dirs, id)?;
+        let output =
+            logs::follow_new_job(self.store.clone(), ended, &self.dirs, &self.log_watch, id)?;
         Ok((accepted, output))
     }
 
@@ -384,6 +395,7 @@ impl Jobs {
             self.store.clone(),
             &self.engine,
             &self.dirs,
+            &self.log_watch,
             id,
             from_seq,
             follow,

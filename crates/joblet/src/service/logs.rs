@@ -6,7 +6,7 @@
 //! ended ([`LogEvent`]), or a [`LogError`] that ends the stream.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use joblet_core::joblog::{JobEnd, LogEvent};
 use joblet_core::JobId;
@@ -14,13 +14,15 @@ use joblet_shim::{LogReader, ShimError};
 use joblet_store::{Store, StoreError};
 use tokio::sync::{broadcast, mpsc};
 
+use super::logwatch::{LogChanges, LogWatch};
 use super::ApiError;
 
 use crate::engine::{Ended, EngineHandle};
 use crate::outcome::Final;
 use crate::state_dir::StateDir;
 
-/// How often a follower looks for new output while the job runs.
+/// How often a follower looks for new output while the job runs, when no
+/// write woke it first ([`LogWatch`]).
 const POLL: Duration = Duration::from_millis(25);
 const BATCH: usize = 256 * 1024;
 
@@ -65,6 +67,7 @@ pub fn stream(
     store: Arc<Store>,
     engine: &EngineHandle,
     dirs: &StateDir,
+    watch: &LogWatch,
     id: JobId,
     from_seq: u64,
     follow: bool,
@@ -72,7 +75,8 @@ pub fn stream(
     let reader = open_reader(dirs, &id, from_seq)?;
     let (tx, rx) = mpsc::channel(16);
     let ended = engine.subscribe_ended();
-    tokio::spawn(copy(store, ended, reader, id, follow, tx, false));
+    let wake = Wake::new(watch, log_path(dirs, &id), follow);
+    tokio::spawn(copy(store, ended, reader, id, wake, tx, false));
     Ok(rx)
 }
 
@@ -85,12 +89,51 @@ pub fn follow_new_job(
     store: Arc<Store>,
     ended: broadcast::Receiver<Ended>,
     dirs: &StateDir,
+    watch: &LogWatch,
     id: JobId,
 ) -> Result<LogStream, ApiError> {
     let reader = open_reader(dirs, &id, 0)?;
     let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(copy(store, ended, reader, id, true, tx, true));
+    let wake = Wake::new(watch, log_path(dirs, &id), true);
+    tokio::spawn(copy(store, ended, reader, id, wake, tx, true));
     Ok(rx)
+}
+
+/// What wakes a follower besides its poll: writes to the log, once the
+/// log exists (a job not started yet has none; each poll tries again).
+struct Wake {
+    watch: LogWatch,
+    path: std::path::PathBuf,
+    changes: Option<LogChanges>,
+    /// Whether to follow at all (a one-off read needs no watch).
+    follow: bool,
+}
+
+impl Wake {
+    fn new(watch: &LogWatch, path: std::path::PathBuf, follow: bool) -> Wake {
+        Wake {
+            watch: watch.clone(),
+            path,
+            changes: None,
+            follow,
+        }
+    }
+
+    /// Watches the log if it is not watched yet; called before each read,
+    /// so no write after a read goes unnoticed.
+    fn arm(&mut self) {
+        if self.follow && !self.changes.as_ref().is_some_and(LogChanges::is_live) {
+            self.changes = Some(self.watch.watch(&self.path));
+        }
+    }
+
+    /// The next write to the log; never, while it is not watched.
+    async fn changed(&mut self) {
+        match &mut self.changes {
+            Some(c) => c.changed().await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 fn open_reader(dirs: &StateDir, id: &JobId, from_seq: u64) -> Result<LogReader, ApiError> {
@@ -106,37 +149,50 @@ async fn copy(
     mut ended: broadcast::Receiver<Ended>,
     mut reader: LogReader,
     id: JobId,
-    follow: bool,
+    mut wake: Wake,
     tx: mpsc::Sender<Result<LogEvent, LogError>>,
     wait_first: bool,
 ) {
+    let follow = wake.follow;
     let mut wait = wait_first;
+    wake.arm();
     // The final state the engine announced with the job's end.
     let mut announced: Option<Final> = None;
+    // When the job's state was last read: a write wakes only the file's
+    // reading, the state is read at a poll, an announcement, or at least
+    // every POLL (a chatty job's follower does not query the store at
+    // each of its writes).
+    let mut checked: Option<Instant> = None;
     loop {
+        let mut polled = false;
         if wait {
             tokio::select! {
-                _ = tokio::time::sleep(POLL) => {}
+                _ = tokio::time::sleep(POLL) => polled = true,
+                _ = wake.changed() => {}
                 _ = tx.closed() => return,
                 fin = wait_for(&mut ended, &id) => announced = fin,
             }
+            wake.arm();
         }
+        let due = checked.is_none_or(|t| t.elapsed() >= POLL);
         // Read the state before the file: if the job was already final,
         // everything it wrote is in the file by now. (Its progress only:
         // the spec is not needed here; and not even that when its end was
         // announced with what was recorded.)
-        let rec = match announced.take() {
-            Some(fin) => Progress {
+        let rec = if let Some(fin) = announced.take() {
+            Some(Progress {
                 state: fin.state,
                 exit_code: fin.exit_code,
                 reason: fin.reason,
-            },
-            None => match store.progress(&id) {
-                Ok(Some(r)) => Progress {
+            })
+        } else if polled || due {
+            checked = Some(Instant::now());
+            match store.progress(&id) {
+                Ok(Some(r)) => Some(Progress {
                     state: r.state,
                     exit_code: r.exit_code,
                     reason: r.reason,
-                },
+                }),
                 Ok(None) => {
                     let _ = tx.send(Err(LogError::Deleted { id })).await;
                     return;
@@ -145,7 +201,9 @@ async fn copy(
                     let _ = tx.send(Err(LogError::Store { id, source })).await;
                     return;
                 }
-            },
+            }
+        } else {
+            None
         };
         let mut sent_any = false;
         loop {
@@ -166,6 +224,10 @@ async fn copy(
                 }
             }
         }
+        let Some(rec) = rec else {
+            wait = !sent_any;
+            continue;
+        };
         if rec.state.is_terminal() || !follow {
             if rec.state.is_terminal() {
                 let end = JobEnd {

@@ -28,6 +28,7 @@ mod gpus;
 mod history;
 mod jobs;
 pub mod logs;
+mod logwatch;
 mod mounts;
 mod nodes;
 mod runtimes;
@@ -49,6 +50,7 @@ pub use history::{
 };
 pub use jobs::{CallerExecutor, JobFilter, Jobs, Submission, WhoAmI};
 pub use logs::{LogError, LogStream};
+pub use logwatch::LogWatch;
 pub use nodes::{NodeList, Nodes};
 pub use runtimes::{RuntimeInfo, Runtimes};
 pub use tokens::{CredentialError, Tokens};
