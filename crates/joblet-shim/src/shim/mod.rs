@@ -21,10 +21,11 @@ mod outcome;
 mod output;
 mod reaper;
 mod signals;
+mod spec_in;
 mod supervise;
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
@@ -41,19 +42,18 @@ use nix::unistd::Pid;
 
 use self::ahead::Ahead;
 use self::close::close_job;
+use self::spec_in::{parse_spec, read_spec, read_stdin, read_warm_spec, ClaimWatch};
 use crate::atomic::{prepare_atomic, tmp_path, write_atomic};
 use crate::inherited_fds::{self, Fd3Error, READY_BUILT, READY_NOT_BUILT};
 use crate::jobdir::JobDir;
 use crate::priority;
 use crate::procstat::{self, ProcStatError, PROC_ROOT};
 use crate::runner::{HostRunner, Runner};
-use crate::spec::{Outcome, ShimExit, ShimSpec, WarmSpec};
+use crate::spec::{Outcome, ShimExit, ShimSpec};
 
 /// How long the rest of the job's process group gets to die and its pipes
 /// to reach end-of-file after its leader exits and the group is killed.
 const DRAIN: Duration = Duration::from_secs(2);
-/// Largest spec accepted on stdin.
-const MAX_SPEC: u64 = 16 << 20;
 
 /// Errors that keep the shim from doing its job. Except for the lock and
 /// "already ran" errors, the shim records them in `exit.json` as
@@ -703,114 +703,6 @@ fn leave_terminal() {
         // EPERM: already a session or group leader, e.g. started by hand.
         tracing::warn!(has_terminal, "leaving the daemon's terminal: {e}");
     }
-}
-
-/// Reads the spec to end-of-file, then points stdin at /dev/null. `None`:
-/// stdin was closed without one.
-fn read_spec() -> Result<Option<ShimSpec>, ShimRunError> {
-    parse_spec(&read_stdin()?)
-}
-
-/// The rest of stdin, after which stdin is /dev/null.
-fn read_stdin() -> Result<Vec<u8>, ShimRunError> {
-    let mut buf = Vec::new();
-    io::stdin()
-        .lock()
-        .take(MAX_SPEC)
-        .read_to_end(&mut buf)
-        .map_err(|source| ShimRunError::ReadSpec { source })?;
-    let null = File::open("/dev/null").map_err(|source| ShimRunError::NullStdin { source })?;
-    nix::unistd::dup2_stdin(&null).map_err(|e| ShimRunError::NullStdin { source: e.into() })?;
-    Ok(buf)
-}
-
-fn parse_spec(buf: &[u8]) -> Result<Option<ShimSpec>, ShimRunError> {
-    if buf.is_empty() {
-        return Ok(None);
-    }
-    serde_json::from_slice(buf)
-        .map(Some)
-        .map_err(|source| ShimRunError::ParseSpec { source })
-}
-
-/// A warm shim's watch for a claim that comes while its sandbox is still
-/// being built: a thread in the normal class polls stdin (it reads
-/// nothing) and, when the job's spec arrives, moves the shim's threads and
-/// everything the shim started into the normal class, so that the rest of
-/// the build does not wait behind other work on a busy machine. Stopped
-/// once the sandbox is built: the main thread then reads the claim itself.
-struct ClaimWatch {
-    /// Dropped to stop the thread (it sees the pipe hang up).
-    stop: OwnedFd,
-}
-
-impl ClaimWatch {
-    fn start() -> Result<ClaimWatch, ShimRunError> {
-        let thread_err = |source| ShimRunError::Thread {
-            what: "claim watch",
-            source,
-        };
-        let (stop_r, stop_w) =
-            nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| thread_err(e.into()))?;
-        std::thread::Builder::new()
-            .name("claim-watch".into())
-            .spawn(move || {
-                if let Err(e) = priority::leave_idle_thread() {
-                    tracing::warn!("the claim watch stays in SCHED_IDLE: {e}");
-                }
-                if claim_waiting(&stop_r) {
-                    if let Err(e) = priority::leave_idle_tree() {
-                        tracing::warn!("cannot take the warm sandbox out of SCHED_IDLE: {e}");
-                    }
-                }
-            })
-            .map_err(thread_err)?;
-        Ok(ClaimWatch { stop: stop_w })
-    }
-
-    fn stop(self) {
-        drop(self.stop);
-    }
-}
-
-/// Waits until stdin has bytes to read (true) or `stop` hangs up, stdin
-/// reaches its end, or polling fails (false).
-fn claim_waiting(stop: &OwnedFd) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let stdin = io::stdin();
-    loop {
-        let mut fds = [
-            PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
-            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) => {}
-            Err(Errno::EINTR) => continue,
-            Err(_) => return false,
-        }
-        if fds[1].any().unwrap_or(true) {
-            return false;
-        }
-        if let Some(ready) = fds[0].revents() {
-            if !ready.is_empty() {
-                // A pipe polls readable only with bytes in it; its end
-                // alone (the daemon discarded the shim) is a hang-up.
-                return ready.contains(PollFlags::POLLIN);
-            }
-        }
-    }
-}
-
-/// Reads a warm shim's first line. Stdin stays open (buffered by `Stdin`)
-/// for the job's spec.
-fn read_warm_spec() -> Result<WarmSpec, ShimRunError> {
-    let mut line = String::new();
-    io::stdin()
-        .lock()
-        .take(MAX_SPEC)
-        .read_line(&mut line)
-        .map_err(|source| ShimRunError::ReadSpec { source })?;
-    serde_json::from_str(&line).map_err(|source| ShimRunError::ParseSpec { source })
 }
 
 fn bind_control(path: &Path) -> Result<UnixListener, ShimRunError> {
