@@ -17,8 +17,9 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
-/// The daemon's watcher of job logs; cheap to clone. A disabled one (no
-/// inotify, or outside a runtime) hands out watches that never fire.
+/// The daemon's watcher of job logs; cheap to clone. A disabled one
+/// (`default()`, or no inotify at start) hands out watches that never
+/// fire.
 #[derive(Clone, Default)]
 pub struct LogWatch {
     inner: Option<Arc<Inner>>,
@@ -45,8 +46,9 @@ impl AsRawFd for InotifyFd {
 }
 
 impl LogWatch {
-    /// A watcher with its reader task on the current tokio runtime; a
-    /// disabled one (with a warning) when inotify is not available.
+    /// A watcher with its reader task on the current tokio runtime (must
+    /// be called inside one); a disabled one, with a warning, when inotify
+    /// is not available.
     pub fn start() -> LogWatch {
         match Inner::new() {
             Ok(inner) => {
