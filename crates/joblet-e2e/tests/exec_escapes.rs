@@ -114,26 +114,7 @@ fn an_exec_is_nobody_in_the_jobs_small_world_and_every_escape_fails() {
     assert_eq!(p["hostname"], format!("job-{}", &id[..8]));
 
     // The job's /dev, the minimal set; no sysfs, no host root.
-    let dev: BTreeSet<&str> = p["dev"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    let expected: BTreeSet<&str> = [
-        "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "fd", "stdin",
-        "stdout", "stderr",
-    ]
-    .into();
-    assert_eq!(dev, expected, "{p}");
-    for m in p["mounts"].as_array().unwrap() {
-        let point = m["mount_point"].as_str().unwrap();
-        assert!(
-            !point.starts_with("/sys") && m["fstype"] != "sysfs",
-            "sysfs visible: {m}"
-        );
-        assert!(!point.starts_with("/.oldroot"), "host root visible: {m}");
-    }
+    assert_minimal_dev_no_sys_no_host_root(&p);
 
     // Every escape of the batch suite, refused with the same answer.
     assert_eq!(tried_on(&p, "read", "/sys/kernel/notes"), "ENOENT", "{p}");

@@ -61,30 +61,8 @@ fn a_job_is_nobody_without_privileges_in_its_own_small_world() {
     assert_eq!(p["hostname"], format!("job-{}", &id[..8]));
     assert_eq!(p["cwd"], "/work");
 
-    // /dev: the minimal set only, no host disks.
-    let dev: BTreeSet<&str> = p["dev"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    let expected: BTreeSet<&str> = [
-        "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "fd", "stdin",
-        "stdout", "stderr",
-    ]
-    .into();
-    assert_eq!(dev, expected, "/dev holds exactly the minimal set");
-
-    // No sysfs at all, and no trace of the host root.
-    let mounts = p["mounts"].as_array().unwrap();
-    for m in mounts {
-        let point = m["mount_point"].as_str().unwrap();
-        assert!(
-            !point.starts_with("/sys") && m["fstype"] != "sysfs",
-            "sysfs visible: {m}"
-        );
-        assert!(!point.starts_with("/.oldroot"), "host root visible: {m}");
-    }
+    // /dev: the minimal set only, no host disks; no sysfs, no host root.
+    assert_minimal_dev_no_sys_no_host_root(&p);
     assert_eq!(tried(&p, "read"), "ENOENT", "/sys must not exist: {p}");
 }
 

@@ -185,6 +185,32 @@ pub fn tried_on(report: &Value, op: &str, target: &str) -> String {
         .to_owned()
 }
 
+/// What a probe report's `/dev` and mounts must show, in a job and in an
+/// exec into one: exactly the minimal device set (no host disks), no
+/// sysfs, no trace of the host root.
+pub fn assert_minimal_dev_no_sys_no_host_root(p: &Value) {
+    let dev: std::collections::BTreeSet<&str> = p["dev"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let expected: std::collections::BTreeSet<&str> = [
+        "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "fd", "stdin",
+        "stdout", "stderr",
+    ]
+    .into();
+    assert_eq!(dev, expected, "/dev holds exactly the minimal set: {p}");
+    for m in p["mounts"].as_array().unwrap() {
+        let point = m["mount_point"].as_str().unwrap();
+        assert!(
+            !point.starts_with("/sys") && m["fstype"] != "sysfs",
+            "sysfs visible: {m}"
+        );
+        assert!(!point.starts_with("/.oldroot"), "host root visible: {m}");
+    }
+}
+
 /// Host pids of the processes whose parent is `ppid`.
 pub fn children_of(ppid: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
