@@ -175,7 +175,8 @@ impl LogChanges {
         }
     }
 
-    /// Whether this watch can fire at all (for tests and logs).
+    /// Whether this watch can fire at all (a follower watches again while
+    /// it cannot: the log did not exist yet, or was replaced).
     pub fn is_live(&self) -> bool {
         self.rx.is_some() && self.guard.is_some()
     }
